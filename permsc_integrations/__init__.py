@@ -1,0 +1,93 @@
+"""permsc-integrations: permutation self-consistency (PSC) for LLM listwise ranking.
+
+Shuffle the list m times, ask the model for each shuffled prompt concurrently, map every
+answer back to the original items and return the central (Kemeny) ranking.
+
+Example:
+    >>> from permsc_integrations import aggregate
+    >>> aggregate([[0, 1, 2], [0, 2, 1], [1, 0, 2]])
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import aggregators
+from .aggregators import aggregate
+from .errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextLengthError,
+    InsufficientSamplesError,
+    InvalidRankingError,
+    MissingDependencyError,
+    ParseError,
+    PermscError,
+    RateLimitError,
+    UnknownNameError,
+)
+from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, WindowResult
+
+if TYPE_CHECKING:
+    from .backends import resolve_backend
+    from .backends.base import Backend, Completion, GenerationSettings
+    from .ranker import PSCRanker, RankRequest
+
+__version__ = "0.1.0"
+
+# Heavier parts load on first attribute access, so ``import permsc_integrations`` stays fast.
+_LAZY: dict[str, str] = {
+    "PSCRanker": "permsc_integrations.ranker",
+    "RankRequest": "permsc_integrations.ranker",
+    "Backend": "permsc_integrations.backends.base",
+    "Completion": "permsc_integrations.backends.base",
+    "GenerationSettings": "permsc_integrations.backends.base",
+    "resolve_backend": "permsc_integrations.backends",
+}
+
+__all__ = [
+    "__version__",
+    "aggregate",
+    "aggregators",
+    "PSCRanker",
+    "RankRequest",
+    "RankingResult",
+    "WindowResult",
+    "Sample",
+    "ParsedAnswer",
+    "ParseStatus",
+    "Usage",
+    "Backend",
+    "Completion",
+    "GenerationSettings",
+    "resolve_backend",
+    "PermscError",
+    "ConfigurationError",
+    "UnknownNameError",
+    "MissingDependencyError",
+    "InvalidRankingError",
+    "ParseError",
+    "BackendError",
+    "RateLimitError",
+    "BackendTimeoutError",
+    "BackendConnectionError",
+    "ContextLengthError",
+    "InsufficientSamplesError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'permsc_integrations' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,124 @@
+"""Rank aggregation: a registry of callables from rankings to one ranking.
+
+An aggregator is any callable ``fn(rankings, *, n_items, **options) -> list[int]`` where
+``rankings`` are sequences of 0-based item indices, best first, possibly partial, already
+validated. It returns a full ranking of ``range(n_items)``. Ties break by item index (the
+first-stage order). Third-party aggregators register through the entry-point group
+``permsc_integrations.aggregators``.
+
+Example:
+    >>> from permsc_integrations import aggregate
+    >>> aggregate([[0, 1, 2], [1, 0, 2], [0, 2, 1]], method="borda")
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from ..errors import InvalidRankingError, UnknownNameError
+
+__all__ = ["Aggregator", "register", "get", "available", "aggregate", "resolve"]
+
+ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
+
+
+class Aggregator(Protocol):
+    def __call__(
+        self, rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any
+    ) -> list[int]: ...
+
+
+# Built-ins are loaded on first use so that importing the package stays fast.
+_BUILTIN: dict[str, str] = {
+    "kemeny": "permsc_integrations.aggregators.kemeny:kemeny",
+    "rrf": "permsc_integrations.aggregators.rrf:rrf",
+    "borda": "permsc_integrations.aggregators.borda:borda",
+    "copeland": "permsc_integrations.aggregators.copeland:copeland",
+    "local_search": "permsc_integrations.aggregators.local_search:local_search",
+}
+_REGISTRY: dict[str, Aggregator | str] = dict(_BUILTIN)
+_entry_points_loaded = False
+
+
+def register(name: str, fn: Aggregator) -> None:
+    """Register ``fn`` under ``name`` (replacing any aggregator of that name)."""
+    if not callable(fn):
+        raise TypeError(f"aggregator {name!r} must be callable, got {type(fn).__name__}")
+    _REGISTRY[name] = fn
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        _REGISTRY.setdefault(ep.name, f"{ep.value}")
+
+
+def available() -> list[str]:
+    """Names of every registered aggregator, sorted."""
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Aggregator:
+    """The aggregator registered as ``name``; :class:`UnknownNameError` lists the others."""
+    _load_entry_points()
+    try:
+        entry = _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("aggregator", name, available()) from None
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = entry
+    return entry
+
+
+def resolve(method: str | Aggregator) -> Aggregator:
+    """A name or a callable, as the aggregator callable."""
+    return get(method) if isinstance(method, str) else method
+
+
+def _validate(rankings: Sequence[Sequence[int]], n_items: int | None) -> tuple[list[list[int]], int]:
+    if isinstance(rankings, (str, bytes)):
+        raise InvalidRankingError("rankings must be a sequence of rankings, not a string")
+    clean = [[int(i) for i in r] for r in rankings]
+    seen_max = max((max(r) for r in clean if r), default=-1)
+    n = seen_max + 1 if n_items is None else int(n_items)
+    if n <= 0:
+        raise InvalidRankingError(
+            "nothing to aggregate: no items in any ranking and n_items not given"
+        )
+    for k, r in enumerate(clean):
+        if len(set(r)) != len(r):
+            raise InvalidRankingError(f"ranking {k} lists an item twice: {r}")
+        bad = [i for i in r if i < 0 or i >= n]
+        if bad:
+            raise InvalidRankingError(f"ranking {k} has indices outside 0..{n - 1}: {bad}")
+    return clean, n
+
+
+def aggregate(
+    rankings: Sequence[Sequence[int]],
+    *,
+    method: str | Aggregator = "kemeny",
+    n_items: int | None = None,
+    **options: Any,
+) -> list[int]:
+    """Aggregate ``rankings`` (best first, maybe partial) into one full ranking.
+
+    ``n_items`` defaults to 1 + the largest index seen; items absent from every ranking go
+    last, in index order.
+
+    >>> aggregate([[2, 0, 1], [2, 1, 0], [0, 2, 1]])
+    [2, 0, 1]
+    """
+    clean, n = _validate(rankings, n_items)
+    fn: Callable[..., list[int]] = resolve(method)
+    return list(fn(clean, n_items=n, **options))

@@ -1,0 +1,88 @@
+"""Model backends behind one async protocol, chosen by object or by spec string.
+
+Spec strings are ``"<kind>:<model>"``: ``"openai:gpt-4o-mini"``,
+``"transformers:/path/to/model-dir"``, ``"llamacpp:/path/model.gguf"``, or ``"embedded"``
+(the bundled SmolLM2-135M-Instruct). Third-party kinds register through the entry-point group
+``permsc_integrations.backends``.
+
+Example:
+    >>> from permsc_integrations.backends import available
+    >>> "openai" in available()
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from ..errors import ConfigurationError, UnknownNameError
+from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
+
+__all__ = [
+    "Backend",
+    "BatchBackend",
+    "Completion",
+    "GenerationSettings",
+    "Message",
+    "register",
+    "available",
+    "resolve_backend",
+]
+
+ENTRY_POINT_GROUP = "permsc_integrations.backends"
+
+BackendFactory = Callable[..., Backend]
+"""``factory(model: str | None, **options) -> Backend``."""
+
+_REGISTRY: dict[str, BackendFactory | str] = {
+    "openai": "permsc_integrations.backends.openai:OpenAIBackend",
+    "transformers": "permsc_integrations.backends.transformers:TransformersBackend",
+    "llamacpp": "permsc_integrations.backends.llamacpp:LlamaCppBackend",
+    "embedded": "permsc_integrations.backends.embedded:embedded_backend",
+}
+_entry_points_loaded = False
+
+
+def register(kind: str, factory: BackendFactory) -> None:
+    """Register a backend factory for spec strings ``"<kind>:<model>"``."""
+    _REGISTRY[kind] = factory
+
+
+def available() -> list[str]:
+    """Backend kinds usable in spec strings, sorted."""
+    global _entry_points_loaded
+    if not _entry_points_loaded:
+        _entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            _REGISTRY.setdefault(ep.name, ep.value)
+    return sorted(_REGISTRY)
+
+
+def _factory(kind: str) -> BackendFactory:
+    if kind not in available():
+        raise UnknownNameError("backend", kind, available())
+    entry = _REGISTRY[kind]
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _REGISTRY[kind] = entry
+    return entry
+
+
+def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
+    """A backend object as given, or one built from a spec string such as ``"openai:gpt-4o"``.
+
+    ``options`` go to the factory (``base_url=``, ``api_key=``, ``device=``, ...).
+    """
+    if not isinstance(spec, str):
+        if not isinstance(spec, Backend):
+            raise ConfigurationError(
+                f"backend must be a spec string like 'openai:gpt-4o-mini' or an object with "
+                f"name, acomplete() and aclose(); got {type(spec).__name__}"
+            )
+        return spec
+    kind, _, model = spec.partition(":")
+    return _factory(kind.strip().lower())(model.strip() or None, **options)

@@ -1,0 +1,155 @@
+"""Frozen values describing a ranking and how it was reached.
+
+Example:
+    >>> r = RankingResult(order=(2, 0, 1), scores=(2 / 3, 1 / 3, 1.0))
+    >>> r.order[0], r.top(2)
+    (2, (2, 0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "Usage",
+    "ParseStatus",
+    "ParsedAnswer",
+    "Sample",
+    "WindowResult",
+    "RankingResult",
+    "scores_from_order",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token and call accounting; ``+`` adds two usages."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    retries: int = 0
+    cached_calls: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+            self.retries + other.retries,
+            self.cached_calls + other.cached_calls,
+            self.latency_s + other.latency_s,
+        )
+
+
+class ParseStatus(str, Enum):
+    """How one model answer parsed."""
+
+    OK = "ok"  # every item exactly once
+    PARTIAL = "partial"  # a usable ranking with missing, duplicate or out-of-range ids
+    INVALID = "invalid"  # nothing usable; the sample failed
+    ERROR = "error"  # the call itself failed (backend error after retries)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAnswer:
+    """A parsed answer, in *prompt* positions (0-based, best first).
+
+    ``missing`` stay missing: they are never filled in input order.
+    """
+
+    ranking: tuple[int, ...]
+    missing: tuple[int, ...] = ()
+    duplicates: tuple[int, ...] = ()
+    out_of_range: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> ParseStatus:
+        if self.missing or self.duplicates or self.out_of_range:
+            return ParseStatus.PARTIAL
+        return ParseStatus.OK
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One permuted call: what was shown, what came back, what it meant.
+
+    ``permutation[p]`` is the original index of the item shown at prompt position ``p``;
+    ``ranking`` is the answer mapped back to original indices (best first, maybe partial).
+    """
+
+    permutation: tuple[int, ...]
+    ranking: tuple[int, ...]
+    raw_text: str
+    status: ParseStatus
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (ParseStatus.OK, ParseStatus.PARTIAL)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowResult:
+    """PSC over one window: ``indices`` are original item indices in the window's input order."""
+
+    start: int
+    indices: tuple[int, ...]
+    order: tuple[int, ...]
+    samples: tuple[Sample, ...]
+    confidence: float
+
+    @property
+    def failed(self) -> tuple[Sample, ...]:
+        return tuple(s for s in self.samples if not s.ok)
+
+
+@dataclass(frozen=True, slots=True)
+class RankingResult:
+    """The outcome of ranking one list.
+
+    ``order`` holds indices into the caller's items, best first; ``scores[i]`` is item
+    ``i``'s score, strictly decreasing along ``order`` (usable as a relevance score).
+    """
+
+    order: tuple[int, ...]
+    scores: tuple[float, ...]
+    windows: tuple[WindowResult, ...] = ()
+    confidence: float = 1.0
+    usage: Usage = field(default_factory=Usage)
+    request: Any = None
+    approximate: bool = False
+
+    @property
+    def samples(self) -> tuple[Sample, ...]:
+        return tuple(s for w in self.windows for s in w.samples)
+
+    @property
+    def failures(self) -> tuple[Sample, ...]:
+        return tuple(s for s in self.samples if not s.ok)
+
+    def top(self, k: int) -> tuple[int, ...]:
+        return self.order[:k]
+
+
+def scores_from_order(order: Sequence[int]) -> tuple[float, ...]:
+    """Scores ``(n - rank) / n`` per item: 1.0 for the best, strictly decreasing.
+
+    >>> scores_from_order([1, 2, 0])
+    (0.3333333333333333, 1.0, 0.6666666666666666)
+    """
+    n = len(order)
+    scores = [0.0] * n
+    for rank, item in enumerate(order):
+        scores[item] = (n - rank) / n
+    return tuple(scores)
