@@ -1,0 +1,137 @@
+"""A core backend over any LangChain chat model: each permuted prompt is one ``ainvoke`` call.
+
+Decoding settings (temperature, max tokens) are those configured on the chat model; the
+engine's per-call timeout applies. Usage comes from the answer's ``usage_metadata``. Errors
+become the core's typed :class:`~permsc_integrations.errors.BackendError` tree so that the
+engine retries only what is retryable: turn the model's own retries off (``max_retries=0``).
+
+Calls run inside the LangChain run that started the ranking (see :func:`run_config`), so
+callback handlers and tracers see every LLM call as a child run.
+
+Example:
+    >>> from langchain_core.language_models import FakeListChatModel
+    >>> backend = ChatModelBackend(FakeListChatModel(responses=["[2] > [1]"]))
+    >>> backend.name
+    'langchain:FakeListChatModel'
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import anyio
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextLengthError,
+    RateLimitError,
+)
+from permsc_integrations.results import Usage
+
+__all__ = ["ChatModelBackend", "run_config"]
+
+_RUN_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("langchain_permsc_run_config", default=None)
+_ROLES = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+
+
+@contextmanager
+def run_config(config: RunnableConfig | None) -> Iterator[None]:
+    """Make ``config`` the parent of every chat-model call started inside the block."""
+    token = _RUN_CONFIG.set(config)
+    try:
+        yield
+    finally:
+        _RUN_CONFIG.reset(token)
+
+
+def _model_name(model: BaseChatModel) -> str:
+    for attr in ("model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+class ChatModelBackend:
+    """Complete the engine's chat messages with ``model.ainvoke`` (see the module docstring)."""
+
+    def __init__(self, model: BaseChatModel, *, name: str | None = None) -> None:
+        if not isinstance(model, BaseChatModel):
+            raise ConfigurationError(
+                f"ChatModelBackend needs a LangChain BaseChatModel, got {type(model).__name__}"
+            )
+        self.model = model
+        self.name = name or f"langchain:{_model_name(model)}"
+
+    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+        chat: list[BaseMessage] = [_ROLES[m["role"]](content=m["content"]) for m in messages]
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(settings.timeout):
+                answer = await self.model.ainvoke(chat, config=_RUN_CONFIG.get())
+        except BackendError:
+            raise
+        except TimeoutError as exc:
+            raise BackendTimeoutError(
+                f"{self.name} gave no answer within {settings.timeout} s (raise timeout=)"
+            ) from exc
+        except Exception as exc:
+            raise _backend_error(exc) from exc
+        prompt, completion = _usage(answer)
+        return Completion(
+            text=answer.text if isinstance(answer, BaseMessage) else str(answer),
+            usage=Usage(prompt, completion, 1, latency_s=time.perf_counter() - started),
+            model=_model_name(self.model),
+            finish_reason=(getattr(answer, "response_metadata", None) or {}).get("finish_reason"),
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release: the chat model belongs to the caller."""
+
+
+def _usage(answer: Any) -> tuple[int, int]:
+    meta = getattr(answer, "usage_metadata", None) or {}
+    return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
+
+
+def _status_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    value = headers.get("retry-after") if isinstance(headers, Mapping) or hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _backend_error(exc: Exception) -> BackendError:
+    """Map what a chat model raised to the core's error tree (by status code, then by kind)."""
+    what = f"{type(exc).__name__} from the LangChain chat model: {exc}"
+    status = _status_code(exc)
+    if status == 429:
+        return RateLimitError(what, status_code=status, retry_after=_retry_after(exc))
+    if status == 400 and "context" in str(exc).lower():
+        return ContextLengthError(f"{what} (lower window_size or max_words)", status_code=status)
+    if status is not None:
+        return BackendError(what, retryable=status >= 500 or status == 408, status_code=status)
+    if "Timeout" in type(exc).__name__:
+        return BackendTimeoutError(f"{what} (raise the timeout, or check the server)")
+    if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
+        return BackendConnectionError(f"{what} (is the server running and reachable?)")
+    return BackendError(f"{what} (not retried; check the chat model's configuration)", retryable=False)

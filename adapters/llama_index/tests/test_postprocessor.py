@@ -1,0 +1,149 @@
+"""PSCRerank called directly: inputs stay untouched, typed errors, prompts, settings."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import DOCS, QUERY, oracle_texts, openai_like
+from llama_index.core.llms import MockLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.permsc import PSCRerank, default_rerank_prompt
+from permsc_integrations.errors import ConfigurationError, UnknownNameError
+
+
+def _nodes() -> list[NodeWithScore]:
+    # Worst first, retriever-style scores; metadata is included in the text the model sees.
+    ranked = sorted(DOCS, key=lambda d: d[1])
+    return [
+        NodeWithScore(node=TextNode(text=text, metadata={"source": f"doc{k}"}), score=0.9 - k / 10)
+        for k, (text, _) in enumerate(ranked)
+    ]
+
+
+def test_is_a_node_postprocessor_with_a_class_name():
+    assert issubclass(PSCRerank, BaseNodePostprocessor)
+    assert PSCRerank.class_name() == "PSCRerank"
+    rerank = PSCRerank(backend=MockLLM(), top_n=2, num_permutations=3, aggregator="borda")
+    dumped = rerank.to_dict()
+    assert dumped["class_name"] == "PSCRerank"
+    assert dumped["top_n"] == 2 and dumped["num_permutations"] == 3
+    assert dumped["aggregator"] == "borda"
+    assert "backend" not in dumped and "backend_options" not in dumped  # may hold secrets
+
+
+def test_returns_new_nodes_and_leaves_inputs_unchanged(server):
+    nodes = _nodes()
+    snapshot = copy.deepcopy(nodes)
+    rerank = PSCRerank(backend=openai_like(server), num_permutations=3)
+    out = rerank.postprocess_nodes(nodes, query_str=QUERY)
+    assert [n.node.get_content() for n in out] == oracle_texts()
+    assert all(o is not n for o in out for n in nodes)
+    assert [(n.node.node_id, n.score, n.node.metadata) for n in nodes] == [
+        (n.node.node_id, n.score, n.node.metadata) for n in snapshot
+    ]
+    assert sorted(n.node.node_id for n in out) == sorted(n.node.node_id for n in nodes)
+
+
+def test_needs_a_query_bundle():
+    rerank = PSCRerank(backend=MockLLM())
+    with pytest.raises(ConfigurationError, match="needs the query") as caught:
+        rerank.postprocess_nodes(_nodes())
+    assert isinstance(caught.value, ValueError)  # what LlamaIndex's own rerankers raise
+
+
+async def test_no_nodes_no_calls(server):
+    rerank = PSCRerank(backend=openai_like(server))
+    before = server.request_count
+    assert rerank.postprocess_nodes([], query_str=QUERY) == []
+    assert await rerank.apostprocess_nodes([], QueryBundle(QUERY)) == []
+    assert server.request_count == before
+
+
+def test_bad_backend_and_options_fail_at_construction():
+    with pytest.raises(UnknownNameError, match="no-such-kind"):
+        PSCRerank(backend="no-such-kind:model")
+    with pytest.raises(ConfigurationError, match="backend_options"):
+        PSCRerank(backend=MockLLM(), backend_options={"base_url": "http://x"})
+    with pytest.raises(ConfigurationError):
+        PSCRerank(backend=object())
+
+
+def test_changing_a_setting_rebuilds_the_ranker(server):
+    rerank = PSCRerank(backend=openai_like(server), num_permutations=2)
+    first = rerank.ranker
+    rerank.callback_manager = rerank.callback_manager  # not a ranker setting
+    assert rerank.ranker is first
+    rerank.num_permutations = 5
+    assert rerank.ranker is not first
+    before = server.request_count
+    rerank.postprocess_nodes(_nodes(), query_str=QUERY)
+    assert server.request_count - before == 5
+
+
+def test_prompt_swapped_through_the_prompt_mixin(server):
+    rerank = PSCRerank(backend=openai_like(server), num_permutations=2, top_n=2)
+    assert rerank.get_prompts() == {}  # the core's RankGPT prompt is used
+    template = PromptTemplate(
+        "Passages about pets:\n{context_str}\nWhich answer '{query_str}' best? "
+        "Order all {num} as [] > []."
+    )
+    rerank.update_prompts({"rerank_prompt": template})
+    assert rerank.get_prompts() == {"rerank_prompt": template}
+    start = server.request_count
+    out = rerank.postprocess_nodes(_nodes(), query_str=QUERY)
+    assert [n.node.get_content() for n in out] == oracle_texts(2)
+    sent = [r for r in server.requests[start:]]
+    assert len(sent) == 2
+    for record in sent:
+        (message,) = record.messages
+        assert message["role"] == "user"
+        assert message["content"].startswith("Passages about pets:\n[1] ")
+        assert f"Which answer '{QUERY}' best? Order all 5 as [] > []." in message["content"]
+
+
+def test_chat_template_with_a_system_message(server):
+    template = ChatPromptTemplate.from_messages(
+        [("system", "You rank passages."), ("user", "{query_str}\n{context_str}")]
+    )
+    rerank = PSCRerank(backend=openai_like(server), num_permutations=2, rerank_prompt=template)
+    start = server.request_count
+    out = rerank.postprocess_nodes(_nodes(), query_str=QUERY)
+    assert [n.node.get_content() for n in out] == oracle_texts()
+    roles = [m["role"] for m in server.requests[start].messages]
+    assert roles == ["system", "user"]
+
+
+def test_default_template_is_a_working_starting_point(server):
+    rerank = PSCRerank(
+        backend=openai_like(server), num_permutations=2, rerank_prompt=default_rerank_prompt()
+    )
+    out = rerank.postprocess_nodes(_nodes(), query_str=QUERY)
+    assert [n.node.get_content() for n in out] == oracle_texts()
+
+
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        (PromptTemplate("{query_str} only"), "must contain {context_str}"),
+        (PromptTemplate("{context_str} {tone}"), r"\['tone'\]"),
+        (
+            ChatPromptTemplate.from_messages([("user", "{context_str}"), ("assistant", "ok")]),
+            "one user message",
+        ),
+    ],
+)
+def test_unusable_templates_are_refused_when_set(template, message):
+    rerank = PSCRerank(backend=MockLLM())
+    with pytest.raises(ConfigurationError, match=message):
+        rerank.update_prompts({"rerank_prompt": template})
+    assert rerank.get_prompts() == {}
+
+
+def test_partial_variables_are_bound():
+    template = PromptTemplate("{tone} ranking.\n{context_str}").partial_format(tone="Careful")
+    rerank = PSCRerank(backend=MockLLM(), rerank_prompt=template)
+    messages = rerank.ranker.engine.prompt.render("q", ["a", "b"])
+    assert messages[-1]["content"] == "Careful ranking.\n[1] a\n[2] b"

@@ -1,0 +1,137 @@
+"""Kemeny as an LP/MIP over pair variables with lazily added 3-cycle rows (HiGHS in process).
+
+One variable ``x[i, j]`` per unordered pair ``i < j`` (1 = ``i`` before ``j``). Transitivity
+is ``0 <= x[i, j] + x[j, l] - x[i, l] <= 1`` for ``i < j < l``; those rows are added only
+when the current solution violates them, so the O(k^3) model is never built.
+
+Example:
+    >>> import numpy as np
+    >>> lp = TriangleModel(np.array([[0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 1.0, 0.0]]))
+    >>> lp.solve(time_limit=1.0).integral
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MissingDependencyError
+
+__all__ = ["TriangleModel", "LPResult", "violated_triangles", "order_from_matrix", "pair_matrix"]
+
+_TOL = 1e-6
+IPM_FROM = 60  # blocks larger than this solve their LPs by interior point, no crossover
+
+
+def _highspy():  # noqa: ANN202 - the module itself
+    try:
+        import highspy
+    except ImportError:
+        raise MissingDependencyError("highspy", "highs", purpose="exact Kemeny (LP/MIP)") from None
+    return highspy
+
+
+@dataclass(frozen=True, slots=True)
+class LPResult:
+    """One solve: ``x`` per pair (upper-triangle order), objective incl. offset, status."""
+
+    x: np.ndarray
+    objective: float
+    optimal: bool
+    integral: bool
+
+
+def pair_matrix(x: np.ndarray, k: int) -> np.ndarray:
+    """The ``k x k`` matrix ``X[a, b]`` = degree to which ``a`` comes before ``b``."""
+    X = np.zeros((k, k))
+    iu, ju = np.triu_indices(k, 1)
+    X[iu, ju] = x
+    X[ju, iu] = 1.0 - x
+    return X
+
+
+def violated_triangles(X: np.ndarray, limit: int) -> np.ndarray:
+    """Up to ``limit`` triples ``(i < j < l)`` whose 3-cycle row ``X`` violates, worst first."""
+    T = X[:, :, None] + X[None, :, :] + X.T[:, None, :]  # T[a,b,c] = X[a,b] + X[b,c] + X[c,a]
+    a, b, c = np.nonzero(T > 2.0 + _TOL)
+    keep = (a < b) & (a < c)  # one rotation of each cycle
+    a, b, c = a[keep], b[keep], c[keep]
+    if len(a) == 0:
+        return np.empty((0, 3), dtype=np.intp)
+    worst = -T[a, b, c]
+    spread = (a * 7919 + b * 104729 + c * 1299709) % 1000003  # deterministic diversity
+    pick = np.lexsort((spread, np.round(worst, 6)))[:limit]
+    return np.sort(np.stack([a[pick], b[pick], c[pick]], axis=1), axis=1)
+
+
+def order_from_matrix(X: np.ndarray) -> list[int]:
+    """The order of a transitive 0/1 precedence matrix (most wins first, ties by index)."""
+    return np.argsort(-np.rint(X).sum(1), kind="stable").tolist()
+
+
+class TriangleModel:
+    """The pair-variable model of one block; ``cost[b, a]`` = price of ``a`` before ``b``."""
+
+    def __init__(self, cost: np.ndarray) -> None:
+        hs = _highspy()
+        self._hs, self.k = hs, cost.shape[0]
+        iu, ju = np.triu_indices(self.k, 1)
+        self.n_pairs = len(iu)
+        self._pair = np.full((self.k, self.k), -1, dtype=np.int32)
+        self._pair[iu, ju] = np.arange(self.n_pairs)
+        self.offset = float(cost[iu, ju].sum())  # all x = 0: every j before i
+        self.h = hs.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("threads", 1)
+        if self.k > IPM_FROM:  # simplex stalls on big degenerate 3-cycle LPs; IPM does not
+            self.h.setOptionValue("solver", "ipm")
+            self.h.setOptionValue("run_crossover", "off")
+        coef = (cost[ju, iu] - cost[iu, ju]).astype(float)
+        n = self.n_pairs
+        empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0)
+        self.h.addCols(n, coef, np.zeros(n), np.ones(n), 0, empty_i, empty_i, empty_f)
+        self._triples: list[np.ndarray] = []
+        self.integer = False
+
+    def add_triangles(self, triples: np.ndarray) -> None:
+        """Add the ranged rows ``0 <= x_ij + x_jl - x_il <= 1``."""
+        t = len(triples)
+        if not t:
+            return
+        i, j, l = triples[:, 0], triples[:, 1], triples[:, 2]
+        idx = np.stack([self._pair[i, j], self._pair[j, l], self._pair[i, l]], axis=1).ravel()
+        vals = np.tile([1.0, 1.0, -1.0], t)
+        starts = np.arange(0, 3 * t, 3, dtype=np.int32)
+        self.h.addRows(t, np.zeros(t), np.ones(t), 3 * t, starts, idx.astype(np.int32), vals)
+        self._triples.append(np.asarray(triples, dtype=np.intp))
+
+    def triples(self) -> np.ndarray:
+        """Every 3-cycle row added so far, as ``(i, j, l)`` with ``i < j < l``."""
+        return np.vstack(self._triples) if self._triples else np.empty((0, 3), dtype=np.intp)
+
+    def make_integer(self) -> None:
+        hs = self._hs
+        self.h.setOptionValue("solver", "choose")
+        kinds = np.full(self.n_pairs, int(hs.HighsVarType.kInteger), dtype=np.uint8)
+        self.h.changeColsIntegrality(self.n_pairs, np.arange(self.n_pairs, dtype=np.int32), kinds)
+        self.integer = True
+
+    def solve(self, time_limit: float) -> LPResult:
+        """Solve the current model (LP, or MIP after :meth:`make_integer`) within the limit."""
+        self.h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+        self.h.run()
+        status = self.h.getModelStatus()
+        optimal = status == self._hs.HighsModelStatus.kOptimal
+        info = self.h.getInfo()
+        has_x = optimal or int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
+        x = np.asarray(self.h.getSolution().col_value) if has_x else np.zeros(0)
+        integral = has_x and bool(np.all(np.minimum(x, 1.0 - x) < _TOL))
+        objective = info.objective_function_value + self.offset if has_x else float("inf")
+        objective -= 1e-7 * abs(objective)  # IPM without crossover: keep the bound safe
+        return LPResult(x=x, objective=objective, optimal=optimal, integral=integral)
+
+    def bound(self) -> float:
+        """The MIP dual bound (incl. offset) after an interrupted integer solve."""
+        return float(self.h.getInfo().mip_dual_bound) + self.offset

@@ -1,0 +1,140 @@
+"""Fast CPU inference of GGUF models through llama-cpp-python (the ``llamacpp`` extra).
+
+One ``Llama`` instance per (file, context, threads, GPU layers) per process; calls run in a
+worker thread, one at a time per instance (llama.cpp contexts are not thread-safe).
+``"llamacpp"`` without a path runs the embedded SmolLM2 file.
+
+Example:
+    >>> from permsc_integrations.backends.llamacpp import LlamaCppBackend
+    >>> backend = LlamaCppBackend("/models/qwen2.5-1.5b-instruct-q4_k_m.gguf")  # doctest: +SKIP
+    >>> backend.name  # doctest: +SKIP
+    'llamacpp:qwen2.5-1.5b-instruct-q4_k_m.gguf'
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
+from ..results import Usage
+from .base import Completion, GenerationSettings, Message
+
+__all__ = ["LlamaCppBackend"]
+
+
+def _require() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingDependencyError("llama-cpp-python", "llamacpp", purpose="llama.cpp models") from exc
+    return llama_cpp
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    path: str
+    n_ctx: int
+    n_threads: int | None
+    n_gpu_layers: int
+
+
+_MODELS: dict[_Key, tuple[Any, threading.Lock]] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load(key: _Key) -> tuple[Any, threading.Lock]:
+    with _LOAD_LOCK:
+        if key not in _MODELS:
+            llama_cpp = _require()
+            model = llama_cpp.Llama(
+                model_path=key.path, n_ctx=key.n_ctx, n_threads=key.n_threads,
+                n_gpu_layers=key.n_gpu_layers, verbose=False,
+            )
+            _MODELS[key] = (model, threading.Lock())
+        return _MODELS[key]
+
+
+def _resolve_path(model_path: str | os.PathLike[str] | None) -> Path:
+    if model_path is None:
+        from .embedded import embedded_model_path
+
+        return embedded_model_path()
+    path = Path(model_path).expanduser()
+    if not path.is_file():
+        raise ConfigurationError(f"GGUF file not found: {str(path)!r}; give a local .gguf path")
+    return path.resolve()
+
+
+class LlamaCppBackend:
+    """A GGUF model run by llama.cpp, behind the backend protocol.
+
+    ``n_ctx`` is the context window in tokens (a window of 20 passages of 100 words needs
+    about 3,500); ``n_threads`` defaults to llama.cpp's choice.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        max_new_tokens: int = 256,
+        name: str | None = None,
+    ) -> None:
+        _require()
+        path = _resolve_path(model_path)
+        self._key = _Key(str(path), n_ctx, n_threads, n_gpu_layers)
+        self.max_new_tokens = max_new_tokens
+        self.name = name or f"llamacpp:{path}"
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first call does, in a worker thread)."""
+        _load(self._key)
+
+    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+        return await anyio.to_thread.run_sync(self._complete, [dict(m) for m in messages], settings)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the model stays loaded for the process."""
+
+    def _complete(self, messages: list[dict[str, str]], settings: GenerationSettings) -> Completion:
+        model, lock = _load(self._key)
+        with lock:
+            try:
+                response = model.create_chat_completion(
+                    messages=messages,
+                    temperature=settings.temperature,
+                    max_tokens=settings.max_tokens or self.max_new_tokens,
+                    seed=settings.seed,
+                    stop=list(settings.stop) or None,
+                )
+            except ValueError as exc:
+                if "context" in str(exc).lower() or "tokens" in str(exc).lower():
+                    raise ContextLengthError(
+                        f"{exc}; raise n_ctx (now {self._key.n_ctx}), or lower window_size or max_words"
+                    ) from exc
+                raise BackendError(f"llama.cpp failed: {exc}", retryable=False) from exc
+        return _completion(response, self.name)
+
+
+def _completion(response: dict[str, Any], name: str) -> Completion:
+    choice = response["choices"][0]
+    usage = response.get("usage") or {}
+    return Completion(
+        text=(choice["message"].get("content") or "").strip(),
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            calls=1,
+        ),
+        model=name,
+        finish_reason=choice.get("finish_reason"),
+    )

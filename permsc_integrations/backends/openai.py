@@ -1,0 +1,272 @@
+"""OpenAI-compatible chat completions: OpenAI, vLLM, llama.cpp's server, Ollama, any proxy.
+
+Uses ``openai.AsyncOpenAI(max_retries=0)``: the engine owns retries, so SDK errors become
+typed :class:`~permsc_integrations.errors.BackendError` subclasses with ``retryable`` set.
+Needs the ``openai`` extra.
+
+Example:
+    >>> from permsc_integrations.testing import ScriptedOpenAIServer
+    >>> from permsc_integrations.backends import GenerationSettings, resolve_backend
+    >>> import anyio
+    >>> with ScriptedOpenAIServer(lambda request: "[2] > [1]") as server:
+    ...     backend = resolve_backend("openai:my-model", base_url=server.base_url)
+    ...     async def ask():
+    ...         try:
+    ...             return await backend.acomplete(
+    ...                 [{"role": "user", "content": "rank"}], GenerationSettings())
+    ...         finally:
+    ...             await backend.aclose()
+    ...     answer = anyio.run(ask)
+    >>> answer.text, answer.usage.calls
+    ('[2] > [1]', 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from ..errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+    RateLimitError,
+)
+from ..results import Usage
+from .base import Completion, GenerationSettings, Message
+
+__all__ = ["OpenAIBackend", "map_openai_error"]
+
+PLACEHOLDER_API_KEY = "not-needed"
+"""Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
+
+_CONTEXT = re.compile(
+    r"context.length|maximum context|context window|context size|too many tokens"
+    r"|prompt is too long|exceeds? the (?:model'?s? )?(?:max|context)",
+    re.I,
+)
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise MissingDependencyError("openai", "openai", purpose="the openai backend") from exc
+    return openai
+
+
+class OpenAIBackend:
+    """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
+    and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. One
+    ``AsyncOpenAI`` client is made per running event loop (an httpx client must not cross
+    loops); a ``client`` you pass is used as is and left open by :meth:`aclose`.
+
+    >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
+    'openai:llama3@localhost:11434'
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: Any = None,
+        organization: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        max_connections: int = 1000,
+    ) -> None:
+        _openai()  # fail early, naming the extra, when the SDK is missing
+        self.model = model or os.environ.get("OPENAI_MODEL") or ""
+        if not self.model:
+            raise ConfigurationError(
+                "no model given: use a spec like 'openai:gpt-4o-mini', pass model=, "
+                "or set OPENAI_MODEL"
+            )
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if client is not None and not self.base_url:
+            self.base_url = str(getattr(client, "base_url", "")) or None
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if self.api_key is None and client is None:
+            if self.base_url is None:
+                raise ConfigurationError(
+                    "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
+                    "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
+                )
+            self.api_key = PLACEHOLDER_API_KEY
+        self.organization = organization
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.default_headers = dict(default_headers) if default_headers else None
+        self.max_connections = max_connections
+        self._client = client
+        self._clients: dict[int, tuple[Any, Any]] = {}  # id(loop) -> (loop, AsyncOpenAI)
+        host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
+        self.name = f"openai:{self.model}@{host}"
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend({self.model!r}, base_url={self.base_url!r})"
+
+    def client(self) -> Any:
+        """The ``AsyncOpenAI`` client for the running event loop (made on first use)."""
+        if self._client is not None:
+            return self._client
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+            entry = (loop, self._new_client())
+            self._clients[id(loop)] = entry
+        return entry[1]
+
+    def _new_client(self) -> Any:
+        openai = _openai()
+        import httpx
+
+        limits = httpx.Limits(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
+        return openai.AsyncOpenAI(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            organization=self.organization,
+            default_headers=self.default_headers,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+        )
+
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
+        """One chat completion; SDK errors are raised as typed, flagged BackendErrors."""
+        options: dict[str, Any] = {"temperature": settings.temperature}
+        if settings.max_tokens is not None:
+            options["max_tokens"] = settings.max_tokens
+        if settings.seed is not None:
+            options["seed"] = settings.seed
+        if settings.stop:
+            options["stop"] = list(settings.stop)
+        if self.extra_body:
+            options["extra_body"] = self.extra_body
+        client, openai = self.client(), _openai()
+        started = time.perf_counter()
+        try:
+            response = await client.chat.completions.create(
+                model=self.model, messages=[dict(m) for m in messages],
+                timeout=settings.timeout, **options,
+            )
+        except openai.APIError as exc:
+            raise map_openai_error(exc, self.base_url, settings.timeout) from exc
+        return self._completion(response, time.perf_counter() - started)
+
+    def _completion(self, response: Any, latency: float) -> Completion:
+        if not response.choices:
+            raise BackendError(f"{self.name} answered with no choices", retryable=True)
+        choice, usage = response.choices[0], response.usage
+        return Completion(
+            text=choice.message.content or "",
+            usage=Usage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                calls=1,
+                latency_s=latency,
+            ),
+            model=response.model or self.model,
+            finish_reason=choice.finish_reason,
+        )
+
+    async def awarmup(self, connections: int = 1) -> None:
+        """Open ``connections`` keep-alive connections now (``GET /models`` each, at once),
+        so the first PSC window does not pay for connection set-up."""
+        client = self.client()
+        await asyncio.gather(*(self._ping(client) for _ in range(connections)))
+
+    async def _ping(self, client: Any) -> None:
+        openai = _openai()
+        try:
+            await client.models.list()
+        except openai.APIError as exc:
+            raise map_openai_error(exc, self.base_url, None) from exc
+
+    async def aclose(self) -> None:
+        """Close the clients this backend made (on their own loops, when still running)."""
+        clients, self._clients = self._clients, {}
+        current = asyncio.get_running_loop()
+        for loop, client in clients.values():
+            if loop is current:
+                await client.close()
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(client.close(), loop)
+
+
+def map_openai_error(exc: Exception, base_url: str | None, timeout: float | None) -> BackendError:
+    """The library's typed error for an ``openai`` SDK error, with ``retryable`` set."""
+    openai, where = _openai(), base_url or "api.openai.com"
+    if isinstance(exc, openai.APITimeoutError):
+        return BackendTimeoutError(
+            f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return BackendConnectionError(
+            f"connection to {where} failed ({type(cause).__name__}: {cause}); "
+            "check that the server is running and base_url is right"
+        )
+    if isinstance(exc, openai.APIStatusError):
+        return _status_error(exc, where)
+    return BackendError(f"unexpected answer from {where}: {exc}", retryable=False)
+
+
+def _status_error(exc: Any, where: str) -> BackendError:
+    status, code, body = exc.status_code, getattr(exc, "code", None), exc.body
+    said = body.get("message") if isinstance(body, dict) else None
+    detail = f"{where} answered {status}: {said or exc.message}"
+    if status == 429:
+        if code == "insufficient_quota":
+            return RateLimitError(f"{detail}; add credit to the account", retryable=False,
+                                  status_code=status)
+        return RateLimitError(detail, status_code=status, retry_after=retry_after(exc.response))
+    if status in (401, 403):
+        return BackendError(f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
+                            retryable=False, status_code=status)
+    if status in (400, 413, 422) and (code == "context_length_exceeded"
+                                      or _CONTEXT.search(detail)):
+        return ContextLengthError(
+            f"{detail}; the prompt does not fit the model's context: use a smaller "
+            "window_size, a lower max_words, or a model with a longer context",
+            status_code=status,
+        )
+    if status == 404:
+        return BackendError(f"{detail}; check the model name and that base_url ends in /v1",
+                            retryable=False, status_code=status)
+    retryable = status >= 500 or status in (408, 409)
+    return BackendError(detail, retryable=retryable, status_code=status,
+                        retry_after=retry_after(exc.response) if retryable else None)
+
+
+def retry_after(response: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,288 @@
+"""Local generation with Hugging Face transformers: a model directory or a GGUF file.
+
+The m permuted prompts of a window go through one left-padded ``generate`` call (greedy at
+temperature 0), so PSC costs about one batched pass instead of m calls. Files are read with
+``local_files_only=True``: nothing is ever downloaded. The model loads once per process per
+(path, gguf file, device, dtype) and generation runs in a worker thread, one at a time per model.
+
+Example:
+    >>> from permsc_integrations.backends.transformers import TransformersBackend
+    >>> backend = TransformersBackend("/models/Qwen2.5-1.5B-Instruct")  # doctest: +SKIP
+    >>> backend.name  # doctest: +SKIP
+    'transformers:/models/Qwen2.5-1.5B-Instruct'
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
+from ..results import Usage
+from .base import Completion, GenerationSettings, Message
+
+__all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
+
+
+def _require() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        missing = "torch" if "torch" in str(exc) else "transformers"
+        raise MissingDependencyError(missing, "local", purpose="local transformers models") from exc
+    return torch, transformers
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    path: str
+    gguf_file: str | None
+    device: str
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    model: Any
+    tokenizer: Any
+    lock: threading.Lock
+
+
+_MODELS: dict[_Key, _Loaded] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def clear_model_cache() -> None:
+    """Forget every loaded model (frees its memory once no backend holds it)."""
+    with _LOAD_LOCK:
+        _MODELS.clear()
+
+
+def auto_device(device: str | None = None, dtype: Any = None) -> tuple[str, str]:
+    """``(device, dtype)``: CUDA + bfloat16 where available, else CPU + float32.
+
+    >>> auto_device("cpu")
+    ('cpu', 'float32')
+    """
+    torch, _ = _require()
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype is None:
+        if str(device).startswith("cuda"):
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "float32"
+    name = str(dtype).removeprefix("torch.")
+    if not isinstance(getattr(torch, name, None), torch.dtype):
+        raise ConfigurationError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
+    return str(device), name
+
+
+def _split_path(model: str | os.PathLike[str], gguf_file: str | None) -> tuple[str, str | None]:
+    path = Path(model).expanduser()
+    if gguf_file is None and path.suffix.lower() == ".gguf":
+        path, gguf_file = path.parent, path.name
+    if not path.is_dir():
+        raise ConfigurationError(
+            f"local model not found: {str(path)!r}; give a model directory (config.json and "
+            f"weights) or a .gguf file. Nothing is downloaded."
+        )
+    if gguf_file is not None and not (path / gguf_file).is_file():
+        raise ConfigurationError(f"GGUF file not found: {str(path / gguf_file)!r}")
+    return str(path.resolve()), gguf_file
+
+
+@contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """No loading progress bars (transformers' own and the GGUF converter's tqdm)."""
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    gguf_utils = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if gguf_utils is None:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is not None:
+        gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        if original is not None:
+            gguf_utils.tqdm = original
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def _load(key: _Key) -> _Loaded:
+    with _LOAD_LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+        torch, transformers = _require()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if key.gguf_file:
+            kwargs["gguf_file"] = key.gguf_file
+        try:
+            with _quiet(transformers):
+                tokenizer = transformers.AutoTokenizer.from_pretrained(key.path, **kwargs)
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    key.path, dtype=getattr(torch, key.dtype), **kwargs
+                )
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"cannot load local model {key.path!r}: {exc}") from exc
+        model.to(key.device).eval()
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        loaded = _MODELS[key] = _Loaded(model, tokenizer, threading.Lock())
+        return loaded
+
+
+class TransformersBackend:
+    """A local causal LM behind the backend protocol, with batched generation.
+
+    ``model`` is a model directory or a ``.gguf`` file (or a directory plus ``gguf_file``).
+    ``batch_size`` caps how many prompts share one ``generate`` call (``None``: all of them).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None,
+        *,
+        gguf_file: str | None = None,
+        device: str | None = None,
+        dtype: Any = None,
+        max_new_tokens: int = 256,
+        batch_size: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if model is None:
+            raise ConfigurationError(
+                "the transformers backend needs a model: 'transformers:/path/to/model-dir' "
+                "or 'transformers:/path/to/model.gguf' (or use 'embedded')"
+            )
+        if batch_size is not None and batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        path, gguf = _split_path(model, gguf_file)
+        device, dtype_name = auto_device(device, dtype)
+        self._key = _Key(path, gguf, device, dtype_name)
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.name = name or "transformers:" + (str(Path(path) / gguf) if gguf else path)
+
+    @property
+    def device(self) -> str:
+        return self._key.device
+
+    @property
+    def dtype(self) -> str:
+        return self._key.dtype
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first call does, in a worker thread)."""
+        _load(self._key)
+
+    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+        return (await self.acomplete_batch([messages], settings))[0]
+
+    async def acomplete_batch(
+        self, batch: Sequence[Sequence[Message]], settings: GenerationSettings
+    ) -> list[Completion]:
+        """Answer every conversation of ``batch``; one ``generate`` per ``batch_size`` chunk."""
+        if not batch:
+            return []
+        size = self.batch_size or len(batch)
+        out: list[Completion] = []
+        for start in range(0, len(batch), size):
+            chunk = [list(map(dict, m)) for m in batch[start : start + size]]
+            out += await anyio.to_thread.run_sync(self._generate, chunk, settings)
+        return out
+
+    async def aclose(self) -> None:
+        """Nothing to release: the model stays cached for the process (see clear_model_cache)."""
+
+    def _generate(self, chunk: list[list[dict[str, str]]], settings: GenerationSettings) -> list[Completion]:
+        loaded = _load(self._key)
+        with loaded.lock:
+            started = time.perf_counter()
+            try:
+                rows, prompt_lens = self._run(loaded, chunk, settings)
+            except (RuntimeError, IndexError) as exc:  # OOM, position overflow, ...
+                raise _classify(exc, loaded.model) from exc
+            per_call = (time.perf_counter() - started) / len(chunk)
+        return [self._completion(loaded, row, n, per_call, settings) for row, n in zip(rows, prompt_lens)]
+
+    def _run(self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings) -> tuple[list[Any], list[int]]:
+        torch, transformers = _require()
+        tok = loaded.tokenizer
+        texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        max_new = settings.max_tokens or self.max_new_tokens
+        _check_context(loaded.model, enc["input_ids"].shape[1], max_new)
+        sample = settings.temperature > 0
+        config = transformers.GenerationConfig(
+            max_new_tokens=max_new,
+            do_sample=sample,
+            temperature=settings.temperature if sample else None,
+            top_p=None, top_k=None,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=_eos_ids(loaded),
+        )
+        if sample and settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        with torch.inference_mode():
+            out = loaded.model.generate(**enc, generation_config=config)
+        width = enc["input_ids"].shape[1]
+        return list(out[:, width:].cpu()), enc["attention_mask"].sum(dim=1).tolist()
+
+    def _completion(self, loaded: _Loaded, row: Any, prompt_tokens: int, latency: float,
+                    settings: GenerationSettings) -> Completion:
+        ids = row.tolist()
+        eos = set(_eos_ids(loaded))
+        end = next((i for i, t in enumerate(ids) if t in eos), None)
+        kept = ids if end is None else ids[:end]
+        text = loaded.tokenizer.decode(kept, skip_special_tokens=True)
+        finish = "length" if end is None else "stop"
+        for stop in settings.stop:
+            if stop and stop in text:
+                text, finish = text[: text.index(stop)], "stop"
+        usage = Usage(prompt_tokens=int(prompt_tokens), completion_tokens=len(ids) if end is None else end + 1,
+                      calls=1, latency_s=latency)
+        return Completion(text=text.strip(), usage=usage, model=self.name, finish_reason=finish)
+
+
+def _eos_ids(loaded: _Loaded) -> list[int]:
+    ids = loaded.model.generation_config.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    tok_eos = loaded.tokenizer.eos_token_id
+    return ids + ([tok_eos] if tok_eos is not None and tok_eos not in ids else [])
+
+
+def _check_context(model: Any, prompt_len: int, max_new: int) -> None:
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and prompt_len + max_new > limit:
+        raise ContextLengthError(
+            f"prompt of {prompt_len} tokens + {max_new} new tokens exceeds the local model's "
+            f"context of {limit}; lower window_size or max_words"
+        )
+
+
+def _classify(exc: Exception, model: Any) -> BackendError:
+    text = str(exc)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if "out of memory" in text.lower():
+        return BackendError(f"local model ran out of memory: {text}; set batch_size lower",
+                            retryable=False)
+    if isinstance(exc, IndexError) or "position" in text.lower():
+        return ContextLengthError(f"prompt too long for the local model (context {limit}): {text}")
+    return BackendError(f"local generation failed: {text}", retryable=False)

@@ -1,0 +1,189 @@
+"""Shared pieces of the ``permsc`` subcommands: arguments, input lines, backend, progress.
+
+Example:
+    >>> parse_line('{"query": "q", "items": ["a", "b"]}', 1).docids
+    ('0', '1')
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "LOCAL_KINDS", "Query", "LineError", "add_backend_arguments", "add_ranking_arguments",
+    "backend_spec", "build_backend", "ranker_options", "read_queries", "load_queries", "parse_line",
+    "one_line", "report",
+]
+
+LOCAL_KINDS = ("embedded", "transformers", "llamacpp")
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One input line: ``items`` are what the caller gave (texts or mappings)."""
+
+    qid: str
+    query: str
+    texts: tuple[str, ...]
+    docids: tuple[str, ...]
+    items: tuple[Any, ...]
+    plain: bool  # ``{"query", "items"}`` rather than ``{"qid", "query", "candidates"}``
+
+
+class LineError(ConfigurationError):
+    """One bad input line; the others are still read."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: its first line plus the first detail line, if any."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines[:2]) or type(exc).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def report(message: str) -> None:
+    """One line on stderr, prefixed with the program name."""
+    print(f"permsc: {message}", file=sys.stderr, flush=True)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("backend")
+    g.add_argument("--backend", help="spec: 'openai:MODEL', 'transformers:/dir-or-file.gguf', "
+                   "'llamacpp:/file.gguf' or 'embedded' (default: openai when OPENAI_API_KEY or "
+                   "OPENAI_BASE_URL is set, else embedded)")
+    g.add_argument("--model", help="model name or path, when --backend names only the kind")
+    g.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp server)")
+    g.add_argument("--device", help="local backends: cpu, cuda, cuda:1 (default: auto)")
+    g.add_argument("--timeout", type=float, help="seconds per call (default: 60; none for local models)")
+    g.add_argument("--max-tokens", type=int, help="answer length cap (default: ~6 per item for local models)")
+
+
+def add_ranking_arguments(parser: argparse.ArgumentParser, *, permutations: int = 20) -> None:
+    g = parser.add_argument_group("ranking")
+    g.add_argument("-m", "--num-permutations", type=int, default=permutations,
+                   help=f"shuffled prompts per window (default {permutations})")
+    g.add_argument("--aggregator", default="kemeny", help="kemeny, borda, rrf, copeland, local_search")
+    g.add_argument("--prompt", default="rankgpt", help="prompt name (default rankgpt)")
+    g.add_argument("--window-size", type=int, default=20)
+    g.add_argument("--step", type=int, default=10)
+    g.add_argument("--top-k", type=int, help="stop once the top k positions are settled")
+    g.add_argument("--max-words", type=int, default=300, help="passage truncation in words")
+    g.add_argument("--seed", type=int, default=0)
+
+
+def backend_spec(args: argparse.Namespace) -> str:
+    """The backend spec from --backend/--model, or the default for this environment."""
+    spec = args.backend
+    if spec is None:
+        remote = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url
+        spec = "openai" if remote else "embedded"
+        if spec == "openai" and not args.model:
+            spec = f"openai:{DEFAULT_OPENAI_MODEL}"
+    kind, _, model = spec.partition(":")
+    if args.model and not model:
+        spec = f"{kind}:{args.model}"
+    return spec
+
+
+def is_local(spec: str) -> bool:
+    return spec.partition(":")[0].strip().lower() in LOCAL_KINDS
+
+
+def build_backend(args: argparse.Namespace) -> Any:
+    """Resolve the backend with the options that apply to its kind."""
+    from ..backends import resolve_backend
+
+    spec = backend_spec(args)
+    options: dict[str, Any] = {}
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.device and is_local(spec) and not spec.startswith("llamacpp"):
+        options["device"] = args.device
+    return resolve_backend(spec, **options)
+
+
+def ranker_options(args: argparse.Namespace, spec: str) -> dict[str, Any]:
+    """Keyword arguments for PSCRanker from the parsed options."""
+    local = is_local(spec)
+    max_tokens = args.max_tokens
+    if max_tokens is None and local:
+        max_tokens = 8 + 6 * args.window_size  # "[12] > " is about 6 tokens
+    return dict(
+        num_permutations=args.num_permutations, aggregator=args.aggregator, prompt=args.prompt,
+        window_size=args.window_size, step=args.step, top_k=args.top_k, seed=args.seed,
+        max_words=args.max_words, max_tokens=max_tokens,
+        timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
+    )
+
+
+def _items(obj: dict[str, Any], lineno: int) -> tuple[list[str], list[str], list[Any], bool]:
+    plain = "candidates" not in obj
+    raw = obj.get("items") if plain else obj["candidates"]
+    if not isinstance(raw, list) or not raw:
+        raise LineError(f"line {lineno}: 'candidates' (or 'items') must be a non-empty list")
+    texts, docids = [], []
+    for k, item in enumerate(raw):
+        text = item if isinstance(item, str) else item.get("text") if isinstance(item, dict) else None
+        if not isinstance(text, str):
+            raise LineError(f"line {lineno}: item {k} has no text (a string or {{'docid', 'text'}})")
+        docid = item.get("docid", item.get("id", k)) if isinstance(item, dict) else k
+        texts.append(text)
+        docids.append(str(docid))
+    if len(set(docids)) != len(docids):
+        raise LineError(f"line {lineno}: duplicate docids")
+    return texts, docids, raw, plain
+
+
+def parse_line(line: str, lineno: int) -> Query:
+    """One JSONL line as a :class:`Query`; :class:`LineError` names the line on bad input."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
+        raise LineError(f"line {lineno}: expected an object with a 'query' string")
+    if "candidates" not in obj and "items" not in obj:
+        raise LineError(f"line {lineno}: expected 'candidates' (or 'items')")
+    texts, docids, raw, plain = _items(obj, lineno)
+    qid = str(obj.get("qid", obj.get("id", lineno)))
+    return Query(qid, obj["query"], tuple(texts), tuple(docids), tuple(raw), plain)
+
+
+def read_queries(path: str) -> Iterator[Query | LineError]:
+    """Every line of ``path`` as a Query or the LineError it raised (blank lines skipped)."""
+    source = Path(path)
+    if path != "-" and not source.is_file():
+        raise ConfigurationError(f"input file not found: {path}")
+    opened = nullcontext(sys.stdin) if path == "-" else source.open(encoding="utf-8")
+    with opened as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield parse_line(line, lineno)
+            except LineError as exc:
+                yield LineError(f"{path}: {exc}")
+
+
+def load_queries(path: str) -> tuple[list[Query], int]:
+    """The good queries of ``path`` and the number of bad lines (each reported on stderr)."""
+    good: list[Query] = []
+    bad = 0
+    for entry in read_queries(path):
+        if isinstance(entry, LineError):
+            report(f"skipped {entry}")
+            bad += 1
+        else:
+            good.append(entry)
+    return good, bad

@@ -1,0 +1,101 @@
+"""``permsc demo``: PSC on a small shipped example, showing every sampled ranking.
+
+Runs on the default backend: the embedded SmolLM2-135M (offline, CPU) unless an OpenAI key
+or base URL is set. The embedded model is weak: expect partial and failed samples.
+
+Example:
+    $ permsc demo            # about a minute on 2 CPU cores, model load included
+    $ permsc demo --backend openai:gpt-4o-mini -m 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from importlib.resources import files
+from typing import Any
+
+from ..bridge import run_sync
+from ..results import RankingResult, Sample
+from ._common import Query, add_backend_arguments, backend_spec, build_backend, parse_line, ranker_options
+
+__all__ = ["add_parser", "run", "demo_query"]
+
+DEMO_PERMUTATIONS = 6
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("demo", help="rank a small shipped example and show each sample")
+    parser.add_argument("-m", "--num-permutations", type=int, default=DEMO_PERMUTATIONS,
+                        help=f"shuffled prompts (default {DEMO_PERMUTATIONS})")
+    parser.add_argument("--aggregator", default="kemeny")
+    parser.add_argument("--prompt", default="rankgpt")
+    parser.add_argument("--seed", type=int, default=0)
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def demo_query() -> Query:
+    """The shipped example (``permsc_integrations/data/demo.jsonl``)."""
+    text = files("permsc_integrations").joinpath("data/demo.jsonl").read_text(encoding="utf-8")
+    return parse_line(text.splitlines()[0], 1)
+
+
+def _label(query: Query, ranking: tuple[int, ...]) -> str:
+    return " > ".join(query.docids[i] for i in ranking) or "(nothing)"
+
+
+def _sample_line(number: int, query: Query, sample: Sample) -> str:
+    head = f"  {number:>2}. [{sample.status.value:<7}]"
+    if not sample.ok:
+        reason = sample.error or "no ranking"
+        return f"{head} failed: {reason.splitlines()[0][:120]} | raw: {sample.raw_text[:80]!r}"
+    shown = f"{len(sample.ranking)} of {len(query.docids)}"
+    return f"{head} {_label(query, sample.ranking)}  ({shown} items)"
+
+
+def _print_result(query: Query, result: RankingResult, spec: str, m: int, seconds: float) -> None:
+    print(f"Query: {query.query}")
+    print(f"Backend: {spec}; m={m} permutations; {seconds:.1f} s\n")
+    print("Original order:")
+    for k, docid in enumerate(query.docids):
+        print(f"  {k + 1}. {docid}  {query.texts[k][:90]}")
+    print("\nSampled rankings, mapped back to the original items (best first):")
+    for n, sample in enumerate(result.samples, start=1):
+        print(_sample_line(n, query, sample))
+    print("\nAggregated ranking:")
+    for r, i in enumerate(result.order, start=1):
+        print(f"  {r}. {query.docids[i]}  {query.texts[i][:90]}")
+    samples = result.samples
+    full = sum(s.status.value == "ok" for s in samples)
+    partial = sum(s.status.value == "partial" for s in samples)
+    print(f"\nSamples parsed: {full + partial} of {len(samples)} ({full} full, {partial} partial); "
+          f"{len(samples) - full - partial} failed. Agreement with the consensus (mean Kendall "
+          f"tau): {result.confidence:.2f}. Calls: {result.usage.calls}, prompt tokens: "
+          f"{result.usage.prompt_tokens}.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..ranker import PSCRanker
+
+    query = demo_query()
+    spec = backend_spec(args)
+    args.window_size, args.step, args.top_k, args.max_words = 20, 10, None, 300
+    args.num_permutations = max(1, args.num_permutations)
+    options = ranker_options(args, spec)
+    options["max_tokens"] = args.max_tokens or (8 + 6 * len(query.texts) if options["max_tokens"] else None)
+    backend = build_backend(args)
+    ranker = PSCRanker(backend, min_successful=1, **options)
+    try:
+        started = time.perf_counter()
+        result = run_sync(ranker.arank, query.query, list(query.texts))
+        seconds = time.perf_counter() - started
+    finally:
+        run_sync(backend.aclose)
+    _print_result(query, result, backend.name, args.num_permutations, seconds)
+    if spec.startswith("embedded"):
+        print("\nNote: the embedded SmolLM2-135M shows the pipeline end to end but ranks poorly; "
+              "use --backend with a stronger model (see docs/local.md).")
+    return 0

@@ -1,0 +1,190 @@
+"""``permsc eval``: single-pass vs PSC on the paper's tasks, on TREC data, or offline runs.
+
+Example:
+    $ permsc eval mathsort --backend embedded -m 20 --limit 10 --bias-map bias.png --json out.json
+    $ permsc eval trec --candidates dl19.bm25.top100.jsonl --qrels qrels.txt --backend openai:MODEL
+    $ permsc eval --runs a.txt b.txt c.txt --qrels qrels.dl19-passage.txt --markdown table.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..bridge import run_sync
+from ..errors import ConfigurationError
+from ._common import add_backend_arguments, backend_spec, build_backend, is_local
+
+__all__ = ["add_parser", "run"]
+
+TASKS = ("mathsort", "wordsort", "gsm8ksort", "trec")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "eval", help="measure single-pass vs PSC (sorting tasks, TREC, or existing runs)",
+        description="Evaluate single-pass ranking vs PSC over the same samples.",
+    )
+    parser.add_argument("task", nargs="?", choices=TASKS, help="task (omit with --runs)")
+    parser.add_argument("--data", help="sorting data file or folder (default ../shared/data/perm-sc)")
+    parser.add_argument("--generate", type=int, metavar="N", help="mathsort/wordsort: N fresh lists")
+    parser.add_argument("--limit", type=int, help="evaluate only the first N lists / queries")
+    parser.add_argument("-m", "--num-permutations", type=int, default=20, help="samples per list")
+    parser.add_argument("--m-sweep", help="comma-separated m values to re-aggregate (e.g. 1,5,10,20)")
+    parser.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="one or more")
+    parser.add_argument("--aggregators", default="kemeny,rrf,borda,copeland")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--candidates", help="trec: JSONL candidates {qid, query, candidates}")
+    parser.add_argument("--qrels", help="TREC qrels (trec task and --runs)")
+    parser.add_argument("--depth", type=int, default=100, help="trec: candidates per query")
+    parser.add_argument("--window-size", type=int, default=20)
+    parser.add_argument("--step", type=int, default=10)
+    parser.add_argument("--runs", nargs="+", help="offline: TREC run files to aggregate per query")
+    parser.add_argument("--write-runs", help="folder for the produced TREC runs")
+    parser.add_argument("--bias-map", help="sorting: heatmap PNG (a CSV is written beside it)")
+    parser.add_argument("--json", help="write the results as JSON")
+    parser.add_argument("--markdown", help="write the results as a markdown table")
+    parser.add_argument("--no-progress", action="store_true")
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _progress(args: argparse.Namespace, label: str) -> Any:
+    if args.no_progress:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    bar = tqdm(desc=label, file=sys.stderr, unit="list")
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update
+
+
+def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
+    from ..eval.report import EvalReport
+
+    markdown = "\n".join(r.to_markdown() for r in reports if isinstance(r, EvalReport))
+    sys.stdout.write(markdown)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
+    if args.json:
+        import json
+
+        payload = [r.to_dict() for r in reports]
+        Path(args.json).write_text(json.dumps(payload if len(payload) > 1 else payload[0], indent=2) + "\n")
+
+
+def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
+    if not args.write_runs:
+        return
+    from ..eval.trec import write_run
+
+    folder = Path(args.write_runs)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, run in runs.items():
+        write_run(run, folder / f"{name}.txt", tag=name)
+
+
+def _offline(args: argparse.Namespace) -> int:
+    from ..eval.runner import aggregate_runs
+    from ..eval.trec import read_qrels, read_run
+
+    if not args.qrels:
+        raise ConfigurationError("--runs needs --qrels to score against")
+    runs: dict[str, Any] = {}
+    for number, path in enumerate(args.runs, 1):
+        name = Path(path).stem
+        runs[name if name not in runs else f"{name}-{number}"] = read_run(path)
+    report, merged = aggregate_runs(runs, read_qrels(args.qrels), aggregators=args.aggregators.split(","),
+                                    progress=_progress(args, "aggregating"))
+    _write_runs(args, merged)
+    _emit(args, [report])
+    return 0
+
+
+def _dataset(args: argparse.Namespace) -> Any:
+    from ..eval import datasets, generators
+
+    if args.generate:
+        make = {"mathsort": generators.generate_mathsort, "wordsort": generators.generate_wordsort}
+        if args.task not in make:
+            raise ConfigurationError("--generate works for mathsort and wordsort")
+        return make[args.task](args.generate, seed=args.seed)
+    return datasets.load_sorting(args.task, args.data).head(args.limit)
+
+
+def _sorting(args: argparse.Namespace) -> int:
+    from ..eval.bias import bias_map
+    from ..eval.runner import acollect_samples, score_sorting
+
+    dataset = _dataset(args)
+    spec = backend_spec(args)
+    backend = build_backend(args)
+    n = max(len(e.items) for e in dataset.examples)
+    options: dict[str, Any] = {"timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0)}
+    options["max_tokens"] = args.max_tokens or (12 + 10 * n if is_local(spec) else None)
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    reports, observations = [], []
+    try:
+        for temperature in args.temperature:
+            lists = run_sync(acollect_samples, dataset, backend, m=args.num_permutations, seed=args.seed,
+                             temperature=temperature, max_concurrency=args.concurrency,
+                             progress=_progress(args, f"{dataset.name} T={temperature}"), **options)
+            config = {"backend": backend.name, "temperature": temperature, "dataset": dataset.name}
+            reports.append(score_sorting(lists, aggregators=args.aggregators.split(","), m_sweep=sweep,
+                                         task=f"{dataset.name} (T={temperature})", config=config))
+            observations += [(p, r) for s in lists for p, r in zip(s.permutations, s.rankings) if r and len(p) == n]
+    finally:
+        run_sync(backend.aclose)
+    if args.bias_map:
+        bias = bias_map(observations, n)
+        bias.to_png(args.bias_map, title=f"{dataset.name}, {backend.name}: reversal rate")
+        bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
+    _emit(args, reports)
+    return 0
+
+
+def _trec(args: argparse.Namespace) -> int:
+    from ..eval.runner import aevaluate_trec
+    from ..eval.trec import read_candidates, read_qrels
+
+    if not (args.candidates and args.qrels):
+        raise ConfigurationError("the trec task needs --candidates and --qrels")
+    queries = read_candidates(args.candidates, depth=args.depth)[: args.limit]
+    spec = backend_spec(args)
+    backend = build_backend(args)
+    options = {"timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
+               "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None)}
+    try:
+        report, runs = run_sync(
+            aevaluate_trec, queries, read_qrels(args.qrels), backend, m=args.num_permutations,
+            window_size=args.window_size, step=args.step, temperature=args.temperature[0], seed=args.seed,
+            aggregator=args.aggregators.split(",")[0], max_concurrency=args.concurrency,
+            progress=_progress(args, "queries"), **options,
+        )
+    finally:
+        run_sync(backend.aclose)
+    _write_runs(args, runs)
+    _emit(args, [report])
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to the offline, sorting or TREC evaluation."""
+    if args.runs:
+        return _offline(args)
+    if args.task is None:
+        raise ConfigurationError("name a task (mathsort, wordsort, gsm8ksort, trec) or pass --runs")
+    return _trec(args) if args.task == "trec" else _sorting(args)

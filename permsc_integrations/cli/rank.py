@@ -1,0 +1,193 @@
+"""``permsc rank``: rerank every query of a JSONL file, queries concurrently.
+
+Example:
+    $ permsc rank --input queries.jsonl --output ranked.jsonl -m 20
+    $ permsc rank --input dl19.jsonl --format trec --output run.txt --backend openai:gpt-4o-mini
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import IO, Any
+
+from ..bridge import run_sync
+from ..results import RankingResult
+from ._common import (
+    Query, add_backend_arguments, add_ranking_arguments, backend_spec, build_backend,
+    load_queries, one_line, ranker_options, report,
+)
+
+__all__ = ["add_parser", "run", "to_json", "to_trec"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "rank", help="rerank the candidates of every query in a JSONL file",
+        description="Rerank {qid, query, candidates: [{docid, text}]} (or {query, items}) lines.",
+    )
+    parser.add_argument("--input", "-i", required=True, help="JSONL file ('-': stdin)")
+    parser.add_argument("--output", "-o", default="-", help="output file (default: stdout)")
+    parser.add_argument("--format", choices=("jsonl", "trec"), default="jsonl",
+                        help="jsonl records or a TREC run (qid Q0 docid rank score tag)")
+    parser.add_argument("--tag", default="permsc", help="run tag of the TREC format")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once")
+    parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ranking_arguments(parser)
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
+    """The JSONL record of one ranked query."""
+    record: dict[str, Any] = {
+        "qid": query.qid,
+        "query": query.query,
+        "ranking": [
+            {"docid": query.docids[i], "rank": r, "score": round(result.scores[i], 6)}
+            for r, i in enumerate(result.order, start=1)
+        ],
+        "order": list(result.order),
+        "confidence": round(result.confidence, 4),
+        "samples": len(result.samples),
+        "failed_samples": len(result.failures),
+        "usage": {"calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
+                  "completion_tokens": result.usage.completion_tokens,
+                  "cached_calls": result.usage.cached_calls},
+    }
+    if query.plain:
+        record["items"] = [query.items[i] for i in result.order]
+    return record
+
+
+def to_trec(query: Query, result: RankingResult, tag: str) -> str:
+    """TREC run lines: ``qid Q0 docid rank score tag``."""
+    return "".join(
+        f"{query.qid} Q0 {query.docids[i]} {r} {result.scores[i]:.6f} {tag}\n"
+        for r, i in enumerate(result.order, start=1)
+    )
+
+
+class _OrderedWriter:
+    """Writes results in input order, each as soon as every earlier one is written."""
+
+    def __init__(self, out: IO[str], render: Callable[[Query, RankingResult], str]) -> None:
+        self.out, self.render = out, render
+        self.pending: dict[int, str | None] = {}
+        self.next = 0
+
+    def put(self, position: int, text: str | None) -> None:
+        self.pending[position] = text
+        while self.next in self.pending:
+            text = self.pending.pop(self.next)
+            if text:
+                self.out.write(text)
+                self.out.flush()
+            self.next += 1
+
+
+class _Progress:
+    """tqdm bars (queries, samples) on stderr, only when stderr is a terminal."""
+
+    def __init__(self, queries: list[Query], samples: int, enabled: bool) -> None:
+        self.bars: list[Any] = []
+        if enabled and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self.bars = [tqdm(total=len(queries), desc="queries", unit="q", position=0),
+                         tqdm(total=samples, desc="samples", unit="s", position=1)]
+
+    def on_event(self, event: Any) -> None:
+        if self.bars and event.kind == "sample_end":
+            self.bars[1].update(1)
+
+    def query_done(self) -> None:
+        if self.bars:
+            self.bars[0].update(1)
+
+    def close(self) -> None:
+        for bar in self.bars:
+            bar.close()
+
+
+def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
+    from ..windows import plan_windows
+
+    return sum(
+        len(plan_windows(len(q.texts), window_size=opts["window_size"], step=opts["step"],
+                         top_k=opts["top_k"])) * opts["num_permutations"]
+        for q in queries
+    )
+
+
+def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
+    if args.format == "trec":
+        return _OrderedWriter(out, lambda q, r: to_trec(q, r, args.tag))
+    return _OrderedWriter(out, lambda q, r: json.dumps(to_json(q, r), ensure_ascii=False) + "\n")
+
+
+async def _rank_all(ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress) -> int:
+    from ..ranker import RankRequest
+
+    failed = 0
+    requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
+    async for outcome in ranker.arank_many(requests, return_exceptions=True):
+        position = outcome.request.id
+        if isinstance(outcome, BaseException):
+            failed += 1
+            report(f"query {queries[position].qid} failed: {one_line(outcome)}")
+            writer.put(position, None)
+        else:
+            writer.put(position, writer.render(queries[position], outcome))
+        progress.query_done()
+    return failed
+
+
+def _ranker(args: argparse.Namespace, queries: list[Query]) -> tuple[Any, _Progress]:
+    from ..ranker import PSCRanker
+
+    opts = ranker_options(args, backend_spec(args))
+    cache = None
+    if args.cache:
+        from ..cache import SQLiteCache
+
+        cache = SQLiteCache(args.cache)
+    progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
+    backend = build_backend(args)
+    try:
+        ranker = PSCRanker(backend, max_concurrency=args.concurrency, cache=cache,
+                           on_event=progress.on_event, **opts)
+    except BaseException:
+        run_sync(backend.aclose)
+        raise
+    return ranker, progress
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rank every good line; exit 2 if any line or query failed (after doing the rest)."""
+    if args.concurrency < 1:
+        report("error: --concurrency must be >= 1")
+        return 2
+    queries, bad = load_queries(args.input)
+    failed = 0
+    if queries:
+        ranker, progress = _ranker(args, queries)
+        try:
+            target = nullcontext(sys.stdout) if args.output == "-" else open(args.output, "w", encoding="utf-8")
+            with target as out:
+                failed = run_sync(_rank_all, ranker, queries, _writer(args, out), progress)
+        finally:
+            progress.close()
+            run_sync(ranker.backend.aclose)
+    total = len(queries) + bad
+    if bad or failed:
+        report(f"ranked {len(queries) - failed} of {total} queries; {bad} bad lines, {failed} failed")
+        return 2
+    return 0

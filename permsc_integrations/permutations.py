@@ -1,0 +1,93 @@
+"""Input orders for permutation self-consistency, and mapping answers back.
+
+A *permutation* ``perm`` shown to the model means prompt position ``p`` holds original item
+``perm[p]``. The model answers in prompt positions; :func:`to_original` maps that answer back
+to original item indices. Everything here is pure and deterministic from the seed.
+
+Example:
+    >>> perms = sample_permutations(4, 3, seed=0, include_identity=True)
+    >>> perms[0], len(perms), sorted(perms[1])
+    ((0, 1, 2, 3), 3, [0, 1, 2, 3])
+    >>> to_original((0, 2), (3, 1, 0, 2))  # answer "[1] > [3]" on the shuffled prompt
+    (3, 0)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from .errors import ConfigurationError, InvalidRankingError
+
+__all__ = ["sample_permutations", "to_original", "invert"]
+
+
+def sample_permutations(
+    n: int, m: int, *, seed: int, include_identity: bool = False
+) -> list[tuple[int, ...]]:
+    """``m`` input orders of ``n`` items, each drawn uniformly at random from ``seed``.
+
+    The draws are independent (a permutation can repeat when ``n!`` is small). With
+    ``include_identity`` the first order is the original one, followed by the first ``m - 1``
+    shuffles of the same seed.
+    The same ``(n, m, seed)`` always gives the same orders, on every platform.
+
+    >>> sample_permutations(3, 2, seed=7) == sample_permutations(3, 2, seed=7)
+    True
+    """
+    for name, value in (("n", n), ("m", m)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigurationError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigurationError(f"seed must be an integer, got {seed!r}")
+    rng = random.Random(seed)
+    identity = tuple(range(n))
+    perms: list[tuple[int, ...]] = []
+    if include_identity and m > 0:
+        perms.append(identity)
+    while len(perms) < m:
+        order = list(identity)
+        rng.shuffle(order)
+        perms.append(tuple(order))
+    return perms
+
+
+def _check_permutation(permutation: Sequence[int]) -> None:
+    if sorted(permutation) != list(range(len(permutation))):
+        raise InvalidRankingError(
+            f"not a permutation of 0..{len(permutation) - 1}: {list(permutation)}; "
+            "pass the order exactly as it was shown to the model"
+        )
+
+
+def to_original(positions: Sequence[int], permutation: Sequence[int]) -> tuple[int, ...]:
+    """Map a ranking in prompt ``positions`` (0-based) to original item indices.
+
+    ``permutation[p]`` is the original item shown at position ``p``; partial rankings stay
+    partial.
+
+    >>> to_original([1, 0], [2, 0, 1])
+    (0, 2)
+    """
+    _check_permutation(permutation)
+    n = len(permutation)
+    bad = [p for p in positions if not 0 <= p < n]
+    if bad:
+        raise InvalidRankingError(
+            f"prompt positions {bad} are outside 0..{n - 1}; parse the answer with "
+            "n_items equal to the number of items shown"
+        )
+    return tuple(permutation[p] for p in positions)
+
+
+def invert(permutation: Sequence[int]) -> tuple[int, ...]:
+    """The inverse permutation: ``invert(perm)[item]`` is the prompt position of ``item``.
+
+    >>> invert((2, 0, 1))
+    (1, 2, 0)
+    """
+    _check_permutation(permutation)
+    inverse = [0] * len(permutation)
+    for position, item in enumerate(permutation):
+        inverse[item] = position
+    return tuple(inverse)

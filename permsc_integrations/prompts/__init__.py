@@ -1,0 +1,142 @@
+"""Listwise ranking prompts, chosen by name or passed as objects.
+
+Built in: ``rankgpt`` (default for passages), ``rankvicuna``, ``mathsort``, ``wordsort``,
+``gsm8ksort`` and ``template`` (your own wording). Third-party prompts register through the
+entry-point group ``permsc_integrations.prompts`` or :func:`register_prompt`.
+
+Example:
+    >>> p = get_prompt("rankgpt", max_words=100)
+    >>> p.name, p.max_words
+    ('rankgpt', 100)
+    >>> "mathsort" in available_prompts()
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from ..errors import ConfigurationError, UnknownNameError
+from .base import Prompt
+from .truncate import truncate_words
+
+__all__ = [
+    "Prompt",
+    "get_prompt",
+    "available_prompts",
+    "register_prompt",
+    "truncate_words",
+    "RankGPTPrompt",
+    "RankVicunaPrompt",
+    "MathSortPrompt",
+    "WordSortPrompt",
+    "GSM8KSortPrompt",
+    "TemplatePrompt",
+]
+
+ENTRY_POINT_GROUP = "permsc_integrations.prompts"
+
+PromptFactory = Callable[..., Prompt]
+"""``factory(**options) -> Prompt``."""
+
+_BUILTIN: dict[str, str] = {
+    "rankgpt": "permsc_integrations.prompts.rankgpt:RankGPTPrompt",
+    "rankvicuna": "permsc_integrations.prompts.rankvicuna:RankVicunaPrompt",
+    "mathsort": "permsc_integrations.prompts.sorting:MathSortPrompt",
+    "wordsort": "permsc_integrations.prompts.sorting:WordSortPrompt",
+    "gsm8ksort": "permsc_integrations.prompts.sorting:GSM8KSortPrompt",
+    "template": "permsc_integrations.prompts.template:TemplatePrompt",
+}
+_CLASSES = {
+    "RankGPTPrompt": "rankgpt",
+    "RankVicunaPrompt": "rankvicuna",
+    "MathSortPrompt": "mathsort",
+    "WordSortPrompt": "wordsort",
+    "GSM8KSortPrompt": "gsm8ksort",
+    "TemplatePrompt": "template",
+}
+_REGISTRY: dict[str, PromptFactory | str] = dict(_BUILTIN)
+_entry_points_loaded = False
+
+
+def register_prompt(name: str, factory: PromptFactory) -> None:
+    """Register ``factory`` (a Prompt class or any callable returning a Prompt) as ``name``."""
+    if not callable(factory):
+        raise ConfigurationError(f"prompt factory {name!r} must be callable")
+    _REGISTRY[name.strip().lower()] = factory
+
+
+def available_prompts() -> list[str]:
+    """Names of every registered prompt, sorted."""
+    global _entry_points_loaded
+    if not _entry_points_loaded:
+        _entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            _REGISTRY.setdefault(ep.name, ep.value)
+    return sorted(_REGISTRY)
+
+
+def _factory(name: str) -> PromptFactory:
+    key = name.strip().lower()
+    if key not in available_prompts():
+        raise UnknownNameError("prompt", name, available_prompts())
+    entry = _REGISTRY[key]
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _REGISTRY[key] = entry
+    return entry
+
+
+def _with_options(prompt: Prompt, options: dict[str, Any]) -> Prompt:
+    if not options:
+        return prompt
+    if not dataclasses.is_dataclass(prompt):
+        raise ConfigurationError(
+            f"options {sorted(options)} need a prompt name or a dataclass prompt; "
+            f"configure {type(prompt).__name__} yourself instead"
+        )
+    fields = {f.name for f in dataclasses.fields(prompt)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ConfigurationError(
+            f"{type(prompt).__name__} has no option(s) {unknown}; it accepts {sorted(fields)}"
+        )
+    return dataclasses.replace(prompt, **options)  # type: ignore[type-var]
+
+
+def get_prompt(name_or_prompt: str | Prompt, **options: Any) -> Prompt:
+    """A prompt by registered name (built with ``options``) or a prompt object as given.
+
+    Options on an object return a copy with those fields replaced.
+
+    >>> get_prompt("wordsort").name
+    'wordsort'
+    """
+    if isinstance(name_or_prompt, str):
+        factory = _factory(name_or_prompt)
+        try:
+            prompt = factory(**options)
+        except TypeError as exc:
+            raise ConfigurationError(f"prompt {name_or_prompt!r}: bad option(s): {exc}") from None
+    elif isinstance(name_or_prompt, Prompt):
+        prompt = _with_options(name_or_prompt, options)
+    else:
+        raise ConfigurationError(
+            "prompt must be a registered name (see available_prompts()) or an object with "
+            f"name, render() and parse(); got {type(name_or_prompt).__name__}"
+        )
+    if not isinstance(prompt, Prompt):
+        raise ConfigurationError(f"prompt factory {name_or_prompt!r} did not return a Prompt")
+    return prompt
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        module, _, attr = _BUILTIN[_CLASSES[name]].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'permsc_integrations.prompts' has no attribute {name!r}")

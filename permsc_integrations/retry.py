@@ -1,0 +1,128 @@
+"""Retries for backend calls: one tenacity layer, anyio sleeps, ``Retry-After`` honoured.
+
+Only :class:`BackendError` with ``retryable=True`` is retried (429, 5xx, timeouts, dropped
+connections). Waits grow exponentially with jitter, or follow the server's ``Retry-After``;
+attempts and total time are both bounded, and each attempt is cut at the per-call timeout
+(raising the retryable :class:`BackendTimeoutError`).
+
+Example:
+    >>> import anyio
+    >>> from permsc_integrations.errors import RateLimitError
+    >>> calls = []
+    >>> async def flaky():
+    ...     calls.append(1)
+    ...     if len(calls) < 3:
+    ...         raise RateLimitError("slow down", retry_after=0.01)
+    ...     return "ok"
+    >>> anyio.run(call_with_retry, flaky, RetryPolicy(max_attempts=4), 1.0)
+    ('ok', 2)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+)
+
+from .errors import BackendError, BackendTimeoutError, ConfigurationError
+
+__all__ = ["RetryPolicy", "call_with_retry", "is_retryable"]
+
+T = TypeVar("T")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for a :class:`BackendError` flagged ``retryable``."""
+    return isinstance(exc, BackendError) and exc.retryable
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How retryable failures are retried.
+
+    ``max_attempts`` counts the first try; backoff starts at ``initial_backoff`` seconds and
+    doubles up to ``max_backoff``, plus up to ``jitter`` random seconds; a ``Retry-After``
+    from the server replaces the backoff (capped at ``max_retry_after``). No attempt starts
+    once ``max_total_time`` seconds would be exceeded, and the last one is cut at that bound.
+    """
+
+    max_attempts: int = 4
+    initial_backoff: float = 0.5
+    max_backoff: float = 20.0
+    jitter: float = 0.5
+    max_total_time: float | None = 120.0
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("initial_backoff", "max_backoff", "jitter", "max_retry_after"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"RetryPolicy.{name} must be >= 0")
+        if self.max_total_time is not None and self.max_total_time <= 0:
+            raise ConfigurationError("RetryPolicy.max_total_time must be > 0 or None")
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        hint = getattr(exc, "retry_after", None)
+        if hint is not None and hint >= 0:
+            return min(float(hint), self.max_retry_after)
+        backoff = self.initial_backoff * 2.0 ** min(state.attempt_number - 1, 60)
+        return min(backoff, self.max_backoff) + random.uniform(0.0, self.jitter)
+
+    def retrying(self) -> AsyncRetrying:
+        """A fresh tenacity ``AsyncRetrying`` for one call."""
+        stop: Any = stop_after_attempt(self.max_attempts)
+        if self.max_total_time is not None:
+            stop = stop | stop_before_delay(self.max_total_time)
+        return AsyncRetrying(
+            stop=stop,
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+
+
+async def call_with_retry(
+    fn: Callable[[], Awaitable[T]], policy: RetryPolicy, timeout: float | None
+) -> tuple[T, int]:
+    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries).
+
+    The final failure is re-raised as is (a :class:`BackendError` subclass for backend
+    failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
+    """
+    deadline = math.inf if policy.max_total_time is None else time.monotonic() + policy.max_total_time
+    attempts = 0
+    async for attempt in policy.retrying():
+        with attempt:
+            attempts += 1
+            limit = min(math.inf if timeout is None else timeout, deadline - time.monotonic())
+            result = await _attempt(fn, limit, timeout)
+    return result, attempts - 1
+
+
+async def _attempt(fn: Callable[[], Awaitable[T]], limit: float, timeout: float | None) -> T:
+    if limit == math.inf:
+        return await fn()
+    try:
+        with anyio.fail_after(max(limit, 0.0)):
+            return await fn()
+    except TimeoutError:
+        what = f"the per-call timeout of {timeout:g} s" if limit == timeout else "the retry time budget"
+        raise BackendTimeoutError(
+            f"the backend call exceeded {what}; raise timeout= (or RetryPolicy.max_total_time) "
+            "or check that the server is answering"
+        ) from None

@@ -1,0 +1,318 @@
+"""The PSC engine over one window, against small real Backend implementations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from collections.abc import Mapping, Sequence
+
+import anyio
+import pytest
+
+from permsc_integrations.backends.base import Completion, GenerationSettings
+from permsc_integrations.cache import MemoryCache
+from permsc_integrations.engine import REASK, WindowEngine, derive_seed
+from permsc_integrations.errors import (
+    BackendError,
+    ConfigurationError,
+    InsufficientSamplesError,
+    RateLimitError,
+)
+from permsc_integrations.events import Event
+from permsc_integrations.results import ParseStatus, Usage
+from permsc_integrations.retry import RetryPolicy
+
+pytestmark = pytest.mark.timeout(30)
+
+PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.S)
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.002, jitter=0.0)
+
+
+def shown(messages: Sequence[Mapping[str, str]]) -> list[str]:
+    """The passages of a RankGPT prompt, in prompt order."""
+    return [PASSAGE.match(m["content"]).group(2) for m in messages
+            if m["role"] == "user" and PASSAGE.match(m["content"])]
+
+
+def answer(order: Sequence[int]) -> str:
+    return " > ".join(f"[{p + 1}]" for p in order)
+
+
+class Oracle:
+    """Ranks passages by a known relevance; random delays scramble completion order.
+
+    ``script(call_number, messages)`` may override the answer text or raise.
+    """
+
+    name = "oracle"
+
+    def __init__(self, relevance: Mapping[str, float] | None = None, *, delay: float = 0.0,
+                 seed: int = 0, script=None) -> None:
+        self.relevance, self.delay, self.script = relevance or {}, delay, script
+        self.rng = random.Random(seed)
+        self.prompts: list[list[dict[str, str]]] = []
+        self.in_flight = self.max_in_flight = self.cancelled = 0
+        self.finished_order: list[tuple[str, ...]] = []
+
+    def best_first(self, items: list[str]) -> list[int]:
+        return sorted(range(len(items)), key=lambda p: -self.relevance.get(items[p], 0.0))
+
+    async def acomplete(self, messages, settings: GenerationSettings) -> Completion:
+        number = len(self.prompts)
+        self.prompts.append([dict(m) for m in messages])
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await anyio.sleep(self.rng.uniform(0, self.delay) if self.delay else 0)
+            items = shown(messages)
+            text = answer(self.best_first(items))
+            if self.script is not None:
+                text = await self.script(number, messages) or text
+            self.finished_order.append(tuple(items))
+            return Completion(text, Usage(prompt_tokens=10, completion_tokens=5))
+        except anyio.get_cancelled_exc_class():
+            self.cancelled += 1
+            raise
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+class BatchOracle(Oracle):
+    """The same oracle, answering a whole round of prompts in one batched call."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+
+    async def acomplete_batch(self, batch, settings: GenerationSettings) -> list[Completion]:
+        self.batches.append(len(batch))
+        return [await self.acomplete(messages, settings) for messages in batch]
+
+
+ITEMS = [f"passage {c}" for c in "abcdefgh"]
+TRUTH = (5, 2, 7, 0, 3, 6, 1, 4)  # item indices, best first
+RELEVANCE = {ITEMS[i]: float(len(TRUTH) - rank) for rank, i in enumerate(TRUTH)}
+
+
+def make(backend, **options) -> WindowEngine:
+    options.setdefault("num_permutations", 8)
+    options.setdefault("retry", FAST_RETRY)
+    return WindowEngine.create(backend, aggregator=options.pop("aggregator", "kemeny"), **options)
+
+
+async def rank(engine: WindowEngine, seed: int = 1, **kwargs):
+    return await engine.rank_window("which letter?", ITEMS, tuple(range(len(ITEMS))), seed, **kwargs)
+
+
+async def test_oracle_answers_aggregate_to_the_truth_whatever_the_completion_order() -> None:
+    backend = Oracle(RELEVANCE, delay=0.02, seed=3)
+    result = await rank(make(backend))
+    assert result.order == TRUTH
+    started = [tuple(shown(p)) for p in backend.prompts]
+    assert backend.finished_order != started, "the delays really reordered completions"
+    for sample in result.samples:
+        assert sample.status is ParseStatus.OK and sample.ranking == TRUTH
+        assert tuple(ITEMS[i] for i in sample.permutation) in started
+    assert result.confidence == pytest.approx(1.0)
+
+
+async def test_each_answer_maps_back_through_its_own_permutation() -> None:
+    async def shown_order_is_best(number: int, messages) -> str:  # "[1] > [2] > ..."
+        return answer(range(len(shown(messages))))
+
+    result = await rank(make(Oracle(delay=0.02, seed=5, script=shown_order_is_best)))
+    for sample in result.samples:
+        assert sample.ranking == sample.permutation
+
+
+async def test_same_seed_same_prompts_and_another_seed_others() -> None:
+    def prompts(backend: Oracle) -> list[str]:
+        return sorted(json.dumps(p) for p in backend.prompts)
+
+    a, b, c = Oracle(RELEVANCE, delay=0.01, seed=1), Oracle(RELEVANCE, delay=0.01, seed=2), Oracle(RELEVANCE)
+    await rank(make(a), seed=42)
+    await rank(make(b), seed=42)
+    await rank(make(c), seed=43)
+    assert prompts(a) == prompts(b)
+    assert prompts(a) != prompts(c)
+    assert derive_seed(0, "q", ITEMS, (0, 10)) != derive_seed(0, "q", ITEMS, (0, 0))
+    assert derive_seed(0, "q", ITEMS) != derive_seed(1, "q", ITEMS)
+
+
+async def test_include_identity_shows_the_original_order_first() -> None:
+    result = await rank(make(Oracle(RELEVANCE), include_identity=True))
+    assert result.samples[0].permutation == tuple(range(len(ITEMS)))
+
+
+@pytest.mark.parametrize("shared,per_request,expected", [(3, None, 3), (5, 2, 2), (16, None, 12)])
+async def test_concurrency_never_exceeds_the_limiters(shared: int, per_request: int | None, expected: int) -> None:
+    backend = Oracle(RELEVANCE, delay=0.03)
+    engine = make(backend, num_permutations=12, limiter=anyio.CapacityLimiter(shared))
+    limiter = anyio.CapacityLimiter(per_request) if per_request else None
+    await rank(engine, request_limiter=limiter)
+    assert backend.max_in_flight == expected
+
+
+async def test_cancelling_the_caller_cancels_every_call_and_leaves_no_task() -> None:
+    async def hang(number: int, messages) -> str:
+        await anyio.sleep(60)
+        return ""
+
+    backend = Oracle(script=hang)
+    engine = make(backend, num_permutations=10)
+    before = asyncio.all_tasks()
+    with anyio.move_on_after(0.2) as scope:
+        await rank(engine)
+    assert scope.cancelled_caught
+    await anyio.sleep(0)
+    assert backend.in_flight == 0 and backend.cancelled == 10
+    assert asyncio.all_tasks() == before
+
+
+async def test_retryable_failures_are_retried_and_counted() -> None:
+    async def first_call_fails(number: int, messages) -> None:
+        if number < 8:
+            raise RateLimitError("429 slow down", retry_after=0.001)
+
+    result = await rank(make(Oracle(RELEVANCE, script=first_call_fails)))
+    usage = sum((s.usage for s in result.samples), Usage())
+    assert result.order == TRUTH
+    assert usage.retries == 8 and usage.calls == 16
+    assert usage.prompt_tokens == 80 and usage.completion_tokens == 40
+
+
+async def test_partial_failures_are_recorded_and_the_rest_aggregated() -> None:
+    async def some_fail(number: int, messages) -> None:
+        if number % 3 == 0:
+            raise BackendError("400 bad request")  # not retryable
+
+    result = await rank(make(Oracle(RELEVANCE, script=some_fail)))
+    failed = result.failed
+    assert len(failed) == 3 and all(s.status is ParseStatus.ERROR for s in failed)
+    assert all("BackendError: 400 bad request" in s.error for s in failed)
+    assert result.order == TRUTH and len(result.samples) == 8
+
+
+async def test_below_min_successful_raises_listing_every_failure() -> None:
+    async def most_fail(number: int, messages) -> None:
+        if number < 5:
+            raise BackendError(f"refused call {number}")
+
+    with pytest.raises(InsufficientSamplesError) as info:
+        await rank(make(Oracle(RELEVANCE, script=most_fail)))
+    err = info.value
+    assert (err.successful, err.required, len(err.failures)) == (3, 4, 5)
+    assert all("refused call" in f for f in err.failures)
+
+
+async def test_min_successful_can_demand_every_sample() -> None:
+    async def one_fails(number: int, messages) -> None:
+        if number == 0:
+            raise BackendError("nope")
+
+    with pytest.raises(InsufficientSamplesError):
+        await rank(make(Oracle(RELEVANCE, script=one_fails), min_successful=8))
+    with pytest.raises(ConfigurationError):
+        make(Oracle(), min_successful=9)
+
+
+async def test_unparseable_answers_are_reasked_then_fail() -> None:
+    async def garbage_first(number: int, messages) -> str | None:
+        return "I cannot rank these." if messages[-1]["content"] != REASK.format(n=8) else None
+
+    backend = Oracle(RELEVANCE, script=garbage_first)
+    result = await rank(make(backend))
+    assert result.order == TRUTH
+    assert all(s.attempts == 2 and s.status is ParseStatus.OK for s in result.samples)
+    reasked = [p for p in backend.prompts if p[-1]["content"] == REASK.format(n=8)]
+    assert len(reasked) == 8 and reasked[0][-2] == {"role": "assistant", "content": "I cannot rank these."}
+
+    async def always_garbage(number: int, messages) -> str:
+        return "no idea"
+
+    with pytest.raises(InsufficientSamplesError, match="invalid"):
+        await rank(make(Oracle(script=always_garbage), reasks=2))
+
+
+async def test_partial_answers_count_and_keep_missing_items_missing() -> None:
+    async def top_three(number: int, messages) -> str:
+        items = shown(messages)
+        best = sorted(range(len(items)), key=lambda p: -RELEVANCE[items[p]])
+        return answer(best[:3])
+
+    result = await rank(make(Oracle(script=top_three)))
+    assert all(s.status is ParseStatus.PARTIAL and len(s.ranking) == 3 for s in result.samples)
+    assert result.order[:3] == TRUTH[:3]
+
+
+async def test_a_batch_backend_gets_one_call_per_round() -> None:
+    async def garbage_once_for_first(number: int, messages) -> str | None:
+        return "??" if number == 0 else None
+
+    backend = BatchOracle(RELEVANCE, script=garbage_once_for_first)
+    result = await rank(make(backend))
+    assert backend.batches == [8, 1], "one batch, then one re-ask of the unparseable answer"
+    assert result.order == TRUTH
+
+
+async def test_a_failing_batch_fails_every_sample_in_it() -> None:
+    async def overloaded(number: int, messages) -> None:
+        raise BackendError("out of memory")
+
+    with pytest.raises(InsufficientSamplesError) as info:
+        await rank(make(BatchOracle(script=overloaded)))
+    assert len(info.value.failures) == 8
+
+
+async def test_cache_hits_skip_the_backend() -> None:
+    cache = MemoryCache()
+    first, second = Oracle(RELEVANCE), Oracle(RELEVANCE)
+    await rank(make(first, cache=cache))
+    again = await rank(make(second, cache=cache))
+    usage = sum((s.usage for s in again.samples), Usage())
+    assert len(first.prompts) == 8 and second.prompts == []
+    assert usage.cached_calls == 8 and usage.calls == 0 and again.order == TRUTH
+
+
+async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
+    async def slow(number: int, messages) -> None:
+        await anyio.sleep(30)
+
+    engine = make(Oracle(script=slow), settings=GenerationSettings(timeout=0.1),
+                  retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0))
+    with anyio.fail_after(5), pytest.raises(InsufficientSamplesError, match="BackendTimeoutError"):
+        await rank(engine)
+
+
+async def test_a_bug_in_a_backend_surfaces_as_itself() -> None:
+    async def bug(number: int, messages) -> None:
+        raise ZeroDivisionError("backend bug")
+
+    with pytest.raises(ZeroDivisionError):
+        await rank(make(Oracle(script=bug)))
+
+
+async def test_events_per_sample_with_status() -> None:
+    events: list[Event] = []
+
+    async def record(event: Event) -> None:
+        events.append(event)
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("progress bar crashed")
+
+    async def one_fails(number: int, messages) -> None:
+        if number == 0:
+            raise BackendError("nope")
+
+    await rank(make(Oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2)
+    starts = [e for e in events if e.kind == "sample_start"]
+    ends = [e for e in events if e.kind == "sample_end"]
+    assert sorted(e.sample for e in starts) == sorted(e.sample for e in ends) == list(range(8))
+    assert {e.request_id for e in events} == {"r1"} and {e.window for e in events} == {2}
+    assert sorted(e.detail["status"] for e in ends) == ["error"] + ["ok"] * 7

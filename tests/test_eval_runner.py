@@ -1,0 +1,113 @@
+"""The eval runner and `permsc eval`, with an in-process backend and the scripted server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.eval.datasets import SortingDataset, SortingExample
+from permsc_integrations.eval.generators import generate_mathsort
+from permsc_integrations.eval.runner import evaluate_sorting, score_sorting
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _shown(content: str) -> list[str]:
+    """The expressions of a MathSort prompt, in prompt order."""
+    listed = content.split("smallest to largest: ", 1)[1].split(".\nThe output", 1)[0]
+    return listed.split(", ")
+
+
+def _primacy_answer(content: str) -> str:
+    """Sorts by value, except the first expression shown always comes first."""
+    shown = _shown(content)
+    rest = sorted(shown[1:], key=lambda e: eval(e))  # noqa: S307 (digits from our generator)
+    return ", ".join([shown[0], *rest])
+
+
+class PrimacySorter:
+    """A real in-process Backend with a known position bias; counts its calls."""
+
+    name = "primacy-sorter"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+        self.calls += 1
+        return Completion(text=_primacy_answer(messages[-1]["content"]))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_psc_beats_single_runs_on_a_position_biased_model() -> None:
+    backend = PrimacySorter()
+    progress: list[tuple[int, int]] = []
+    report = evaluate_sorting(generate_mathsort(6, seed=2), backend, m=10, m_sweep=(1, 5, 10),
+                              progress=lambda done, total: progress.append((done, total)))
+    assert backend.calls == 60 and progress[-1] == (6, 6) and len(progress) == 6
+    assert len(report.singles) == 10 and report.n_lists == 6
+    assert report.single_max < 1.0  # every single run is hurt by the bias
+    for method in ("kemeny", "borda", "rrf", "copeland"):
+        assert report.mean(method) > report.single_max
+    assert report.mean("kemeny") == 1.0  # the bias cancels out over shuffles
+    assert report.sweep[1]["kemeny"] == pytest.approx(report.single_means[0])
+    assert report.sweep[10]["kemeny"] == report.mean("kemeny")
+    assert report.p_value("kemeny") < 0.05
+    assert report.stats["answers"] == {"ok": 60}
+    table = report.to_markdown()
+    assert "| kemeny | 1.000 |" in table and "single (median of runs)" in table
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["methods"]["kemeny"]["per_list"] == [1.0] * 6
+
+
+def test_failed_and_partial_answers_are_scored_not_dropped() -> None:
+    example = SortingExample("t", ("a", "b", "c"), (1, 2, 3), "wordsort")
+    from permsc_integrations.eval.runner import ListSamples
+
+    lists = [ListSamples(example, ((0, 1, 2), (2, 1, 0)), ((0, 1, 2), ()), ("ok", "invalid"))]
+    report = score_sorting(lists, aggregators=("borda",))
+    assert report.single_means == (1.0, 0.0)  # the failed run scores like chance
+    assert report.mean("borda") == 1.0 and report.stats["answers"] == {"invalid": 1, "ok": 1}
+
+
+def test_cli_eval_against_the_scripted_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openai")
+    from permsc_integrations.cli import main
+    from permsc_integrations.testing import ScriptedOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    with ScriptedOpenAIServer(lambda request: _primacy_answer(request.messages[-1]["content"])) as server:
+        status = main([
+            "eval", "mathsort", "--generate", "4", "-m", "6", "--backend", "openai:scripted",
+            "--base-url", server.base_url, "--aggregators", "kemeny,borda", "--m-sweep", "1,6",
+            "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
+            "--bias-map", str(tmp_path / "bias.png"), "--no-progress",
+        ])
+        assert status == 0 and server.request_count == 24
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["methods"]["kemeny"]["mean"] == 1.0 and result["single"]["max"] < 1.0
+    assert "| kemeny |" in (tmp_path / "r.md").read_text()
+    rows = (tmp_path / "bias.csv").read_text().splitlines()
+    assert rows[1].startswith("1,2,0,")  # prompt position 1 is never overtaken: the primacy bias
+    assert (tmp_path / "bias.png").stat().st_size > 1000
+
+
+def test_cli_offline_runs(tmp_path: Path) -> None:
+    from permsc_integrations.cli import main
+
+    (tmp_path / "q.txt").write_text("q 0 a 3\nq 0 b 0\nq 0 c 1\n")
+    for name, order in (("r1", "abc"), ("r2", "bac"), ("r3", "acb")):
+        (tmp_path / f"{name}.txt").write_text("".join(f"q Q0 {d} {k} {3 - k} t\n" for k, d in enumerate(order, 1)))
+    runs = [str(tmp_path / f"r{k}.txt") for k in (1, 2, 3)]
+    status = main(["eval", "--runs", *runs, "--qrels", str(tmp_path / "q.txt"), "--aggregators", "borda",
+                   "--json", str(tmp_path / "o.json"), "--write-runs", str(tmp_path / "out"), "--no-progress"])
+    assert status == 0
+    assert json.loads((tmp_path / "o.json").read_text())["methods"]["borda"]["per_list"][0] > 0.9
+    assert (tmp_path / "out" / "borda.txt").read_text().splitlines()[0] == "q Q0 a 1 3 borda"
+    assert main(["eval", "--runs", runs[0], runs[1]]) == 2  # no --qrels: a clean error

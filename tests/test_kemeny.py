@@ -1,0 +1,182 @@
+"""Kemeny is exact: equal to brute force, never worse than a heuristic, honest when it is not."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import sys
+from itertools import permutations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from permsc_integrations import aggregate
+from permsc_integrations.aggregators._pairwise import condorcet_blocks, pairwise_counts
+from permsc_integrations.aggregators.kemeny import KemenySolution, kemeny_objective, kemeny_solve
+from permsc_integrations.metrics import kendall_distance
+
+HEURISTICS = ["borda", "rrf", "copeland", "local_search"]
+has_highspy = importlib.util.find_spec("highspy") is not None
+has_pulp = importlib.util.find_spec("pulp") is not None
+
+
+def _brute_force(rankings: list[list[int]], n: int) -> int:
+    """Independent objective: summed metrics.kendall_distance over every permutation."""
+    return min(sum(kendall_distance(p, r) for r in rankings) for p in permutations(range(n)))
+
+
+@st.composite
+def instances(draw: st.DrawFn, max_n: int = 8, partial: bool | None = None) -> tuple[list[list[int]], int]:
+    n = draw(st.integers(1, max_n))
+    m = draw(st.integers(1, 7))
+    cut = draw(st.booleans()) if partial is None else partial
+    rankings = []
+    for _ in range(m):
+        perm = draw(st.permutations(range(n)))
+        keep = draw(st.integers(0, n)) if cut else n
+        rankings.append(list(perm[:keep]))
+    return rankings, n
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances(partial=False))
+def test_objective_equals_brute_force_full(case: tuple[list[list[int]], int]) -> None:
+    rankings, n = case
+    sol = kemeny_solve(rankings, n_items=n)
+    assert sol.exact and sol.lower_bound == sol.objective
+    assert sol.objective == _brute_force(rankings, n)
+    assert sorted(sol.order) == list(range(n))
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances(partial=True))
+def test_objective_equals_brute_force_partial(case: tuple[list[list[int]], int]) -> None:
+    rankings, n = case
+    sol = kemeny_solve(rankings, n_items=n)
+    assert sol.objective == _brute_force(rankings, n)
+    assert sol.objective == kemeny_objective(rankings, sol.order, n)
+
+
+@pytest.mark.skipif(not has_highspy, reason="highspy not installed")
+@settings(max_examples=120, deadline=None)
+@given(instances())
+def test_lp_path_equals_brute_force(case: tuple[list[list[int]], int]) -> None:
+    """dp_max=0 sends every block through the LP / MIP instead of the subset DP."""
+    rankings, n = case
+    sol = kemeny_solve(rankings, n_items=n, dp_max=0)
+    assert sol.exact
+    assert sol.objective == _brute_force(rankings, n)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(max_n=9))
+def test_kemeny_never_worse_than_any_heuristic(case: tuple[list[list[int]], int]) -> None:
+    rankings, n = case
+    best = kemeny_solve(rankings, n_items=n).objective
+    for method in HEURISTICS:
+        order = aggregate(rankings, method=method, n_items=n)
+        assert best <= kemeny_objective(rankings, order, n), method
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_n=10), st.data())
+def test_condorcet_winner_comes_first(case: tuple[list[list[int]], int], data: st.DataObject) -> None:
+    rankings, n = case
+    winner = data.draw(st.integers(0, n - 1))
+    full = [[winner, *[i for i in r if i != winner]] for r in rankings]  # winner tops every ranking
+    assert aggregate(full, n_items=n)[0] == winner
+
+
+def test_blocks_follow_the_strict_majority() -> None:
+    rankings = [[0, 1, 2, 3, 4, 5], [1, 2, 0, 3, 5, 4], [2, 0, 1, 3, 4, 5]]
+    W = pairwise_counts(rankings, 6)
+    blocks = [b.tolist() for b in condorcet_blocks(W, np.arange(6))]
+    assert blocks == [[0, 1, 2], [3], [4], [5]]
+
+
+def test_ties_prefer_index_order_and_absent_items_go_last() -> None:
+    # 0 and 1 tie exactly; 3 and 5 never appear
+    sol = kemeny_solve([[1, 0, 2], [0, 1, 2], [4, 2]], n_items=6)
+    assert sol.order == (0, 1, 4, 2, 3, 5)
+    assert sol.exact
+
+
+def test_deterministic_on_repeat() -> None:
+    rng = np.random.default_rng(7)
+    rankings = [rng.permutation(30).tolist() for _ in range(6)]
+    first = kemeny_solve(rankings, n_items=30)
+    assert all(kemeny_solve(rankings, n_items=30) == first for _ in range(3))
+
+
+def test_solution_is_a_frozen_value() -> None:
+    sol = kemeny_solve([[0, 1]], n_items=2)
+    assert isinstance(sol, KemenySolution) and sol.gap == 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sol.objective = 3  # type: ignore[misc]
+
+
+@pytest.mark.skipif(not has_highspy, reason="highspy not installed")
+def test_past_the_time_limit_it_is_flagged_with_a_true_bound(caplog: pytest.LogCaptureFixture) -> None:
+    rng = np.random.default_rng(3)
+    rankings = [rng.permutation(80).tolist() for _ in range(9)]
+    sol = kemeny_solve(rankings, n_items=80, time_limit=0.02)
+    assert not sol.exact and "heuristic" in sol.method
+    assert 0 < sol.lower_bound < sol.objective and 0 < sol.gap < 0.05
+    exact_enough = kemeny_solve(rankings, n_items=80, time_limit=60)
+    assert sol.lower_bound <= exact_enough.lower_bound <= exact_enough.objective <= sol.objective
+    with caplog.at_level(logging.WARNING):
+        aggregate(rankings, n_items=80, time_limit=0.02)
+    assert "approximate" in caplog.text and "time_limit" in caplog.text
+
+
+def test_without_highspy_it_falls_back_and_warns(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "highspy", None)  # import highspy -> ImportError
+    rng = np.random.default_rng(5)
+    rankings = [rng.permutation(14).tolist() for _ in range(5)]
+    with caplog.at_level(logging.WARNING):
+        sol = kemeny_solve(rankings, n_items=14, dp_max=4)
+    assert "no highspy" in sol.method
+    assert "pip install 'permsc-integrations[highs]'" in caplog.text
+    assert sol.objective >= kemeny_solve(rankings, n_items=14, dp_max=14).objective
+    assert sol.lower_bound <= sol.objective
+
+
+def _mip_instance() -> tuple[list[list[int]], int]:
+    """A seed whose LP relaxation is fractional and whose local search is not optimal."""
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        rankings = [rng.permutation(22).tolist() for _ in range(4)]
+        if "mip" in kemeny_solve(rankings, n_items=22, dp_max=0).method:
+            return rankings, 22
+    pytest.skip("no instance needing the integer step was found")
+
+
+@pytest.mark.skipif(not (has_highspy and has_pulp), reason="highspy and pulp needed")
+@pytest.mark.parametrize("solver", ["pulp", "pulp:CBC", "pulp:HiGHS"])
+def test_pulp_integer_step_gives_the_same_objective(solver: str) -> None:
+    rankings, n = _mip_instance()
+    ref = kemeny_solve(rankings, n_items=n, dp_max=0)
+    via = kemeny_solve(rankings, n_items=n, dp_max=0, solver=solver, time_limit=30)
+    assert via.exact and "pulp" in via.method
+    assert via.objective == ref.objective
+    exact = kemeny_solve(rankings, n_items=n, dp_max=22, time_limit=30)  # subset DP
+    assert via.objective == exact.objective
+
+
+@pytest.mark.skipif(not has_pulp, reason="pulp needed")
+def test_pulp_solver_object_and_bad_name() -> None:
+    import pulp
+
+    from permsc_integrations.errors import ConfigurationError
+
+    rankings, n = _mip_instance()
+    obj = pulp.PULP_CBC_CMD(msg=False)
+    via = kemeny_solve(rankings, n_items=n, dp_max=0, solver=obj, time_limit=30)
+    assert via.objective == kemeny_solve(rankings, n_items=n).objective
+    with pytest.raises(ConfigurationError, match="NOPE"):
+        kemeny_solve(rankings, n_items=n, dp_max=0, solver="pulp:NOPE")

@@ -1,0 +1,221 @@
+"""OpenAIBackend against a real loopback server: answers, usage, and every fault's typed error."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from email.utils import formatdate
+
+import anyio
+import httpx
+import pytest
+
+from permsc_integrations.backends import GenerationSettings, resolve_backend
+from permsc_integrations.backends.openai import OpenAIBackend, retry_after
+from permsc_integrations.errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+    RateLimitError,
+)
+from permsc_integrations.testing import Fault, Reply, sequence
+
+pytestmark = pytest.mark.timeout(30)
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "[1] a\n[2] b"}]
+
+
+def complete(backend: OpenAIBackend, settings: GenerationSettings = GenerationSettings()):
+    async def run():
+        try:
+            return await backend.acomplete(MESSAGES, settings)
+        finally:
+            await backend.aclose()
+
+    return anyio.run(run)
+
+
+def test_answer_usage_and_settings_reach_the_server(scripted_server):
+    server = scripted_server(lambda request: Reply("[2] > [1]", delay=0.05))
+    backend = OpenAIBackend("m1", base_url=server.base_url, extra_body={"top_k": 1})
+    settings = GenerationSettings(temperature=0.2, max_tokens=30, seed=7, stop=("\n\n",))
+    answer = complete(backend, settings)
+    assert answer.text == "[2] > [1]" and answer.model == "m1" and answer.finish_reason == "stop"
+    assert answer.usage.prompt_tokens == 6 and answer.usage.completion_tokens == 3
+    assert answer.usage.calls == 1 and 0.05 <= answer.usage.latency_s < 5
+    body = server.requests[0].body
+    assert body["model"] == "m1" and body["messages"] == MESSAGES
+    assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.2, 30, 7)
+    assert body["stop"] == ["\n\n"] and body["top_k"] == 1
+
+
+def test_resolve_backend_and_name(scripted_server):
+    server = scripted_server()
+    backend = resolve_backend("openai:gpt-x", base_url=server.base_url)
+    assert isinstance(backend, OpenAIBackend)
+    assert backend.name == f"openai:gpt-x@127.0.0.1:{server.port}"
+    assert backend.api_key == "not-needed"  # a local server needs no key
+    assert OpenAIBackend("gpt-x", api_key="sk").name == "openai:gpt-x@api.openai.com"
+
+
+def test_configuration_from_the_environment(scripted_server, monkeypatch):
+    server = scripted_server(lambda request: request.model)
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    backend = resolve_backend("openai")
+    assert (backend.model, backend.base_url, backend.api_key) == (
+        "env-model", server.base_url, "sk-env")
+    assert complete(backend).text == "env-model"
+
+
+def test_missing_configuration_says_what_to_set(monkeypatch):
+    for name in ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_MODEL"):
+        OpenAIBackend()
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        OpenAIBackend("gpt-x")
+
+
+FAULTS = [
+    (Fault.status(429, retry_after=1.5), RateLimitError, True, 1.5),
+    (Fault.status(429, retry_after_ms=250), RateLimitError, True, 0.25),
+    (Fault.status(429, code="insufficient_quota"), RateLimitError, False, None),
+    (Fault.status(500), BackendError, True, None),
+    (Fault.status(503, retry_after=2), BackendError, True, 2.0),
+    (Fault.status(408), BackendError, True, None),
+    (Fault.context_length(), ContextLengthError, False, None),
+    (Fault.status(400, message="the request exceeds the available context size"),
+     ContextLengthError, False, None),
+    (Fault.status(400, message="temperature must be <= 2"), BackendError, False, None),
+    (Fault.status(401), BackendError, False, None),
+    (Fault.status(404), BackendError, False, None),
+    (Fault.drop(), BackendConnectionError, True, None),
+    (Fault.drop(after_headers=True), BackendConnectionError, True, None),
+]
+
+
+@pytest.mark.parametrize(("fault", "error", "retryable", "wait"), FAULTS)
+def test_each_fault_maps_to_a_typed_error(scripted_server, fault, error, retryable, wait):
+    server = scripted_server(sequence(fault))
+    with pytest.raises(error) as caught:
+        complete(OpenAIBackend("m", base_url=server.base_url))
+    assert type(caught.value) is error
+    assert caught.value.retryable is retryable
+    assert caught.value.retry_after == wait
+    if fault.kind == "status":
+        assert caught.value.status_code == fault.status_code
+    assert server.request_count == 1  # the SDK did not retry on its own
+
+
+def test_error_messages_say_what_to_do(scripted_server):
+    hints = {
+        Fault.context_length(): "window_size",
+        Fault.status(401): "OPENAI_API_KEY",
+        Fault.status(404): "base_url",
+        Fault.status(429, code="insufficient_quota"): "credit",
+    }
+    server = scripted_server(sequence(*hints))
+    for hint in hints.values():
+        with pytest.raises(BackendError, match=hint):
+            complete(OpenAIBackend("m", base_url=server.base_url))
+
+
+def test_slow_answer_times_out_at_the_settings_timeout(scripted_server):
+    server = scripted_server(lambda request: Reply("late", delay=5))
+    started = time.perf_counter()
+    with pytest.raises(BackendTimeoutError, match="0.3 s") as caught:
+        complete(OpenAIBackend("m", base_url=server.base_url), GenerationSettings(timeout=0.3))
+    assert caught.value.retryable
+    assert time.perf_counter() - started < 2
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+def test_unreachable_server_fails_fast_with_a_connection_error():
+    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1")
+    started = time.perf_counter()
+    with pytest.raises(BackendConnectionError, match="ConnectError") as caught:
+        complete(backend)
+    assert caught.value.retryable
+    assert time.perf_counter() - started < 2
+
+
+def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
+    server = scripted_server(lambda request: "ok")
+    backend = OpenAIBackend("m", base_url=server.base_url)
+    seen = []
+
+    async def twice():
+        for _ in range(2):
+            await backend.acomplete(MESSAGES, GenerationSettings())
+            seen.append(backend.client())
+
+    anyio.run(twice)  # the loop closes without aclose: its client must not be reused
+    anyio.run(twice)
+    assert seen[0] is seen[1] and seen[2] is seen[3] and seen[0] is not seen[2]
+
+    async def close():
+        client = backend.client()
+        await backend.aclose()
+        return client
+
+    assert anyio.run(close).is_closed()
+    assert server.request_count == 4
+
+
+def test_a_given_client_is_used_and_left_open(scripted_server):
+    import openai
+
+    server = scripted_server(lambda request: "mine")
+
+    async def run():
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k") as client:
+            backend = OpenAIBackend("m", client=client)
+            answer = await backend.acomplete(MESSAGES, GenerationSettings())
+            await backend.aclose()
+            return answer, backend, client.is_closed()
+
+    answer, backend, closed = anyio.run(run)
+    assert answer.text == "mine" and not closed
+    assert backend.name == f"openai:m@127.0.0.1:{server.port}"
+
+
+def test_awarmup_opens_connections_and_reports_unreachable(scripted_server):
+    server = scripted_server(lambda request: "ok")
+    backend = OpenAIBackend("m", base_url=server.base_url)
+
+    async def warm():
+        await backend.awarmup(4)
+        await backend.aclose()
+
+    anyio.run(warm)
+    bad = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1")
+    with pytest.raises(BackendConnectionError):
+        anyio.run(bad.awarmup)
+
+
+def test_retry_after_reads_seconds_milliseconds_and_dates():
+    def response(**headers):
+        return httpx.Response(429, headers=headers)
+
+    assert retry_after(response(**{"retry-after": "3"})) == 3.0
+    assert retry_after(response(**{"retry-after-ms": "20", "retry-after": "3"})) == 0.02
+    assert 8 < retry_after(response(**{"retry-after": formatdate(time.time() + 10)})) <= 10
+    assert retry_after(response(**{"retry-after": "soon"})) is None
+    assert retry_after(response()) is None
+
+
+def test_missing_openai_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` fail
+    with pytest.raises(MissingDependencyError, match=r"permsc-integrations\[openai\]"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1")

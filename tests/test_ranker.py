@@ -1,0 +1,262 @@
+"""PSCRanker end to end over small real backends: windows, many requests, sync bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+
+import anyio
+import pytest
+
+from permsc_integrations import PSCRanker, RankRequest, backends
+from permsc_integrations.backends.base import Completion
+from permsc_integrations.cache import SQLiteCache
+from permsc_integrations.errors import (
+    ConfigurationError,
+    InsufficientSamplesError,
+    InvalidRankingError,
+    UnknownNameError,
+)
+from permsc_integrations.events import Event
+from permsc_integrations.retry import RetryPolicy
+
+pytestmark = pytest.mark.timeout(60)
+
+PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.S)
+QUERY = re.compile(r"query: (.*)\.$", re.S)
+
+
+class Oracle:
+    """Ranks ``"doc <k>"`` passages by ``k`` (higher first); the query ``"slow ..."`` waits.
+
+    Counts calls in flight; ``fail_queries`` get a non-retryable error.
+    """
+
+    def __init__(self, name: str = "oracle", delay: float = 0.0, fail_queries: tuple[str, ...] = ()) -> None:
+        self.name, self.delay, self.fail_queries = name, delay, fail_queries
+        self.calls = self.in_flight = self.max_in_flight = 0
+        self.closed = False
+        self.rng = random.Random(0)
+
+    async def acomplete(self, messages, settings) -> Completion:
+        self.calls += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            query = QUERY.search(messages[1]["content"]).group(1)
+            if query in self.fail_queries:
+                from permsc_integrations.errors import BackendError
+
+                raise BackendError(f"refusing {query!r}")
+            wait = 0.3 if query.startswith("slow") else self.rng.uniform(0, self.delay)
+            await anyio.sleep(wait)
+            items = [PASSAGE.match(m["content"]).group(2) for m in messages
+                     if m["role"] == "user" and PASSAGE.match(m["content"])]
+            best = sorted(range(len(items)), key=lambda p: -int(items[p].split()[1]))
+            return Completion(" > ".join(f"[{p + 1}]" for p in best))
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def docs(n: int, seed: int = 0) -> list[str]:
+    values = list(range(n))
+    random.Random(seed).shuffle(values)
+    return [f"doc {v}" for v in values]
+
+
+def truth(items: list[str]) -> list[int]:
+    return sorted(range(len(items)), key=lambda i: -int(items[i].split()[1]))
+
+
+FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, jitter=0.0)
+
+
+def ranker(backend, **options) -> PSCRanker:
+    options.setdefault("num_permutations", 4)
+    options.setdefault("aggregator", "borda")
+    return PSCRanker(backend, retry=FAST, **options)
+
+
+def test_rank_sorts_a_short_list_and_reports_usage() -> None:
+    items = docs(8)
+    backend = Oracle(delay=0.01)
+    result = ranker(backend).rank("rank docs", items)
+    assert list(result.order) == truth(items)
+    assert result.scores[result.order[0]] == 1.0
+    assert all(result.scores[a] > result.scores[b] for a, b in zip(result.order, result.order[1:]))
+    assert len(result.windows) == 1 and result.usage.calls == backend.calls == 4
+    assert result.confidence == pytest.approx(1.0)
+
+
+async def test_sliding_window_brings_the_best_to_the_top() -> None:
+    items = docs(35, seed=1)
+    backend = Oracle()
+    result = await ranker(backend, window_size=10, step=5).arank("rank docs", items)
+    assert sorted(result.order) == list(range(35))
+    assert list(result.order[:5]) == truth(items)[:5]
+    assert [w.start for w in result.windows] == [25, 20, 15, 10, 5, 0]
+    assert result.usage.calls == 6 * 4
+    for w in result.windows:  # window samples are in the caller's item indices
+        assert set(w.order) == set(w.indices) and all(set(s.permutation) == set(w.indices) for s in w.samples)
+
+
+async def test_top_k_settles_more_than_one_pass_does() -> None:
+    items = docs(30, seed=2)
+    result = await ranker(Oracle(), window_size=10, step=5, top_k=12).arank("rank docs", items)
+    assert list(result.order[:12]) == truth(items)[:12]
+
+
+async def test_documents_with_ids_and_mappings_are_accepted() -> None:
+    items = [{"text": "doc 1", "id": "a"}, {"text": "doc 3", "id": "b"}, {"text": "doc 2", "id": "c"}]
+    result = await ranker(Oracle()).arank("rank docs", items)
+    assert result.order == (1, 2, 0)
+    with pytest.raises(InvalidRankingError, match="duplicate"):
+        await ranker(Oracle()).arank("q", [{"text": "doc 1", "id": "a"}, {"text": "doc 2", "id": "a"}])
+    with pytest.raises(InvalidRankingError, match="empty"):
+        await ranker(Oracle()).arank("q", [])
+
+
+async def test_a_single_item_needs_no_call() -> None:
+    backend = Oracle()
+    result = await ranker(backend).arank("q", ["doc 1"])
+    assert result.order == (0,) and result.scores == (1.0,) and backend.calls == 0
+
+
+def test_rank_works_inside_a_running_event_loop() -> None:
+    items = docs(6)
+    r = ranker(Oracle())
+
+    async def notebook_cell():
+        return r.rank("rank docs", items)
+
+    assert list(asyncio.run(notebook_cell()).order) == truth(items)
+
+
+async def test_arank_many_yields_as_completed_and_tags_requests() -> None:
+    requests = [RankRequest("slow query", docs(6, seed=1), id="slow"),
+                RankRequest("fast query", docs(6, seed=2), id="fast"),
+                ("another fast", docs(5, seed=3))]
+    seen = []
+    async for result in ranker(Oracle()).arank_many(requests):
+        seen.append(result)
+        assert list(result.order) == truth(list(result.request.items))
+    assert seen[-1].request is requests[0], "the slow request completes last"
+    assert {r.request.query for r in seen} == {"slow query", "fast query", "another fast"}
+
+
+async def test_one_shared_limiter_bounds_every_request() -> None:
+    backend = Oracle(delay=0.02)
+    r = ranker(backend, max_concurrency=3)
+    results = [x async for x in r.arank_many([("q", docs(6, seed=s)) for s in range(5)])]
+    assert len(results) == 5 and backend.max_in_flight == 3
+
+
+async def test_request_concurrency_caps_each_request() -> None:
+    backend = Oracle(delay=0.02)
+    await ranker(backend, num_permutations=8, request_concurrency=2).arank("q", docs(6))
+    assert backend.max_in_flight == 2
+
+
+async def test_a_failed_request_loses_no_other_result() -> None:
+    r = ranker(Oracle(fail_queries=("bad",)))
+    requests = [RankRequest("good", docs(5)), RankRequest("bad", docs(5)), RankRequest("also good", docs(4))]
+    got = []
+    with pytest.raises(InsufficientSamplesError) as info:
+        async for result in r.arank_many(requests):
+            got.append(result.request.query)
+    assert sorted(got) == ["also good", "good"]
+    assert info.value.request is requests[1]
+
+    mixed = [x async for x in r.arank_many(requests, return_exceptions=True)]
+    assert sum(isinstance(x, InsufficientSamplesError) for x in mixed) == 1 and len(mixed) == 3
+
+
+def test_rank_many_keeps_request_order() -> None:
+    r = ranker(Oracle())
+    requests = [("slow first", docs(5, seed=1)), ("fast", docs(7, seed=2)), ("fast", docs(7, seed=2))]
+    results = r.rank_many(requests)
+    assert [len(x.order) for x in results] == [5, 7, 7]
+    assert [x.request.query for x in results] == ["slow first", "fast", "fast"]
+    with pytest.raises(InvalidRankingError):
+        r.rank_many([("q", docs(3)), ("q", [])])
+    out = r.rank_many([("q", docs(3)), ("q", [])], return_exceptions=True)
+    assert isinstance(out[1], InvalidRankingError) and list(out[0].order) == truth(docs(3))
+
+
+async def test_breaking_out_of_arank_many_cancels_the_rest() -> None:
+    backend = Oracle()
+    before = asyncio.all_tasks()
+    requests = [("fast", docs(4))] + [("slow", docs(4, seed=s)) for s in range(4)]
+    async with contextlib.aclosing(ranker(backend).arank_many(requests)) as stream:
+        async for result in stream:
+            assert result.request.query == "fast"
+            break
+    await anyio.sleep(0)
+    assert backend.in_flight == 0 and asyncio.all_tasks() == before
+
+
+async def test_cancelling_arank_cancels_every_call() -> None:
+    backend = Oracle()
+    with anyio.move_on_after(0.1):
+        await ranker(backend, num_permutations=6).arank("slow", docs(6))
+    assert backend.calls == 6 and backend.in_flight == 0
+
+
+async def test_events_cover_request_windows_and_samples() -> None:
+    events: list[Event] = []
+    r = ranker(Oracle(), window_size=4, step=2, on_event=events.append)
+    await r.arank("q", docs(6))
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "request_start" and kinds[-1] == "request_end"
+    assert kinds.count("window_start") == kinds.count("window_end") == 2
+    assert kinds.count("sample_end") == 8
+
+
+async def test_spec_string_backends_are_owned_and_closed() -> None:
+    made: list[Oracle] = []
+
+    def factory(model: str | None, **options) -> Oracle:
+        made.append(Oracle(name=f"oracle:{model}"))
+        return made[-1]
+
+    backends.register("oracle-test", factory)
+    async with ranker("oracle-test:m1") as r:
+        result = await r.arank("q", docs(4))
+    assert made[0].name == "oracle:m1" and made[0].closed and len(result.order) == 4
+    mine = Oracle()
+    async with ranker(mine) as r:
+        await r.arank("q", docs(3))
+    assert not mine.closed, "a backend object stays the caller's"
+
+
+def test_names_and_callables_are_accepted_alike() -> None:
+    def last_sample(rankings, *, n_items):
+        rest = [i for i in range(n_items) if i not in rankings[-1]]
+        return list(rankings[-1]) + rest
+
+    items = docs(5)
+    assert list(ranker(Oracle(), aggregator=last_sample).rank("q", items).order) == truth(items)
+    assert list(ranker(Oracle(), aggregator="kemeny").rank("q", items).order) == truth(items)
+    with pytest.raises(UnknownNameError):
+        ranker(Oracle(), aggregator="nope")
+    with pytest.raises(UnknownNameError):
+        ranker(Oracle(), prompt="nope")
+    with pytest.raises(ConfigurationError):
+        ranker(Oracle(), min_successful=5)
+    with pytest.raises(ConfigurationError):
+        ranker(Oracle(), window_size=10, step=10)
+    with pytest.raises(ConfigurationError):
+        ranker(Oracle(), max_concurrency=0)
+
+
+def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
+    items = docs(6)
+    first, second = Oracle(), Oracle()
+    a = ranker(first, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
+    b = ranker(second, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
+    assert a.order == b.order and second.calls == 0 and b.usage.cached_calls == 4

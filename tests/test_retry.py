@@ -1,0 +1,151 @@
+"""Retry policy: bounded attempts and time, Retry-After honoured, only retryable errors."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from permsc_integrations.errors import (
+    BackendError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextLengthError,
+    RateLimitError,
+)
+from permsc_integrations.retry import RetryPolicy, call_with_retry
+
+FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.02, jitter=0.0)
+
+
+class Failing:
+    """Raise ``errors[k]`` on call k (then succeed); records when each call started."""
+
+    def __init__(self, *errors: BaseException | None) -> None:
+        self.errors = list(errors)
+        self.started: list[float] = []
+
+    async def __call__(self) -> str:
+        self.started.append(time.monotonic())
+        k = len(self.started) - 1
+        if k < len(self.errors) and self.errors[k] is not None:
+            raise self.errors[k]
+        return f"ok after {k}"
+
+
+async def test_retryable_errors_are_retried_until_success() -> None:
+    fn = Failing(BackendError("boom", retryable=True, status_code=500), RateLimitError("429"))
+    result, retries = await call_with_retry(fn, FAST, timeout=5)
+    assert (result, retries) == ("ok after 2", 2)
+
+
+async def test_attempts_are_bounded() -> None:
+    fn = Failing(*[BackendError("500", retryable=True)] * 10)
+    with pytest.raises(BackendError, match="500"):
+        await call_with_retry(fn, FAST, timeout=5)
+    assert len(fn.started) == FAST.max_attempts
+
+
+@pytest.mark.parametrize("error", [ContextLengthError("too long"), BackendError("400 bad request")])
+async def test_non_retryable_errors_fail_at_once(error: BackendError) -> None:
+    fn = Failing(error)
+    with pytest.raises(type(error)):
+        await call_with_retry(fn, FAST, timeout=5)
+    assert len(fn.started) == 1
+
+
+async def test_other_exceptions_are_not_retried() -> None:
+    fn = Failing(KeyError("bug"))
+    with pytest.raises(KeyError):
+        await call_with_retry(fn, FAST, timeout=5)
+    assert len(fn.started) == 1
+
+
+async def test_retry_after_is_honoured_over_backoff() -> None:
+    slow_backoff = RetryPolicy(max_attempts=3, initial_backoff=30.0, max_backoff=30.0, jitter=0.0)
+    fn = Failing(RateLimitError("429", retry_after=0.3))
+    with anyio.fail_after(5):  # a 30 s backoff would blow this
+        result, retries = await call_with_retry(fn, slow_backoff, timeout=5)
+    gap = fn.started[1] - fn.started[0]
+    assert retries == 1 and result == "ok after 1"
+    assert 0.29 <= gap < 1.5, gap
+
+
+async def test_retry_after_is_capped() -> None:
+    policy = RetryPolicy(max_attempts=2, initial_backoff=0.0, jitter=0.0, max_retry_after=0.05)
+    fn = Failing(RateLimitError("429", retry_after=3600))
+    with anyio.fail_after(5):
+        await call_with_retry(fn, policy, timeout=5)
+    assert fn.started[1] - fn.started[0] < 1.0
+
+
+async def test_backoff_grows_exponentially() -> None:
+    policy = RetryPolicy(max_attempts=4, initial_backoff=0.05, max_backoff=10, jitter=0.0)
+    fn = Failing(*[BackendError("503", retryable=True)] * 3)
+    await call_with_retry(fn, policy, timeout=5)
+    gaps = [b - a for a, b in zip(fn.started, fn.started[1:])]
+    assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.19, gaps
+
+
+async def test_total_time_is_bounded() -> None:
+    policy = RetryPolicy(max_attempts=100, initial_backoff=0.1, max_backoff=0.1, jitter=0.0, max_total_time=0.5)
+    fn = Failing(*[BackendError("503", retryable=True)] * 100)
+    began = time.monotonic()
+    with pytest.raises(BackendError):
+        await call_with_retry(fn, policy, timeout=5)
+    elapsed = time.monotonic() - began
+    assert elapsed < 0.8, elapsed
+    assert 3 <= len(fn.started) <= 6
+
+
+async def test_per_call_timeout_raises_a_retryable_timeout() -> None:
+    calls = []
+
+    async def slow_then_fast() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            await anyio.sleep(30)
+        return "fast"
+
+    with anyio.fail_after(5):
+        result, retries = await call_with_retry(slow_then_fast, FAST, timeout=0.2)
+    assert (result, retries) == ("fast", 1)
+
+
+async def test_a_call_that_always_hangs_ends_in_backend_timeout_error() -> None:
+    async def hang() -> None:
+        await anyio.sleep(30)
+
+    began = time.monotonic()
+    with pytest.raises(BackendTimeoutError, match="timeout"):
+        await call_with_retry(hang, RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0), timeout=0.1)
+    assert time.monotonic() - began < 2
+
+
+async def test_total_time_also_cuts_a_slow_attempt() -> None:
+    async def hang() -> None:
+        await anyio.sleep(30)
+
+    began = time.monotonic()
+    with pytest.raises(BackendTimeoutError, match="budget"):
+        await call_with_retry(hang, RetryPolicy(max_total_time=0.3), timeout=10)
+    assert time.monotonic() - began < 1.5
+
+
+async def test_cancellation_during_backoff_is_prompt() -> None:
+    policy = RetryPolicy(max_attempts=5, initial_backoff=30, jitter=0)
+    fn = Failing(*[BackendError("503", retryable=True)] * 5)
+    began = time.monotonic()
+    with anyio.move_on_after(0.2) as scope:
+        await call_with_retry(fn, policy, timeout=5)
+    assert scope.cancelled_caught
+    assert time.monotonic() - began < 1.0 and len(fn.started) == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs", [dict(max_attempts=0), dict(initial_backoff=-1), dict(max_total_time=0), dict(jitter=-0.1)]
+)
+def test_bad_policy_raises_configuration_error(kwargs: dict) -> None:
+    with pytest.raises(ConfigurationError):
+        RetryPolicy(**kwargs)

