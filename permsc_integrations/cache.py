@@ -8,7 +8,8 @@ Example:
     >>> import anyio
     >>> from permsc_integrations.backends.base import Completion, GenerationSettings
     >>> cache = MemoryCache()
-    >>> key = cache_key("openai:gpt-4o-mini", [{"role": "user", "content": "hi"}], GenerationSettings())
+    >>> messages = [{"role": "user", "content": "hi"}]
+    >>> key = cache_key("openai:gpt-4o-mini", messages, GenerationSettings())
     >>> anyio.run(cache.aset, key, Completion(text="[1] > [2]"))
     >>> anyio.run(cache.aget, key).text
     '[1] > [2]'
@@ -70,7 +71,9 @@ def _dump(completion: Completion) -> str:
 def _load(blob: str) -> Completion:
     d: dict[str, Any] = json.loads(blob)
     usage = Usage(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"])
-    return Completion(text=d["text"], usage=usage, model=d["model"], finish_reason=d["finish_reason"])
+    return Completion(
+        text=d["text"], usage=usage, model=d["model"], finish_reason=d["finish_reason"]
+    )
 
 
 class MemoryCache:

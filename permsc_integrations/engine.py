@@ -39,7 +39,7 @@ from .aggregators import Aggregator, aggregate, resolve
 from .backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
 from .cache import ResponseCache, cache_key
 from .errors import BackendError, ConfigurationError, InsufficientSamplesError, ParseError
-from .events import Event, EventHook, emit
+from .events import Event, EventHook, EventKind, emit
 from .permutations import sample_permutations
 from .prompts import get_prompt
 from .prompts.base import Prompt
@@ -95,8 +95,12 @@ class WindowEngine:
 
     @classmethod
     def create(
-        cls, backend: Backend, *, prompt: str | Prompt = "rankgpt",
-        aggregator: str | Aggregator = "kemeny", **options: Any,
+        cls,
+        backend: Backend,
+        *,
+        prompt: str | Prompt = "rankgpt",
+        aggregator: str | Aggregator = "kemeny",
+        **options: Any,
     ) -> WindowEngine:
         """An engine from a backend object and names or objects for the rest."""
         return cls(backend, get_prompt(prompt), resolve(aggregator), **options)
@@ -119,9 +123,17 @@ class WindowEngine:
         return max(1, m // 2) if self.min_successful is None else self.min_successful
 
     async def rank_window(
-        self, query: str, texts: Sequence[str], indices: Sequence[int], seed: int, *,
-        start: int = 0, hooks: Sequence[EventHook | None] = (), request_id: Any = None,
-        window: int = 0, request_limiter: anyio.CapacityLimiter | None = None,
+        self,
+        query: str,
+        texts: Sequence[str],
+        indices: Sequence[int],
+        seed: int,
+        *,
+        start: int = 0,
+        hooks: Sequence[EventHook | None] = (),
+        request_id: Any = None,
+        window: int = 0,
+        request_limiter: anyio.CapacityLimiter | None = None,
     ) -> WindowResult:
         """PSC over ``indices`` (item indices into ``texts``, in the window's input order)."""
         local = [texts[i] for i in indices]
@@ -130,13 +142,20 @@ class WindowEngine:
         )
         run = _Run(self, query, local, perms, hooks, request_id, window, request_limiter)
         samples = await run.run()
-        return self._aggregate(indices, start, samples)
+        # exact Kemeny can take a while: keep the event loop free for other requests' calls
+        return await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
 
     def _aggregate(self, indices: Sequence[int], start: int, samples: list[Sample]) -> WindowResult:
         good = [s.ranking for s in samples if s.ok]
         if len(good) < self.required:
-            failures = [f"sample {k}: {s.status.value}: {s.error}" for k, s in enumerate(samples) if not s.ok]
-            raise InsufficientSamplesError(len(good), self.required, failures)
+            failures = [
+                f"sample {k}: {s.status.value}: {s.error}"
+                for k, s in enumerate(samples)
+                if not s.ok
+            ]
+            error = InsufficientSamplesError(len(good), self.required, failures)
+            error.add_note(f"in the window at positions {start}..{start + len(indices) - 1}")
+            raise error
         n = len(indices)
         consensus = aggregate(good, method=self.aggregator, n_items=n)
         confidence = _confidence(good, consensus)
@@ -167,8 +186,14 @@ class _Run:
     """One window's samples in flight."""
 
     def __init__(
-        self, engine: WindowEngine, query: str, items: list[str], perms: list[tuple[int, ...]],
-        hooks: Sequence[EventHook | None], request_id: Any, window: int,
+        self,
+        engine: WindowEngine,
+        query: str,
+        items: list[str],
+        perms: list[tuple[int, ...]],
+        hooks: Sequence[EventHook | None],
+        request_id: Any,
+        window: int,
         request_limiter: anyio.CapacityLimiter | None,
     ) -> None:
         self.e, self.query, self.items, self.perms = engine, query, items, perms
@@ -188,14 +213,16 @@ class _Run:
             raise _first(group) from None
         return [s for s in self.samples if s is not None]
 
-    def _event(self, kind: str, k: int, **detail: Any) -> Event:
-        return Event(kind, self.request_id, self.window, k, len(self.perms), detail)  # type: ignore[arg-type]
+    async def _emit(self, kind: EventKind, k: int, **detail: Any) -> None:
+        if any(self.hooks):
+            event = Event(kind, self.request_id, self.window, k, len(self.perms), detail)
+            await emit(self.hooks, event)
 
     def _shown(self, k: int) -> list[str]:
         return [self.items[j] for j in self.perms[k]]
 
     async def _one(self, k: int) -> None:
-        await emit(self.hooks, self._event("sample_start", k))
+        await self._emit("sample_start", k)
         state = _Attempt(self.e.prompt.render(self.query, self._shown(k)))
         try:
             sample = None
@@ -209,7 +236,7 @@ class _Run:
     async def _batched(self) -> None:
         states = {}
         for k in range(len(self.perms)):
-            await emit(self.hooks, self._event("sample_start", k))
+            await self._emit("sample_start", k)
             states[k] = _Attempt(self.e.prompt.render(self.query, self._shown(k)))
         while states:
             keys = list(states)
@@ -219,15 +246,21 @@ class _Run:
                 for k in keys:
                     await self._finish(k, self._failed(k, states.pop(k), exc))
                 return
-            for k, (completion, usage) in zip(keys, answers):
+            for k, (completion, usage) in zip(keys, answers, strict=True):
                 sample = self._digest(k, states[k], completion, usage)
                 if sample is not None:
                     del states[k]
                     await self._finish(k, sample)
 
-    def _digest(self, k: int, state: _Attempt, completion: Completion, usage: Usage) -> Sample | None:
+    def _digest(
+        self, k: int, state: _Attempt, completion: Completion, usage: Usage
+    ) -> Sample | None:
         """The sample for this answer, or None after scheduling a re-ask."""
-        state.usage, state.asks, state.raw_text = state.usage + usage, state.asks + 1, completion.text
+        state.usage, state.asks, state.raw_text = (
+            state.usage + usage,
+            state.asks + 1,
+            completion.text,
+        )
         perm = self.perms[k]
         try:
             parsed = self.e.prompt.parse(completion.text, len(perm), self._shown(k))
@@ -239,19 +272,28 @@ class _Run:
                     {"role": "user", "content": REASK.format(n=len(perm))},
                 ]
                 return None
-            return Sample(perm, (), completion.text, ParseStatus.INVALID, str(exc), state.usage, state.asks)
+            return Sample(
+                perm, (), completion.text, ParseStatus.INVALID, str(exc), state.usage, state.asks
+            )
         ranking = tuple(perm[p] for p in parsed.ranking)
         return Sample(perm, ranking, completion.text, parsed.status, None, state.usage, state.asks)
 
     def _failed(self, k: int, state: _Attempt, exc: BackendError) -> Sample:
         usage = state.usage + getattr(exc, "_permsc_usage", Usage())
         error = f"{type(exc).__name__}: {exc}"
-        return Sample(self.perms[k], (), state.raw_text, ParseStatus.ERROR, error, usage, state.asks + 1)
+        return Sample(
+            self.perms[k], (), state.raw_text, ParseStatus.ERROR, error, usage, state.asks + 1
+        )
 
     async def _finish(self, k: int, sample: Sample) -> None:
         self.samples[k] = sample
-        detail = {"status": sample.status.value, "attempts": sample.attempts, "error": sample.error}
-        await emit(self.hooks, self._event("sample_end", k, **detail))
+        await self._emit(
+            "sample_end",
+            k,
+            status=sample.status.value,
+            attempts=sample.attempts,
+            error=sample.error,
+        )
 
     async def _call(self, messages: list[Message]) -> tuple[Completion, Usage]:
         key = None
@@ -281,9 +323,11 @@ class _Run:
                     lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings), e
                 )
             if len(completions) != len(todo):
-                raise BackendError(f"{e.backend.name}: batch of {len(todo)} gave {len(completions)} answers")
+                raise BackendError(
+                    f"{e.backend.name}: batch of {len(todo)} gave {len(completions)} answers"
+                )
             share = Usage(calls=usage.calls, retries=usage.retries, latency_s=usage.latency_s)
-            for i, completion in zip(todo, completions):
+            for i, completion in zip(todo, completions, strict=True):
                 out[i] = (completion, share + _tokens(completion))
                 if e.cache is not None:
                     await e.cache.aset(keys[i], completion)
@@ -346,5 +390,5 @@ def _first(group: BaseExceptionGroup) -> BaseException:
         else:
             flat.append(exc)
     if len(flat) > 1 and isinstance(flat[0], Exception):
-        flat[0].add_note(f"{len(flat) - 1} other sample(s) of this window failed the same way or worse")
+        flat[0].add_note(f"{len(flat) - 1} other sample(s) of this window also failed")
     return flat[0]

@@ -19,8 +19,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, replace
+import functools
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -32,7 +33,7 @@ from .bridge import run_sync
 from .cache import ResponseCache
 from .engine import WindowEngine, derive_seed
 from .errors import ConfigurationError
-from .events import Event, EventHook, emit
+from .events import Event, EventHook, EventKind, emit
 from .items import normalize_items
 from .prompts import get_prompt
 from .prompts.base import Prompt
@@ -52,6 +53,22 @@ class RankRequest:
     id: Any = None
 
 
+@dataclass
+class _Request:
+    """One request while it runs: its texts, hooks and the windows done so far."""
+
+    query: str
+    texts: list[str]
+    hooks: tuple[EventHook | None, ...]
+    request_id: Any
+    total: int
+    limiter: anyio.CapacityLimiter | None
+    windows: list[WindowResult] = field(default_factory=list)
+
+    async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
+        await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
+
+
 def _prompt(prompt: str | Prompt, max_words: int | None) -> Prompt:
     if not isinstance(prompt, str):
         return get_prompt(prompt)
@@ -65,25 +82,47 @@ class PSCRanker:
     """Rank lists with an LLM, robust to position bias (see ``docs/architecture.md``).
 
     Every call this ranker makes (all windows, all requests) shares one capacity limiter of
-    ``max_concurrency`` slots; ``request_concurrency`` caps each request further. A backend
-    given as a spec string is created, and closed by :meth:`aclose`, by the ranker; a
-    backend object stays the caller's to close.
+    ``max_concurrency`` slots; ``request_concurrency`` caps each request further. Lists
+    longer than ``window_size`` are ranked by sliding windows (:mod:`.windows`): one pass
+    settles the top ``window_size - step``; ``top_k`` adds passes until the top ``k`` is
+    settled. Each window needs ``min_successful`` good samples (default ``max(1, m // 2)``)
+    or raises :class:`InsufficientSamplesError`. ``max_words`` truncates passages of a
+    prompt given by name. A backend given as a spec string is created, and closed by
+    :meth:`aclose`, by the ranker; a backend object stays the caller's to close.
     """
 
     def __init__(
-        self, backend: str | Backend, *, num_permutations: int = 20,
-        aggregator: str | Aggregator = "kemeny", prompt: str | Prompt = "rankgpt",
-        window_size: int = 20, step: int = 10, max_concurrency: int = 16,
-        request_concurrency: int | None = None, seed: int = 0, include_identity: bool = False,
-        temperature: float = 0.0, max_tokens: int | None = None, timeout: float | None = 60.0,
-        max_words: int | None = 300, retry: RetryPolicy | None = None, reasks: int = 1,
-        min_successful: int | None = None, top_k: int | None = None,
-        cache: ResponseCache | None = None, on_event: EventHook | None = None,
+        self,
+        backend: str | Backend,
+        *,
+        num_permutations: int = 20,
+        aggregator: str | Aggregator = "kemeny",
+        prompt: str | Prompt = "rankgpt",
+        window_size: int = 20,
+        step: int = 10,
+        max_concurrency: int = 16,
+        request_concurrency: int | None = None,
+        seed: int = 0,
+        include_identity: bool = False,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        timeout: float | None = 60.0,
+        max_words: int | None = 300,
+        retry: RetryPolicy | None = None,
+        reasks: int = 1,
+        min_successful: int | None = None,
+        top_k: int | None = None,
+        cache: ResponseCache | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if request_concurrency is not None and request_concurrency < 1:
-            raise ConfigurationError(f"request_concurrency must be >= 1 or None, got {request_concurrency}")
+            raise ConfigurationError(
+                f"request_concurrency must be >= 1 or None, got {request_concurrency}"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout}")
         plan_windows(0, window_size=window_size, step=step, top_k=top_k)  # validates the options
         self._owns_backend = isinstance(backend, str)
         self.backend = resolve_backend(backend)
@@ -97,7 +136,9 @@ class PSCRanker:
             aggregator=resolve(aggregator),
             num_permutations=num_permutations,
             include_identity=include_identity,
-            settings=GenerationSettings(temperature=temperature, max_tokens=max_tokens, timeout=timeout),
+            settings=GenerationSettings(
+                temperature=temperature, max_tokens=max_tokens, timeout=timeout
+            ),
             retry=retry if retry is not None else RetryPolicy(),
             reasks=reasks,
             min_successful=min_successful,
@@ -113,53 +154,87 @@ class PSCRanker:
         )
 
     async def arank(
-        self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None,
+        self,
+        query: str,
+        items: Sequence[Any],
+        *,
+        on_event: EventHook | None = None,
         request_id: Any = None,
     ) -> RankingResult:
         """Rank ``items`` for ``query``; ``result.order`` indexes ``items``, best first."""
         texts, _ = normalize_items(items)
-        hooks = (self.on_event, on_event)
-        plan = plan_windows(len(texts), window_size=self.window_size, step=self.step, top_k=self.top_k)
-        await emit(hooks, Event("request_start", request_id, total=len(plan), detail={"n_items": len(texts)}))
+        plan = plan_windows(
+            len(texts), window_size=self.window_size, step=self.step, top_k=self.top_k
+        )
         request_limiter = (
             anyio.CapacityLimiter(self.request_concurrency) if self.request_concurrency else None
         )
-        results: list[WindowResult] = []
-
-        async def rank(number: int, window: Window, inside: tuple[int, ...]) -> tuple[int, ...]:
-            detail = {"start": window.start, "end": window.end, "pass": window.pass_index}
-            await emit(hooks, Event("window_start", request_id, number, total=len(plan), detail=detail))
-            seed = derive_seed(self.seed, query, [texts[i] for i in inside], (window.pass_index, window.start))
-            result = await self.engine.rank_window(
-                query, texts, inside, seed, start=window.start, hooks=hooks,
-                request_id=request_id, window=number, request_limiter=request_limiter,
+        req = _Request(
+            query, texts, (self.on_event, on_event), request_id, len(plan), request_limiter
+        )
+        await req.emit("request_start", n_items=len(texts))
+        try:
+            order = tuple(
+                await run_windows(range(len(texts)), plan, functools.partial(self._window, req))
             )
-            results.append(result)
-            detail = {**detail, "confidence": result.confidence, "failed": len(result.failed)}
-            await emit(hooks, Event("window_end", request_id, number, total=len(plan), detail=detail))
-            return result.order
+        except Exception as exc:
+            await req.emit("request_end", n_items=len(texts), status="error", error=repr(exc))
+            raise
+        usage = sum((s.usage for w in req.windows for s in w.samples), Usage())
+        confidence = (
+            sum(w.confidence for w in req.windows) / len(req.windows) if req.windows else 1.0
+        )
+        await req.emit("request_end", n_items=len(texts), status="ok", confidence=confidence)
+        return RankingResult(order, scores_from_order(order), tuple(req.windows), confidence, usage)
 
-        order = tuple(await run_windows(range(len(texts)), plan, rank))
-        usage = sum((s.usage for w in results for s in w.samples), Usage())
-        confidence = sum(w.confidence for w in results) / len(results) if results else 1.0
-        await emit(hooks, Event("request_end", request_id, total=len(plan), detail={"n_items": len(texts)}))
-        return RankingResult(order, scores_from_order(order), tuple(results), confidence, usage)
+    async def _window(
+        self, req: _Request, number: int, window: Window, inside: tuple[int, ...]
+    ) -> tuple[int, ...]:
+        """PSC over one window of the plan, with its events."""
+        where = {"start": window.start, "end": window.end, "pass": window.pass_index}
+        await req.emit("window_start", number, **where)
+        seed = derive_seed(
+            self.seed, req.query, [req.texts[i] for i in inside], (window.pass_index, window.start)
+        )
+        result = await self.engine.rank_window(
+            req.query,
+            req.texts,
+            inside,
+            seed,
+            start=window.start,
+            hooks=req.hooks,
+            request_id=req.request_id,
+            window=number,
+            request_limiter=req.limiter,
+        )
+        req.windows.append(result)
+        await req.emit(
+            "window_end", number, **where, confidence=result.confidence, failed=len(result.failed)
+        )
+        return result.order
 
-    def rank(self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None) -> RankingResult:
+    def rank(
+        self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None
+    ) -> RankingResult:
         """Sync :meth:`arank`, through the one bridge (works inside a running event loop)."""
         return run_sync(self.arank, query, items, on_event=on_event)
 
     async def arank_many(
-        self, requests: Iterable[RankRequest | tuple[str, Sequence[Any]]], *,
-        on_event: EventHook | None = None, return_exceptions: bool = False,
+        self,
+        requests: Iterable[RankRequest | tuple[str, Sequence[Any]]],
+        *,
+        on_event: EventHook | None = None,
+        return_exceptions: bool = False,
     ) -> AsyncIterator[RankingResult | BaseException]:
         """Rank many lists at once; yield each result as it completes (``result.request``).
 
-        All calls share the ranker's limiter. A failed request never stops the others: with
-        ``return_exceptions=True`` its exception (with ``.request`` set) is yielded in its
-        place; otherwise every other result is yielded first and then the first failure is
-        raised, with a note counting any further ones. Close the iterator early with
-        ``contextlib.aclosing`` if you may ``break`` out of the loop.
+        All calls share the ranker's limiter, and at most ``max_concurrency`` requests are
+        under way at once (the others wait their turn, in order). A failed request never
+        stops the others: with ``return_exceptions=True`` its exception (with ``.request``
+        set) is yielded in its place; otherwise every other result is yielded first and then
+        the first failure is raised, with a note counting any further ones. Wrap the iterator
+        in ``contextlib.aclosing`` if you may ``break`` out of the loop: closing it cancels
+        the requests still under way.
         """
         failures: list[BaseException] = []
         stream = self._stream([_as_request(r) for r in requests], on_event)
@@ -174,24 +249,35 @@ class PSCRanker:
 
     async def _stream(
         self, todo: list[RankRequest], on_event: EventHook | None
-    ) -> AsyncIterator[tuple[int, Any]]:
+    ) -> AsyncGenerator[tuple[int, Any], None]:
         """``(position, result or exception)`` for every request, as each completes."""
         send, receive = anyio.create_memory_object_stream[Any](len(todo) or 1)
+        active = anyio.CapacityLimiter(self.max_concurrency)  # requests started at once
         async with anyio.create_task_group() as tg:
             for number, request in enumerate(todo):
-                tg.start_soon(self._one_of_many, request, number, on_event, send.clone())
+                tg.start_soon(self._one_of_many, request, number, on_event, send.clone(), active)
             send.close()
-            async with receive:
-                async for item in receive:
-                    yield item
+            try:
+                async with receive:
+                    async for item in receive:
+                        yield item
+            except GeneratorExit:  # the consumer stopped early: cancel what is left
+                tg.cancel_scope.cancel()
 
     async def _one_of_many(
-        self, request: RankRequest, number: int, on_event: EventHook | None, send: Any
+        self,
+        request: RankRequest,
+        number: int,
+        on_event: EventHook | None,
+        send: Any,
+        active: anyio.CapacityLimiter,
     ) -> None:
-        async with send:
+        async with send, active:
             rid = request.id if request.id is not None else number
             try:
-                result = await self.arank(request.query, request.items, on_event=on_event, request_id=rid)
+                result = await self.arank(
+                    request.query, request.items, on_event=on_event, request_id=rid
+                )
             except Exception as exc:
                 exc.request = request  # type: ignore[attr-defined]
                 await send.send((number, exc))
@@ -199,8 +285,11 @@ class PSCRanker:
                 await send.send((number, replace(result, request=request)))
 
     def rank_many(
-        self, requests: Iterable[RankRequest | tuple[str, Sequence[Any]]], *,
-        on_event: EventHook | None = None, return_exceptions: bool = False,
+        self,
+        requests: Iterable[RankRequest | tuple[str, Sequence[Any]]],
+        *,
+        on_event: EventHook | None = None,
+        return_exceptions: bool = False,
     ) -> list[Any]:
         """Sync :meth:`arank_many`; results in request order (see there for failures)."""
         todo = [_as_request(r) for r in requests]
@@ -247,7 +336,8 @@ def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest
         query, items = request
     except (TypeError, ValueError):
         raise ConfigurationError(
-            f"each request must be a RankRequest or a (query, items) pair, got {type(request).__name__}"
+            "each request must be a RankRequest or a (query, items) pair, "
+            f"got {type(request).__name__}"
         ) from None
     return RankRequest(query, items)
 

@@ -67,7 +67,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ConfigurationError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+            raise ConfigurationError(
+                f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}"
+            )
         for name in ("initial_backoff", "max_backoff", "jitter", "max_retry_after"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"RetryPolicy.{name} must be >= 0")
@@ -104,7 +106,9 @@ async def call_with_retry(
     The final failure is re-raised as is (a :class:`BackendError` subclass for backend
     failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
     """
-    deadline = math.inf if policy.max_total_time is None else time.monotonic() + policy.max_total_time
+    deadline = (
+        math.inf if policy.max_total_time is None else time.monotonic() + policy.max_total_time
+    )
     attempts = 0
     async for attempt in policy.retrying():
         with attempt:
@@ -121,7 +125,11 @@ async def _attempt(fn: Callable[[], Awaitable[T]], limit: float, timeout: float 
         with anyio.fail_after(max(limit, 0.0)):
             return await fn()
     except TimeoutError:
-        what = f"the per-call timeout of {timeout:g} s" if limit == timeout else "the retry time budget"
+        what = (
+            f"the per-call timeout of {timeout:g} s"
+            if limit == timeout
+            else "the retry time budget"
+        )
         raise BackendTimeoutError(
             f"the backend call exceeded {what}; raise timeout= (or RetryPolicy.max_total_time) "
             "or check that the server is answering"

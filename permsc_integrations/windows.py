@@ -96,9 +96,7 @@ RankWindow = Callable[[int, Window, tuple[int, ...]], Awaitable[Sequence[int]]]
 """``rank(window_number, window, items_in_window) -> the same items, best first``."""
 
 
-async def run_windows(
-    order: Sequence[int], plan: Sequence[Window], rank: RankWindow
-) -> list[int]:
+async def run_windows(order: Sequence[int], plan: Sequence[Window], rank: RankWindow) -> list[int]:
     """Run ``plan`` over ``order`` in sequence: each window's ranking replaces its slice."""
     current = list(order)
     for number, window in enumerate(plan):

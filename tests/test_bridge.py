@@ -47,8 +47,10 @@ def test_works_inside_a_running_event_loop() -> None:
 
 def test_concurrent_sync_callers_share_the_portal() -> None:
     out: list[tuple[str, int, int]] = []
-    threads = [threading.Thread(target=lambda i=i: out.append(bridge.run_sync(where, str(i), sleep=0.05)))
-               for i in range(8)]
+    threads = [
+        threading.Thread(target=lambda i=i: out.append(bridge.run_sync(where, str(i), sleep=0.05)))
+        for i in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -16,13 +16,17 @@ MSGS = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] 
 
 def test_key_is_stable_and_sensitive_to_what_matters() -> None:
     base = cache_key("openai:m", MSGS, GenerationSettings())
-    assert base == cache_key("openai:m", [dict(reversed(list(m.items()))) for m in MSGS], GenerationSettings())
+    assert base == cache_key(
+        "openai:m", [dict(reversed(list(m.items()))) for m in MSGS], GenerationSettings()
+    )
     assert len(base) == 64
     assert base != cache_key("openai:other", MSGS, GenerationSettings())
     assert base != cache_key("openai:m", MSGS[:1], GenerationSettings())
     assert base != cache_key("openai:m", MSGS, GenerationSettings(temperature=0.7))
     assert base != cache_key("openai:m", MSGS, GenerationSettings(max_tokens=5))
-    assert base == cache_key("openai:m", MSGS, GenerationSettings(timeout=5)), "timeout is not semantic"
+    assert base == cache_key("openai:m", MSGS, GenerationSettings(timeout=5)), (
+        "timeout is not semantic"
+    )
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -34,11 +38,15 @@ def cache(request: pytest.FixtureRequest, tmp_path) -> ResponseCache:
 
 async def test_round_trip_keeps_text_usage_and_model(cache: ResponseCache) -> None:
     assert isinstance(cache, ResponseCache)
-    completion = Completion("[2] > [1]", Usage(prompt_tokens=11, completion_tokens=3), "m-1", "stop")
+    completion = Completion(
+        "[2] > [1]", Usage(prompt_tokens=11, completion_tokens=3), "m-1", "stop"
+    )
     assert await cache.aget("k") is None
     await cache.aset("k", completion)
     got = await cache.aget("k")
-    assert got == Completion("[2] > [1]", Usage(prompt_tokens=11, completion_tokens=3), "m-1", "stop")
+    assert got == Completion(
+        "[2] > [1]", Usage(prompt_tokens=11, completion_tokens=3), "m-1", "stop"
+    )
 
 
 def test_sqlite_cache_persists_across_instances(tmp_path) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.cache import MemoryCache
@@ -32,8 +34,11 @@ FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.00
 
 def shown(messages: Sequence[Mapping[str, str]]) -> list[str]:
     """The passages of a RankGPT prompt, in prompt order."""
-    return [PASSAGE.match(m["content"]).group(2) for m in messages
-            if m["role"] == "user" and PASSAGE.match(m["content"])]
+    return [
+        PASSAGE.match(m["content"]).group(2)
+        for m in messages
+        if m["role"] == "user" and PASSAGE.match(m["content"])
+    ]
 
 
 def answer(order: Sequence[int]) -> str:
@@ -48,8 +53,14 @@ class Oracle:
 
     name = "oracle"
 
-    def __init__(self, relevance: Mapping[str, float] | None = None, *, delay: float = 0.0,
-                 seed: int = 0, script=None) -> None:
+    def __init__(
+        self,
+        relevance: Mapping[str, float] | None = None,
+        *,
+        delay: float = 0.0,
+        seed: int = 0,
+        script=None,
+    ) -> None:
         self.relevance, self.delay, self.script = relevance or {}, delay, script
         self.rng = random.Random(seed)
         self.prompts: list[list[dict[str, str]]] = []
@@ -106,7 +117,9 @@ def make(backend, **options) -> WindowEngine:
 
 
 async def rank(engine: WindowEngine, seed: int = 1, **kwargs):
-    return await engine.rank_window("which letter?", ITEMS, tuple(range(len(ITEMS))), seed, **kwargs)
+    return await engine.rank_window(
+        "which letter?", ITEMS, tuple(range(len(ITEMS))), seed, **kwargs
+    )
 
 
 async def test_oracle_answers_aggregate_to_the_truth_whatever_the_completion_order() -> None:
@@ -134,7 +147,11 @@ async def test_same_seed_same_prompts_and_another_seed_others() -> None:
     def prompts(backend: Oracle) -> list[str]:
         return sorted(json.dumps(p) for p in backend.prompts)
 
-    a, b, c = Oracle(RELEVANCE, delay=0.01, seed=1), Oracle(RELEVANCE, delay=0.01, seed=2), Oracle(RELEVANCE)
+    a, b, c = (
+        Oracle(RELEVANCE, delay=0.01, seed=1),
+        Oracle(RELEVANCE, delay=0.01, seed=2),
+        Oracle(RELEVANCE),
+    )
     await rank(make(a), seed=42)
     await rank(make(b), seed=42)
     await rank(make(c), seed=43)
@@ -150,7 +167,9 @@ async def test_include_identity_shows_the_original_order_first() -> None:
 
 
 @pytest.mark.parametrize("shared,per_request,expected", [(3, None, 3), (5, 2, 2), (16, None, 12)])
-async def test_concurrency_never_exceeds_the_limiters(shared: int, per_request: int | None, expected: int) -> None:
+async def test_concurrency_never_exceeds_the_limiters(
+    shared: int, per_request: int | None, expected: int
+) -> None:
     backend = Oracle(RELEVANCE, delay=0.03)
     engine = make(backend, num_permutations=12, limiter=anyio.CapacityLimiter(shared))
     limiter = anyio.CapacityLimiter(per_request) if per_request else None
@@ -230,7 +249,10 @@ async def test_unparseable_answers_are_reasked_then_fail() -> None:
     assert result.order == TRUTH
     assert all(s.attempts == 2 and s.status is ParseStatus.OK for s in result.samples)
     reasked = [p for p in backend.prompts if p[-1]["content"] == REASK.format(n=8)]
-    assert len(reasked) == 8 and reasked[0][-2] == {"role": "assistant", "content": "I cannot rank these."}
+    assert len(reasked) == 8 and reasked[0][-2] == {
+        "role": "assistant",
+        "content": "I cannot rank these.",
+    }
 
     async def always_garbage(number: int, messages) -> str:
         return "no idea"
@@ -283,8 +305,11 @@ async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
     async def slow(number: int, messages) -> None:
         await anyio.sleep(30)
 
-    engine = make(Oracle(script=slow), settings=GenerationSettings(timeout=0.1),
-                  retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0))
+    engine = make(
+        Oracle(script=slow),
+        settings=GenerationSettings(timeout=0.1),
+        retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0),
+    )
     with anyio.fail_after(5), pytest.raises(InsufficientSamplesError, match="BackendTimeoutError"):
         await rank(engine)
 
@@ -310,9 +335,43 @@ async def test_events_per_sample_with_status() -> None:
         if number == 0:
             raise BackendError("nope")
 
-    await rank(make(Oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2)
+    await rank(
+        make(Oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2
+    )
     starts = [e for e in events if e.kind == "sample_start"]
     ends = [e for e in events if e.kind == "sample_end"]
     assert sorted(e.sample for e in starts) == sorted(e.sample for e in ends) == list(range(8))
     assert {e.request_id for e in events} == {"r1"} and {e.window for e in events} == {2}
     assert sorted(e.detail["status"] for e in ends) == ["error"] + ["ok"] * 7
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 12), m=st.integers(1, 9), seed=st.integers(0, 2**32), data=st.data())
+def test_any_window_maps_every_answer_back_to_the_right_items(n, m, seed, data) -> None:
+    items = [f"item {i}" for i in range(n)]
+    values = data.draw(st.permutations(range(n)))
+    relevance = {items[i]: float(values[i]) for i in range(n)}
+    truth = tuple(sorted(range(n), key=lambda i: -values[i]))
+    indices = tuple(data.draw(st.permutations(range(n))))  # the window's input order
+    engine = make(Oracle(relevance, delay=0.002, seed=seed), num_permutations=m)
+    result = anyio.run(engine.rank_window, "q", items, indices, seed)
+    assert result.order == truth and result.indices == indices
+    assert all(
+        s.ranking == truth and sorted(s.permutation) == list(range(n)) for s in result.samples
+    )
+
+
+async def test_a_sample_that_exhausts_its_retries_records_every_attempt() -> None:
+    failing: set[str] = set()
+
+    async def first_prompt_always_503(number: int, messages) -> None:
+        key = json.dumps(messages[-len(ITEMS) * 2 - 1 :])
+        if number == 0 or key in failing:
+            failing.add(key)
+            raise BackendError("503 overloaded", retryable=True, status_code=503)
+
+    result = await rank(make(Oracle(RELEVANCE, script=first_prompt_always_503)))
+    (failed,) = result.failed
+    assert failed.status is ParseStatus.ERROR and "503 overloaded" in failed.error
+    assert (failed.usage.calls, failed.usage.retries) == (FAST_RETRY.max_attempts, 2)
+    assert result.order == TRUTH

@@ -192,7 +192,7 @@ def test_a_server_that_never_answers_fails_fast_without_hanging(scripted_server)
             "q", make_items(4))
     assert time.perf_counter() - started < 3
     assert all("BackendTimeoutError" in f for f in caught.value.failures)
-    assert server.request_count == 8
+    assert 4 < server.request_count <= 8  # two attempts each at most (a cut one may not arrive)
 
 
 async def test_cancelling_the_caller_leaves_no_task_running(scripted_server):
@@ -211,7 +211,7 @@ async def test_cancelling_the_caller_leaves_no_task_running(scripted_server):
 async def test_arank_many_attributes_results_to_requests(scripted_server):
     def by_query(request: ChatRequest) -> Reply:
         q = int(re.search(r"Search Query: q(\d+)", request.text).group(1))
-        return Reply(ORACLE(request).text, delay=0.05 * (6 - q))  # later queries answer first
+        return Reply(ORACLE(request).text, delay=0.6 if q == 0 else 0.02)  # q0 is slow
 
     server = scripted_server(by_query)
     requests = [RankRequest(f"q{q}", make_items(6, seed=q, tag=f"r{q}"), id=f"id{q}")
@@ -219,7 +219,7 @@ async def test_arank_many_attributes_results_to_requests(scripted_server):
     ranker = ranker_for(server, num_permutations=4, max_concurrency=7)
     async with ranker, aclosing(ranker.arank_many(requests)) as stream:
         results = [result async for result in stream]
-    assert [r.request.id for r in results] != [q.id for q in requests]  # as completed
+    assert results[-1].request.id == "id0"  # yielded as completed, not in request order
     assert sorted(r.request.id for r in results) == [q.id for q in requests]
     for result in results:
         assert result.order == true_order(list(result.request.items))

@@ -10,8 +10,14 @@ from scipy.stats import kendalltau
 
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.eval.datasets import (
-    SortingExample, default_data_dir, kendall_tau_b, load_gsm8ksort, load_mathsort, load_sorting,
-    load_wordsort, split_sentences,
+    SortingExample,
+    default_data_dir,
+    kendall_tau_b,
+    load_gsm8ksort,
+    load_mathsort,
+    load_sorting,
+    load_wordsort,
+    split_sentences,
 )
 from permsc_integrations.eval.generators import generate_mathsort, generate_wordsort
 
@@ -55,7 +61,9 @@ def test_missing_file_and_unknown_task_are_typed_errors(tmp_path: Path) -> None:
 def test_gsm8k_sentence_filter_bounds(tmp_path: Path) -> None:
     (tmp_path / "gsm8ksort.jsonl").write_text(
         '{"question": "A b. C d. E f. G h. I j?", "answer": "1"}\n'
-        '{"question": "Too short. Really?", "answer": "2"}\n', encoding="utf-8")
+        '{"question": "Too short. Really?", "answer": "2"}\n',
+        encoding="utf-8",
+    )
     ds = load_gsm8ksort(tmp_path)
     assert ds.stats["examples"] == 1 and ds.stats["dropped"] == 1
     assert split_sentences("It is $2.50 each. Why? Yes!") == ["It is $2.50 each.", "Why?", "Yes!"]
@@ -80,7 +88,7 @@ def test_generated_mathsort_has_unique_values_and_is_deterministic() -> None:
     assert ds == generate_mathsort(30, seed=5) and ds != generate_mathsort(30, seed=6)
     for example in ds:
         assert len(set(example.keys)) == 10 and len(set(example.items)) == 10
-        for expr, value in zip(example.items, example.keys):
+        for expr, value in zip(example.items, example.keys, strict=True):
             a, op, b = expr.split()
             assert 1 <= int(a) <= 9 and 1 <= int(b) <= 9 and op in "+-*/"
             assert eval(expr) == pytest.approx(value)  # noqa: S307 (our own digits)
@@ -93,7 +101,7 @@ def test_generated_wordsort_mixes_five_consecutive_words_with_five_random() -> N
     for example in ds:
         assert len(set(example.items)) == 10
         positions = sorted(vocab.index(w) for w in example.items)
-        runs = [positions[k:k + 5] for k in range(6)]
+        runs = [positions[k : k + 5] for k in range(6)]
         assert any(r == list(range(r[0], r[0] + 5)) for r in runs)  # five neighbours in the list
 
 

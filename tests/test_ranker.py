@@ -34,7 +34,9 @@ class Oracle:
     Counts calls in flight; ``fail_queries`` get a non-retryable error.
     """
 
-    def __init__(self, name: str = "oracle", delay: float = 0.0, fail_queries: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, name: str = "oracle", delay: float = 0.0, fail_queries: tuple[str, ...] = ()
+    ) -> None:
         self.name, self.delay, self.fail_queries = name, delay, fail_queries
         self.calls = self.in_flight = self.max_in_flight = 0
         self.closed = False
@@ -52,8 +54,11 @@ class Oracle:
                 raise BackendError(f"refusing {query!r}")
             wait = 0.3 if query.startswith("slow") else self.rng.uniform(0, self.delay)
             await anyio.sleep(wait)
-            items = [PASSAGE.match(m["content"]).group(2) for m in messages
-                     if m["role"] == "user" and PASSAGE.match(m["content"])]
+            items = [
+                PASSAGE.match(m["content"]).group(2)
+                for m in messages
+                if m["role"] == "user" and PASSAGE.match(m["content"])
+            ]
             best = sorted(range(len(items)), key=lambda p: -int(items[p].split()[1]))
             return Completion(" > ".join(f"[{p + 1}]" for p in best))
         finally:
@@ -88,7 +93,10 @@ def test_rank_sorts_a_short_list_and_reports_usage() -> None:
     result = ranker(backend).rank("rank docs", items)
     assert list(result.order) == truth(items)
     assert result.scores[result.order[0]] == 1.0
-    assert all(result.scores[a] > result.scores[b] for a, b in zip(result.order, result.order[1:]))
+    assert all(
+        result.scores[a] > result.scores[b]
+        for a, b in zip(result.order, result.order[1:], strict=False)
+    )
     assert len(result.windows) == 1 and result.usage.calls == backend.calls == 4
     assert result.confidence == pytest.approx(1.0)
 
@@ -102,7 +110,9 @@ async def test_sliding_window_brings_the_best_to_the_top() -> None:
     assert [w.start for w in result.windows] == [25, 20, 15, 10, 5, 0]
     assert result.usage.calls == 6 * 4
     for w in result.windows:  # window samples are in the caller's item indices
-        assert set(w.order) == set(w.indices) and all(set(s.permutation) == set(w.indices) for s in w.samples)
+        assert set(w.order) == set(w.indices) and all(
+            set(s.permutation) == set(w.indices) for s in w.samples
+        )
 
 
 async def test_top_k_settles_more_than_one_pass_does() -> None:
@@ -112,11 +122,17 @@ async def test_top_k_settles_more_than_one_pass_does() -> None:
 
 
 async def test_documents_with_ids_and_mappings_are_accepted() -> None:
-    items = [{"text": "doc 1", "id": "a"}, {"text": "doc 3", "id": "b"}, {"text": "doc 2", "id": "c"}]
+    items = [
+        {"text": "doc 1", "id": "a"},
+        {"text": "doc 3", "id": "b"},
+        {"text": "doc 2", "id": "c"},
+    ]
     result = await ranker(Oracle()).arank("rank docs", items)
     assert result.order == (1, 2, 0)
     with pytest.raises(InvalidRankingError, match="duplicate"):
-        await ranker(Oracle()).arank("q", [{"text": "doc 1", "id": "a"}, {"text": "doc 2", "id": "a"}])
+        await ranker(Oracle()).arank(
+            "q", [{"text": "doc 1", "id": "a"}, {"text": "doc 2", "id": "a"}]
+        )
     with pytest.raises(InvalidRankingError, match="empty"):
         await ranker(Oracle()).arank("q", [])
 
@@ -138,9 +154,11 @@ def test_rank_works_inside_a_running_event_loop() -> None:
 
 
 async def test_arank_many_yields_as_completed_and_tags_requests() -> None:
-    requests = [RankRequest("slow query", docs(6, seed=1), id="slow"),
-                RankRequest("fast query", docs(6, seed=2), id="fast"),
-                ("another fast", docs(5, seed=3))]
+    requests = [
+        RankRequest("slow query", docs(6, seed=1), id="slow"),
+        RankRequest("fast query", docs(6, seed=2), id="fast"),
+        ("another fast", docs(5, seed=3)),
+    ]
     seen = []
     async for result in ranker(Oracle()).arank_many(requests):
         seen.append(result)
@@ -156,6 +174,19 @@ async def test_one_shared_limiter_bounds_every_request() -> None:
     assert len(results) == 5 and backend.max_in_flight == 3
 
 
+async def test_requests_under_way_are_bounded_too() -> None:
+    active, peak = 0, 0
+
+    def track(event: Event) -> None:
+        nonlocal active, peak
+        active += {"request_start": 1, "request_end": -1}.get(event.kind, 0)
+        peak = max(peak, active)
+
+    r = ranker(Oracle(delay=0.01), max_concurrency=2, on_event=track)
+    results = [x async for x in r.arank_many([("q", docs(5, seed=s)) for s in range(6)])]
+    assert len(results) == 6 and peak == 2
+
+
 async def test_request_concurrency_caps_each_request() -> None:
     backend = Oracle(delay=0.02)
     await ranker(backend, num_permutations=8, request_concurrency=2).arank("q", docs(6))
@@ -164,7 +195,11 @@ async def test_request_concurrency_caps_each_request() -> None:
 
 async def test_a_failed_request_loses_no_other_result() -> None:
     r = ranker(Oracle(fail_queries=("bad",)))
-    requests = [RankRequest("good", docs(5)), RankRequest("bad", docs(5)), RankRequest("also good", docs(4))]
+    requests = [
+        RankRequest("good", docs(5)),
+        RankRequest("bad", docs(5)),
+        RankRequest("also good", docs(4)),
+    ]
     got = []
     with pytest.raises(InsufficientSamplesError) as info:
         async for result in r.arank_many(requests):
@@ -178,7 +213,11 @@ async def test_a_failed_request_loses_no_other_result() -> None:
 
 def test_rank_many_keeps_request_order() -> None:
     r = ranker(Oracle())
-    requests = [("slow first", docs(5, seed=1)), ("fast", docs(7, seed=2)), ("fast", docs(7, seed=2))]
+    requests = [
+        ("slow first", docs(5, seed=1)),
+        ("fast", docs(7, seed=2)),
+        ("fast", docs(7, seed=2)),
+    ]
     results = r.rank_many(requests)
     assert [len(x.order) for x in results] == [5, 7, 7]
     assert [x.request.query for x in results] == ["slow first", "fast", "fast"]
@@ -197,6 +236,17 @@ async def test_breaking_out_of_arank_many_cancels_the_rest() -> None:
             assert result.request.query == "fast"
             break
     await anyio.sleep(0)
+    assert backend.in_flight == 0 and asyncio.all_tasks() == before
+
+
+async def test_cancelling_arank_many_leaves_nothing_running() -> None:
+    backend = Oracle()
+    before = asyncio.all_tasks()
+    with anyio.move_on_after(0.1) as scope:
+        async for _ in ranker(backend).arank_many([("slow", docs(5, seed=s)) for s in range(3)]):
+            pass
+    await anyio.sleep(0)
+    assert scope.cancelled_caught and backend.calls == 12
     assert backend.in_flight == 0 and asyncio.all_tasks() == before
 
 
@@ -252,6 +302,10 @@ def test_names_and_callables_are_accepted_alike() -> None:
         ranker(Oracle(), window_size=10, step=10)
     with pytest.raises(ConfigurationError):
         ranker(Oracle(), max_concurrency=0)
+    with pytest.raises(ConfigurationError, match="timeout"):
+        ranker(Oracle(), timeout=0)
+    with pytest.raises(ConfigurationError, match="num_permutations"):
+        ranker(Oracle(), num_permutations=0)
 
 
 def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
@@ -260,3 +314,22 @@ def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
     a = ranker(first, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
     b = ranker(second, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
     assert a.order == b.order and second.calls == 0 and b.usage.cached_calls == 4
+
+
+def test_real_openai_client_over_a_loopback_server() -> None:
+    pytest.importorskip("openai")
+    pytest.importorskip("uvicorn")
+    from permsc_integrations.backends.openai import OpenAIBackend
+    from permsc_integrations.bridge import run_sync
+    from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
+
+    items = docs(12, seed=4)
+    responder = oracle_responder(lambda text: int(text.split()[1]), delay=0.01)
+    with ScriptedOpenAIServer(responder) as server:
+        backend = OpenAIBackend("scripted-model", base_url=server.base_url)
+        r = PSCRanker(backend, num_permutations=6, window_size=8, step=4, max_concurrency=4)
+        result = r.rank("rank docs", items)
+        run_sync(backend.aclose)
+        assert server.request_count == result.usage.calls == 2 * 6  # windows (4, 12), (0, 8)
+    assert list(result.order[:4]) == truth(items)[:4]
+    assert result.usage.prompt_tokens > 0 and result.usage.latency_s > 0

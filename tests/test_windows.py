@@ -10,7 +10,21 @@ import pytest
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.windows import Window, plan_windows, run_windows, settled_per_pass
 
-PAIRS = [(2, 1), (3, 1), (3, 2), (4, 2), (5, 2), (5, 3), (10, 5), (10, 3), (10, 7), (20, 10), (20, 5), (20, 15), (7, 6)]
+PAIRS = [
+    (2, 1),
+    (3, 1),
+    (3, 2),
+    (4, 2),
+    (5, 2),
+    (5, 3),
+    (10, 5),
+    (10, 3),
+    (10, 7),
+    (20, 10),
+    (20, 5),
+    (20, 15),
+    (7, 6),
+]
 
 
 def _passes(plan: list[Window]) -> dict[int, list[Window]]:
@@ -34,14 +48,16 @@ def test_plan_boundaries_for_every_n(window_size: int, step: int, top_k: int | N
         for index, windows in passes.items():
             first, last = windows[0], windows[-1]
             assert first.end == n, "each pass starts at the back of the list"
-            assert last.start == offset, "each pass ends at its front (the top of what is unsettled)"
+            assert last.start == offset, (
+                "each pass ends at its front (the top of what is unsettled)"
+            )
             covered = set()
             for w in windows:
                 assert offset <= w.start < w.end <= n, (n, w)
                 assert 2 <= w.size <= window_size, (n, w)
                 covered.update(range(w.start, w.end))
             assert covered == set(range(offset, n)), "every unsettled position is in some window"
-            for later, earlier in zip(windows[1:], windows[:-1]):
+            for later, earlier in zip(windows[1:], windows[:-1], strict=True):
                 assert later.start < earlier.start, "windows move from back to front"
                 overlap = later.end - earlier.start
                 assert overlap == window_size - step, (n, earlier, later)
@@ -53,7 +69,9 @@ def test_plan_boundaries_for_every_n(window_size: int, step: int, top_k: int | N
             assert plan == [Window(0, n, 0)]
         per_pass = settled_per_pass(window_size, step)
         wanted = min(n, per_pass if top_k is None else top_k)
-        settled_after = [n if n - p * per_pass <= window_size else (p + 1) * per_pass for p in passes]
+        settled_after = [
+            n if n - p * per_pass <= window_size else (p + 1) * per_pass for p in passes
+        ]
         assert settled_after[-1] >= wanted, "enough passes to settle the top-k"
         assert all(s < wanted for s in settled_after[:-1]), "no pass after the top-k is settled"
 
@@ -69,15 +87,22 @@ def test_irregular_tail_still_covers_the_top() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [dict(window_size=1, step=1), dict(window_size=10, step=0), dict(window_size=10, step=10),
-               dict(window_size=10, step=5, top_k=0)],
+    "kwargs",
+    [
+        dict(window_size=1, step=1),
+        dict(window_size=10, step=0),
+        dict(window_size=10, step=10),
+        dict(window_size=10, step=5, top_k=0),
+    ],
 )
 def test_bad_options_raise_configuration_error(kwargs: dict) -> None:
     with pytest.raises(ConfigurationError):
         plan_windows(30, **kwargs)
 
 
-async def _oracle_order(n: int, window_size: int, step: int, top_k: int | None, seed: int) -> tuple[list[int], list[int]]:
+async def _oracle_order(
+    n: int, window_size: int, step: int, top_k: int | None, seed: int
+) -> tuple[list[int], list[int]]:
     """Run the plan with a perfect ranker; item ``i``'s true relevance is ``relevance[i]``."""
     rng = random.Random(seed)
     relevance = [rng.random() for _ in range(n)]

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,9 @@ def make_solver(spec: Any, time_limit: float) -> tuple[Any, str]:
         raise ConfigurationError(
             f"unknown PuLP solver {name!r}; known: {', '.join(pulp.listSolvers())}"
         )
-    solver = pulp.getSolver(full, msg=False, timeLimit=max(1, int(np.ceil(time_limit))))
+    with warnings.catch_warnings():  # PuLP 3.x deprecates its bundled CBC; it still works
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.getSolver(full, msg=False, timeLimit=max(1, int(np.ceil(time_limit))))
     if not solver.available():
         raise ConfigurationError(
             f"PuLP solver {full} is not available here; available: "
@@ -63,7 +66,12 @@ def make_solver(spec: Any, time_limit: float) -> tuple[Any, str]:
 def _model(pulp: Any, cost: np.ndarray, triples: np.ndarray) -> tuple[Any, dict]:
     k = cost.shape[0]
     prob = pulp.LpProblem("kemeny", pulp.LpMinimize)
-    x = {(i, j): pulp.LpVariable(f"x_{i}_{j}", cat="Binary") for i in range(k) for j in range(i + 1, k)}
+    new = getattr(prob, "add_variable", None)  # PuLP >= 3.3; LpVariable(...) is deprecated there
+    x = {
+        (i, j): new(f"x_{i}_{j}", cat="Binary") if new else pulp.LpVariable(f"x_{i}_{j}", cat="Binary")
+        for i in range(k)
+        for j in range(i + 1, k)
+    }
     offset = float(sum(cost[i, j] for i, j in x))
     prob += pulp.lpSum(float(cost[j, i] - cost[i, j]) * v for (i, j), v in x.items()) + offset
     _add_rows(pulp, prob, x, triples)
@@ -88,7 +96,9 @@ def solve_pulp(cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: 
     iu, ju = np.triu_indices(k, 1)
     while True:
         solver, name = make_solver(spec, deadline - time.perf_counter())
-        prob.solve(solver)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            prob.solve(solver)
         values = np.array([x[i, j].value() or 0.0 for i, j in zip(iu.tolist(), ju.tolist())])
         proven = getattr(prob, "sol_status", prob.status) == 1
         X = pair_matrix(np.rint(values), k)

@@ -195,7 +195,7 @@ def _highs_mip(model: Any, deadline: float, k: int) -> tuple[list[int] | None, b
 
     model.make_integer()
     while (left := deadline - time.perf_counter()) > 0:
-        res = model.solve(left)
+        res = model.solve(left / 2)  # HiGHS's MIP can overrun its limit up to ~2x on big blocks
         if len(res.x) == 0:
             break
         X = pair_matrix(np.rint(res.x), k)

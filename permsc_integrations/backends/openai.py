@@ -56,6 +56,12 @@ _CONTEXT = re.compile(
 )
 
 
+def _httpx() -> Any:
+    import httpx  # a dependency of openai
+
+    return httpx
+
+
 def _openai() -> Any:
     try:
         import openai
@@ -131,9 +137,7 @@ class OpenAIBackend:
         return entry[1]
 
     def _new_client(self) -> Any:
-        openai = _openai()
-        import httpx
-
+        openai, httpx = _openai(), _httpx()
         limits = httpx.Limits(
             max_connections=self.max_connections, max_keepalive_connections=self.max_connections
         )
@@ -149,41 +153,63 @@ class OpenAIBackend:
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
-        """One chat completion; SDK errors are raised as typed, flagged BackendErrors."""
-        options: dict[str, Any] = {"temperature": settings.temperature}
-        if settings.max_tokens is not None:
-            options["max_tokens"] = settings.max_tokens
-        if settings.seed is not None:
-            options["seed"] = settings.seed
-        if settings.stop:
-            options["stop"] = list(settings.stop)
-        if self.extra_body:
-            options["extra_body"] = self.extra_body
+        """One chat completion; SDK errors are raised as typed, flagged BackendErrors.
+
+        The request goes through the client's generic ``post`` (auth, base URL, typed SDK
+        errors) with a plain JSON body and a raw response: the typed ``create()`` spends
+        most of its CPU transforming the many-message RankGPT prompt and building response
+        models (see docs/benchmarks.md, section "engine").
+        """
         client, openai = self.client(), _openai()
         started = time.perf_counter()
         try:
-            response = await client.chat.completions.create(
-                model=self.model, messages=[dict(m) for m in messages],
-                timeout=settings.timeout, **options,
+            response = await client.post(
+                "/chat/completions", body=self._body(messages, settings),
+                cast_to=_httpx().Response, options={"timeout": settings.timeout},
             )
+            data = response.json()
         except openai.APIError as exc:
             raise map_openai_error(exc, self.base_url, settings.timeout) from exc
-        return self._completion(response, time.perf_counter() - started)
+        except ValueError as exc:  # not JSON
+            raise BackendError(f"{self.name} answered with no JSON: {exc}", retryable=True) from exc
+        return self._completion(data, time.perf_counter() - started)
 
-    def _completion(self, response: Any, latency: float) -> Completion:
-        if not response.choices:
-            raise BackendError(f"{self.name} answered with no choices", retryable=True)
-        choice, usage = response.choices[0], response.usage
+    def _body(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": settings.temperature,
+        }
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
+        if settings.seed is not None:
+            body["seed"] = settings.seed
+        if settings.stop:
+            body["stop"] = list(settings.stop)
+        if self.extra_body:
+            body.update(self.extra_body)
+        return body
+
+    def _completion(self, data: Any, latency: float) -> Completion:
+        try:
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise BackendError(
+                f"{self.name} answered without choices[0].message: {str(data)[:200]}",
+                retryable=True,
+            ) from None
+        usage = data.get("usage") or {}
         return Completion(
-            text=choice.message.content or "",
+            text=text,
             usage=Usage(
-                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
                 calls=1,
                 latency_s=latency,
             ),
-            model=response.model or self.model,
-            finish_reason=choice.finish_reason,
+            model=data.get("model") or self.model,
+            finish_reason=choice.get("finish_reason"),
         )
 
     async def awarmup(self, connections: int = 1) -> None:
@@ -195,7 +221,7 @@ class OpenAIBackend:
     async def _ping(self, client: Any) -> None:
         openai = _openai()
         try:
-            await client.models.list()
+            await client.get("/models", cast_to=_httpx().Response)
         except openai.APIError as exc:
             raise map_openai_error(exc, self.base_url, None) from exc
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,22 @@ TASKS = ("mathsort", "wordsort", "gsm8ksort", "trec")
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "eval", help="measure single-pass vs PSC (sorting tasks, TREC, or existing runs)",
+        "eval",
+        help="measure single-pass vs PSC (sorting tasks, TREC, or existing runs)",
         description="Evaluate single-pass ranking vs PSC over the same samples.",
     )
     parser.add_argument("task", nargs="?", choices=TASKS, help="task (omit with --runs)")
-    parser.add_argument("--data", help="sorting data file or folder (default ../shared/data/perm-sc)")
-    parser.add_argument("--generate", type=int, metavar="N", help="mathsort/wordsort: N fresh lists")
+    parser.add_argument(
+        "--data", help="sorting data file or folder (default ../shared/data/perm-sc)"
+    )
+    parser.add_argument(
+        "--generate", type=int, metavar="N", help="mathsort/wordsort: N fresh lists"
+    )
     parser.add_argument("--limit", type=int, help="evaluate only the first N lists / queries")
     parser.add_argument("-m", "--num-permutations", type=int, default=20, help="samples per list")
-    parser.add_argument("--m-sweep", help="comma-separated m values to re-aggregate (e.g. 1,5,10,20)")
+    parser.add_argument(
+        "--m-sweep", help="comma-separated m values to re-aggregate (e.g. 1,5,10,20)"
+    )
     parser.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="one or more")
     parser.add_argument("--aggregators", default="kemeny,rrf,borda,copeland")
     parser.add_argument("--seed", type=int, default=0)
@@ -43,6 +51,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--window-size", type=int, default=20)
     parser.add_argument("--step", type=int, default=10)
     parser.add_argument("--runs", nargs="+", help="offline: TREC run files to aggregate per query")
+    parser.add_argument(
+        "--first-stage", help="offline: the first-stage run the runs reranked (tie-break)"
+    )
     parser.add_argument("--write-runs", help="folder for the produced TREC runs")
     parser.add_argument("--bias-map", help="sorting: heatmap PNG (a CSV is written beside it)")
     parser.add_argument("--json", help="write the results as JSON")
@@ -75,7 +86,12 @@ def _progress(args: argparse.Namespace, label: str) -> Any:
 def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
     from ..eval.report import EvalReport
 
-    markdown = "\n".join(r.to_markdown() for r in reports if isinstance(r, EvalReport))
+    parts = []
+    for r in reports:
+        if isinstance(r, EvalReport):
+            ndcg = r.metric.startswith("ndcg")
+            parts.append(r.to_markdown(scale=100.0 if ndcg else 1.0, digits=2 if ndcg else 3))
+    markdown = "\n".join(parts)
     sys.stdout.write(markdown)
     if args.markdown:
         Path(args.markdown).write_text(markdown, encoding="utf-8")
@@ -83,7 +99,9 @@ def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
         import json
 
         payload = [r.to_dict() for r in reports]
-        Path(args.json).write_text(json.dumps(payload if len(payload) > 1 else payload[0], indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(payload if len(payload) > 1 else payload[0], indent=2) + "\n"
+        )
 
 
 def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
@@ -107,8 +125,14 @@ def _offline(args: argparse.Namespace) -> int:
     for number, path in enumerate(args.runs, 1):
         name = Path(path).stem
         runs[name if name not in runs else f"{name}-{number}"] = read_run(path)
-    report, merged = aggregate_runs(runs, read_qrels(args.qrels), aggregators=args.aggregators.split(","),
-                                    progress=_progress(args, "aggregating"))
+    first_stage = read_run(args.first_stage) if args.first_stage else None
+    report, merged = aggregate_runs(
+        runs,
+        read_qrels(args.qrels),
+        aggregators=args.aggregators.split(","),
+        first_stage=first_stage,
+        progress=_progress(args, "aggregating"),
+    )
     _write_runs(args, merged)
     _emit(args, [report])
     return 0
@@ -118,34 +142,67 @@ def _dataset(args: argparse.Namespace) -> Any:
     from ..eval import datasets, generators
 
     if args.generate:
-        make = {"mathsort": generators.generate_mathsort, "wordsort": generators.generate_wordsort}
+        make: dict[str, Callable[..., Any]] = {
+            "mathsort": generators.generate_mathsort,
+            "wordsort": generators.generate_wordsort,
+        }
         if args.task not in make:
             raise ConfigurationError("--generate works for mathsort and wordsort")
         return make[args.task](args.generate, seed=args.seed)
     return datasets.load_sorting(args.task, args.data).head(args.limit)
 
 
-def _sorting(args: argparse.Namespace) -> int:
-    from ..eval.bias import bias_map
+def _one_temperature(
+    args: argparse.Namespace,
+    dataset: Any,
+    backend: Any,
+    temperature: float,
+    options: dict[str, Any],
+) -> tuple[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """Collect and score one temperature; also the (permutation, ranking) observations."""
     from ..eval.runner import acollect_samples, score_sorting
 
+    lists = run_sync(
+        acollect_samples,
+        dataset,
+        backend,
+        m=args.num_permutations,
+        seed=args.seed,
+        temperature=temperature,
+        max_concurrency=args.concurrency,
+        progress=_progress(args, f"{dataset.name} T={temperature}"),
+        **options,
+    )
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    config = {"backend": backend.name, "temperature": temperature, "dataset": dataset.name}
+    report = score_sorting(
+        lists,
+        aggregators=args.aggregators.split(","),
+        m_sweep=sweep,
+        task=f"{dataset.name} (T={temperature})",
+        config=config,
+    )
+    pairs = [(p, r) for s in lists for p, r in zip(s.permutations, s.rankings, strict=True) if r]
+    return report, pairs
+
+
+def _sorting(args: argparse.Namespace) -> int:
+    from ..eval.bias import bias_map
+
     dataset = _dataset(args)
-    spec = backend_spec(args)
+    local = is_local(backend_spec(args))
     backend = build_backend(args)
     n = max(len(e.items) for e in dataset.examples)
-    options: dict[str, Any] = {"timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0)}
-    options["max_tokens"] = args.max_tokens or (12 + 10 * n if is_local(spec) else None)
-    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    options: dict[str, Any] = {
+        "timeout": args.timeout if args.timeout is not None else (None if local else 60.0),
+        "max_tokens": args.max_tokens or (12 + 10 * n if local else None),
+    }
     reports, observations = [], []
     try:
         for temperature in args.temperature:
-            lists = run_sync(acollect_samples, dataset, backend, m=args.num_permutations, seed=args.seed,
-                             temperature=temperature, max_concurrency=args.concurrency,
-                             progress=_progress(args, f"{dataset.name} T={temperature}"), **options)
-            config = {"backend": backend.name, "temperature": temperature, "dataset": dataset.name}
-            reports.append(score_sorting(lists, aggregators=args.aggregators.split(","), m_sweep=sweep,
-                                         task=f"{dataset.name} (T={temperature})", config=config))
-            observations += [(p, r) for s in lists for p, r in zip(s.permutations, s.rankings) if r and len(p) == n]
+            report, pairs = _one_temperature(args, dataset, backend, temperature, options)
+            reports.append(report)
+            observations += [(p, r) for p, r in pairs if len(p) == n]  # the longest lists
     finally:
         run_sync(backend.aclose)
     if args.bias_map:
@@ -165,14 +222,25 @@ def _trec(args: argparse.Namespace) -> int:
     queries = read_candidates(args.candidates, depth=args.depth)[: args.limit]
     spec = backend_spec(args)
     backend = build_backend(args)
-    options = {"timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
-               "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None)}
+    options = {
+        "timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
+        "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None),
+    }
     try:
         report, runs = run_sync(
-            aevaluate_trec, queries, read_qrels(args.qrels), backend, m=args.num_permutations,
-            window_size=args.window_size, step=args.step, temperature=args.temperature[0], seed=args.seed,
-            aggregator=args.aggregators.split(",")[0], max_concurrency=args.concurrency,
-            progress=_progress(args, "queries"), **options,
+            aevaluate_trec,
+            queries,
+            read_qrels(args.qrels),
+            backend,
+            m=args.num_permutations,
+            window_size=args.window_size,
+            step=args.step,
+            temperature=args.temperature[0],
+            seed=args.seed,
+            aggregator=args.aggregators.split(",")[0],
+            max_concurrency=args.concurrency,
+            progress=_progress(args, "queries"),
+            **options,
         )
     finally:
         run_sync(backend.aclose)

@@ -13,14 +13,26 @@ from __future__ import annotations
 
 from .bias import BiasMap, bias_map
 from .datasets import (
-    SortingDataset, SortingExample, kendall_tau_b, load_gsm8ksort, load_mathsort, load_sorting,
+    SortingDataset,
+    SortingExample,
+    kendall_tau_b,
+    load_gsm8ksort,
+    load_mathsort,
+    load_sorting,
     load_wordsort,
 )
 from .generators import generate_mathsort, generate_wordsort
 from .report import EvalReport
 from .runner import (
-    AGGREGATORS, ListSamples, acollect_samples, aevaluate_sorting, aevaluate_trec, aggregate_runs,
-    evaluate_sorting, score_runs, score_sorting,
+    AGGREGATORS,
+    ListSamples,
+    acollect_samples,
+    aevaluate_sorting,
+    aevaluate_trec,
+    aggregate_runs,
+    evaluate_sorting,
+    score_runs,
+    score_sorting,
 )
 from .trec import read_candidates, read_qrels, read_run, read_topics, write_run
 

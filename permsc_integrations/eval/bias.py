@@ -33,7 +33,9 @@ from ..permutations import invert
 
 __all__ = ["BiasMap", "bias_map", "Observation"]
 
-Observation = tuple[Sequence[int], Sequence[int]] | tuple[Sequence[int], Sequence[int], Sequence[object]]
+Observation = (
+    tuple[Sequence[int], Sequence[int]] | tuple[Sequence[int], Sequence[int], Sequence[object]]
+)
 """``(permutation, ranking)`` or ``(permutation, ranking, truth_keys)`` (keys: smaller first)."""
 
 
@@ -52,8 +54,11 @@ class BiasMap:
     @property
     def rate(self) -> tuple[tuple[float, ...], ...]:
         return tuple(
-            tuple(r / o if o and i < j else math.nan for j, (r, o) in enumerate(zip(rr, oo)))
-            for i, (rr, oo) in enumerate(zip(self.reversed, self.observed))
+            tuple(
+                r / o if o and i < j else math.nan
+                for j, (r, o) in enumerate(zip(rr, oo, strict=True))
+            )
+            for i, (rr, oo) in enumerate(zip(self.reversed, self.observed, strict=True))
         )
 
     def mean_rate(self) -> float:
@@ -75,8 +80,15 @@ class BiasMap:
             for i in range(self.size):
                 for j in range(i + 1, self.size):
                     rate = self.rate[i][j]
-                    writer.writerow([i + 1, j + 1, self.reversed[i][j], self.observed[i][j],
-                                     "" if math.isnan(rate) else f"{rate:.4f}"])
+                    writer.writerow(
+                        [
+                            i + 1,
+                            j + 1,
+                            self.reversed[i][j],
+                            self.observed[i][j],
+                            "" if math.isnan(rate) else f"{rate:.4f}",
+                        ]
+                    )
 
     def to_png(self, path: str | Path, *, title: str = "") -> None:
         """Save the rates as a heatmap (matplotlib, Agg backend; 1-based positions)."""
@@ -95,7 +107,11 @@ class BiasMap:
             ax.set_yticks(ticks, [str(t + 1) for t in ticks])
             ax.set_xlabel("later prompt position j")
             ax.set_ylabel("earlier prompt position i")
-            label = "rate the pair is put against the truth" if self.reference == "truth" else "reversal rate"
+            label = (
+                "rate the pair is put against the truth"
+                if self.reference == "truth"
+                else "reversal rate"
+            )
             fig.colorbar(image, ax=ax, label=label)
             ax.set_title(title or f"position bias ({self.reference}), mean {self.mean_rate():.2f}")
             fig.tight_layout()
@@ -130,12 +146,17 @@ def bias_map(
         permutation, ranking = observation[0], observation[1]
         keys = observation[2] if len(observation) > 2 else None  # type: ignore[misc]
         if reference == "truth" and keys is None:
-            raise ConfigurationError("reference='truth' needs (permutation, ranking, keys) observations")
+            raise ConfigurationError(
+                "reference='truth' needs (permutation, ranking, keys) observations"
+            )
         if len(permutation) != n_positions:
             raise ConfigurationError(
-                f"an observation shows {len(permutation)} items, the map has {n_positions} positions"
+                f"an observation shows {len(permutation)} items; the map has "
+                f"{n_positions} positions"
             )
-        _count(tuple(permutation), ranking, keys if reference == "truth" else None, reversed_, observed)
+        _count(
+            tuple(permutation), ranking, keys if reference == "truth" else None, reversed_, observed
+        )
     return BiasMap(tuple(map(tuple, reversed_)), tuple(map(tuple, observed)), reference)
 
 

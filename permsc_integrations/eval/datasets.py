@@ -91,7 +91,9 @@ class SortingDataset:
 
     def head(self, limit: int | None) -> SortingDataset:
         """The first ``limit`` examples (all when ``None``)."""
-        return self if limit is None else SortingDataset(self.name, self.examples[:limit], self.stats)
+        return (
+            self if limit is None else SortingDataset(self.name, self.examples[:limit], self.stats)
+        )
 
 
 def default_data_dir() -> Path:
@@ -133,7 +135,9 @@ def load_mathsort(path: str | Path | None = None) -> SortingDataset:
         for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
             groups.setdefault(row["group"], []).append((row["expression"], float(row["answer"])))
     examples = tuple(
-        SortingExample(f"mathsort-{g}", tuple(e for e, _ in rows), tuple(v for _, v in rows), "mathsort")
+        SortingExample(
+            f"mathsort-{g}", tuple(e for e, _ in rows), tuple(v for _, v in rows), "mathsort"
+        )
         for g, rows in groups.items()
     )
     return SortingDataset("mathsort", examples, _stats(examples))
@@ -179,7 +183,9 @@ def load_gsm8ksort(
                 keys = tuple(range(len(sentences)))
                 examples.append(SortingExample(f"gsm8ksort-{k}", sentences, keys, "gsm8ksort"))
     return SortingDataset(
-        "gsm8ksort", tuple(examples), _stats(examples, questions=total, dropped=total - len(examples))
+        "gsm8ksort",
+        tuple(examples),
+        _stats(examples, questions=total, dropped=total - len(examples)),
     )
 
 
@@ -191,11 +197,13 @@ def load_sorting(task: str, path: str | Path | None = None) -> SortingDataset:
     try:
         loader = _LOADERS[task]
     except KeyError:
-        raise ConfigurationError(f"unknown sorting task {task!r}; use one of {sorted(_LOADERS)}") from None
+        raise ConfigurationError(
+            f"unknown sorting task {task!r}; use one of {sorted(_LOADERS)}"
+        ) from None
     return loader(path)
 
 
-def kendall_tau_b(order: Sequence[int], keys: Sequence[Key]) -> float:
+def kendall_tau_b(order: Sequence[int], keys: Sequence[Any]) -> float:
     """Kendall tau between a predicted order (best first) and the tie-aware truth ``keys``.
 
     Only pairs whose keys differ are scored: +1 in the true order, -1 reversed, 0 when both

@@ -78,7 +78,9 @@ def default_word_list() -> list[str]:
     return sorted(w for w in words if w.isascii() and w.isalpha() and len(w) > 2)
 
 
-def _word_list(rng: random.Random, vocab: Sequence[str], consecutive: int, random_count: int) -> tuple[str, ...]:
+def _word_list(
+    rng: random.Random, vocab: Sequence[str], consecutive: int, random_count: int
+) -> tuple[str, ...]:
     start = rng.randrange(0, len(vocab) - consecutive)
     chosen = list(vocab[start : start + consecutive])
     taken = set(chosen)

@@ -26,7 +26,7 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
     >>> paired_wilcoxon([0.1, 0.2], [0.1, 0.2])
     1.0
     """
-    differences = [y - x for x, y in zip(a, b)]
+    differences = [y - x for x, y in zip(a, b, strict=True)]
     if len(differences) < 2 or all(abs(d) < 1e-12 for d in differences):
         return 1.0
     from scipy.stats import wilcoxon
@@ -70,14 +70,18 @@ class EvalReport:
     @property
     def single_per_list(self) -> tuple[float, ...]:
         """Per list, the mean score of the single runs (the expected single-pass score)."""
-        return tuple(statistics.fmean(scores) for scores in zip(*self.singles))
+        return tuple(statistics.fmean(scores) for scores in zip(*self.singles, strict=True))
 
     def mean(self, method: str) -> float:
         return statistics.fmean(self.methods[method])
 
     def p_value(self, method: str) -> float:
         """Wilcoxon signed-rank p-value, per list: mean single run vs ``method``."""
-        return paired_wilcoxon(self.single_per_list, self.methods[method]) if self.singles else math.nan
+        return (
+            paired_wilcoxon(self.single_per_list, self.methods[method])
+            if self.singles
+            else math.nan
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,36 +97,46 @@ class EvalReport:
                 "per_list_mean": list(self.single_per_list),
             },
             "methods": {
-                name: {"mean": self.mean(name), "p_value_vs_single": self.p_value(name), "per_list": list(scores)}
+                name: {
+                    "mean": self.mean(name),
+                    "p_value_vs_single": self.p_value(name),
+                    "per_list": list(scores),
+                }
                 for name, scores in self.methods.items()
             },
             "sweep": {str(m): dict(row) for m, row in self.sweep.items()},
         }
 
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+        Path(path).write_text(
+            json.dumps(self.to_dict(), indent=2, default=str) + "\n", encoding="utf-8"
+        )
 
     def to_markdown(self, *, scale: float = 1.0, digits: int = 3) -> str:
         """A table: single median/max, then each method with its gain and p-value."""
         fmt = f"{{:.{digits}f}}"
         lines = [
-            f"**{self.task}**: {self.metric}, {self.n_lists} lists, {len(self.singles)} single runs",
+            f"**{self.task}**: {self.metric}, {self.n_lists} lists, "
+            f"{len(self.singles)} single runs",
             "",
             "| method | score | vs single median | p (Wilcoxon, vs mean single) |",
             "| --- | ---: | ---: | ---: |",
         ]
         if self.singles:
-            lines.append(f"| single (median of runs) | {fmt.format(self.single_median * scale)} | | |")
+            lines.append(
+                f"| single (median of runs) | {fmt.format(self.single_median * scale)} | | |"
+            )
             lines.append(f"| single (max of runs) | {fmt.format(self.single_max * scale)} | | |")
         for name in self.methods:
             score = self.mean(name)
             gain = (score - self.single_median) * scale if self.singles else math.nan
-            lines.append(
-                f"| {name} | {fmt.format(score * scale)} | {gain:+.{digits}f} | {self.p_value(name):.3g} |"
-            )
+            cells = [fmt.format(score * scale), f"{gain:+.{digits}f}", f"{self.p_value(name):.3g}"]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if self.sweep:
             names = list(next(iter(self.sweep.values())))
             lines += ["", "| m | " + " | ".join(names) + " |", "| ---: |" + " ---: |" * len(names)]
             for m, row in self.sweep.items():
-                lines.append(f"| {m} | " + " | ".join(fmt.format(row[n] * scale) for n in names) + " |")
+                lines.append(
+                    f"| {m} | " + " | ".join(fmt.format(row[n] * scale) for n in names) + " |"
+                )
         return "\n".join(lines) + "\n"

@@ -76,8 +76,14 @@ def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: Any) -
     from ..ranker import PSCRanker
 
     return PSCRanker(
-        backend, num_permutations=m, prompt=task, window_size=max(n, 2), step=max(n, 2) - 1,
-        min_successful=1, aggregator="borda", **options,
+        backend,
+        num_permutations=m,
+        prompt=task,
+        window_size=max(n, 2),
+        step=max(n, 2) - 1,
+        min_successful=1,
+        aggregator="borda",
+        **options,
     )
 
 
@@ -97,8 +103,14 @@ async def _one(ranker: Any, example: SortingExample, m: int) -> ListSamples:
 
 
 async def acollect_samples(
-    dataset: SortingDataset, backend: Backend | str, *, m: int = 20, seed: int = 0,
-    temperature: float = 0.0, max_concurrency: int = 16, progress: Progress | None = None,
+    dataset: SortingDataset,
+    backend: Backend | str,
+    *,
+    m: int = 20,
+    seed: int = 0,
+    temperature: float = 0.0,
+    max_concurrency: int = 16,
+    progress: Progress | None = None,
     **ranker_options: Any,
 ) -> list[ListSamples]:
     """Ask the model for ``m`` shuffled answers per list, all lists concurrently."""
@@ -107,8 +119,16 @@ async def acollect_samples(
     task = dataset.examples[0].task
     n = max(len(e.items) for e in dataset.examples)
     out: dict[int, ListSamples] = {}
-    ranker = _ranker(backend, task, n, m, seed=seed, temperature=temperature,
-                     max_concurrency=max_concurrency, **ranker_options)
+    ranker = _ranker(
+        backend,
+        task,
+        n,
+        m,
+        seed=seed,
+        temperature=temperature,
+        max_concurrency=max_concurrency,
+        **ranker_options,
+    )
     try:
         async with anyio.create_task_group() as group:
             for index, example in enumerate(dataset.examples):
@@ -132,8 +152,12 @@ def _psc(samples: ListSamples, method: str, m: int | None = None) -> tuple[int, 
 
 
 def score_sorting(
-    lists: Sequence[ListSamples], *, aggregators: Sequence[str] = AGGREGATORS,
-    m_sweep: Sequence[int] = (), task: str = "", config: Mapping[str, Any] | None = None,
+    lists: Sequence[ListSamples],
+    *,
+    aggregators: Sequence[str] = AGGREGATORS,
+    m_sweep: Sequence[int] = (),
+    task: str = "",
+    config: Mapping[str, Any] | None = None,
 ) -> EvalReport:
     """Score single runs and every aggregator on the same samples (see module docs)."""
     m = min(len(s.rankings) for s in lists)
@@ -141,29 +165,64 @@ def score_sorting(
     singles = tuple(tuple(tau(s.rankings[k], s.example.keys) for s in lists) for k in range(m))
     methods = {a: tuple(tau(_psc(s, a), s.example.keys) for s in lists) for a in aggregators}
     sweep = {
-        k: {a: sum(tau(_psc(s, a, k), s.example.keys) for s in lists) / len(lists) for a in aggregators}
-        for k in m_sweep if 1 <= k <= m
+        k: {
+            a: sum(tau(_psc(s, a, k), s.example.keys) for s in lists) / len(lists)
+            for a in aggregators
+        }
+        for k in m_sweep
+        if 1 <= k <= m
     }
     statuses = [status for s in lists for status in s.statuses]
     stats = {status: statuses.count(status) for status in sorted(set(statuses))}
-    return EvalReport(task or lists[0].example.task, "kendall_tau", singles, methods, sweep,
-                      dict(config or {}, m=m), {"answers": stats})
+    return EvalReport(
+        task or lists[0].example.task,
+        "kendall_tau",
+        singles,
+        methods,
+        sweep,
+        dict(config or {}, m=m),
+        {"answers": stats},
+    )
 
 
 async def aevaluate_sorting(
-    dataset: SortingDataset, backend: Backend | str, *, m: int = 20, seed: int = 0,
-    temperature: float = 0.0, aggregators: Sequence[str] = AGGREGATORS,
-    m_sweep: Sequence[int] = (), max_concurrency: int = 16, progress: Progress | None = None,
+    dataset: SortingDataset,
+    backend: Backend | str,
+    *,
+    m: int = 20,
+    seed: int = 0,
+    temperature: float = 0.0,
+    aggregators: Sequence[str] = AGGREGATORS,
+    m_sweep: Sequence[int] = (),
+    max_concurrency: int = 16,
+    progress: Progress | None = None,
     **ranker_options: Any,
 ) -> EvalReport:
     """Collect ``m`` shuffled answers per list and score single runs vs PSC."""
-    lists = await acollect_samples(dataset, backend, m=m, seed=seed, temperature=temperature,
-                                   max_concurrency=max_concurrency, progress=progress, **ranker_options)
+    lists = await acollect_samples(
+        dataset,
+        backend,
+        m=m,
+        seed=seed,
+        temperature=temperature,
+        max_concurrency=max_concurrency,
+        progress=progress,
+        **ranker_options,
+    )
     name = backend if isinstance(backend, str) else backend.name
     config = {"backend": name, "temperature": temperature, "seed": seed, "dataset": dataset.name}
-    report = score_sorting(lists, aggregators=aggregators, m_sweep=m_sweep, task=dataset.name, config=config)
-    return EvalReport(report.task, report.metric, report.singles, report.methods, report.sweep,
-                      report.config, {**report.stats, "dataset": dict(dataset.stats)})
+    report = score_sorting(
+        lists, aggregators=aggregators, m_sweep=m_sweep, task=dataset.name, config=config
+    )
+    return EvalReport(
+        report.task,
+        report.metric,
+        report.singles,
+        report.methods,
+        report.sweep,
+        report.config,
+        {**report.stats, "dataset": dict(dataset.stats)},
+    )
 
 
 def evaluate_sorting(dataset: SortingDataset, backend: Backend | str, **options: Any) -> EvalReport:
@@ -181,12 +240,17 @@ def ndcg10(run: Run, qrels: Qrels, qid: str) -> float:
 def score_runs(runs: Mapping[str, Run], qrels: Qrels) -> dict[str, tuple[float, ...]]:
     """nDCG@10 per judged query (sorted qids) for each named run."""
     qids = sorted(q for q in qrels if any(q in run for run in runs.values()))
-    return {name: tuple(ndcg10(run, qrels, q) if q in run else 0.0 for q in qids) for name, run in runs.items()}
+    return {
+        name: tuple(ndcg10(run, qrels, q) if q in run else 0.0 for q in qids)
+        for name, run in runs.items()
+    }
 
 
-def _aggregate_query(orders: Sequence[Sequence[str]], method: str) -> list[str]:
+def _aggregate_query(
+    orders: Sequence[Sequence[str]], method: str, first: Sequence[str] = ()
+) -> list[str]:
     docids: dict[str, int] = {}
-    for order in orders:
+    for order in (first, *orders):
         for docid in order:
             docids.setdefault(docid, len(docids))
     names = list(docids)
@@ -195,13 +259,18 @@ def _aggregate_query(orders: Sequence[Sequence[str]], method: str) -> list[str]:
 
 
 def aggregate_runs(
-    runs: Mapping[str, Run], qrels: Qrels, *, aggregators: Sequence[str] = AGGREGATORS,
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    *,
+    aggregators: Sequence[str] = AGGREGATORS,
+    first_stage: Run | None = None,
     progress: Progress | None = None,
 ) -> tuple[EvalReport, dict[str, Run]]:
     """Aggregate several runs per query with each method; score all against ``qrels``.
 
     Returns the report (each input run is a single run) and the aggregated runs. Ties
-    break by first appearance in the first run.
+    break by the ``first_stage`` order (e.g. the BM25 run the runs reranked), else by
+    first appearance in the first run.
     """
     if len(runs) < 2:
         raise ConfigurationError("aggregate_runs needs at least two runs")
@@ -210,50 +279,80 @@ def aggregate_runs(
     for method in aggregators:
         merged[method] = {}
         for done, qid in enumerate(qids, 1):
-            merged[method][qid] = _aggregate_query([r[qid] for r in runs.values() if qid in r], method)
+            orders = [r[qid] for r in runs.values() if qid in r]
+            merged[method][qid] = _aggregate_query(orders, method, (first_stage or {}).get(qid, ()))
             if progress is not None:
                 progress(done, len(qids))
     singles = score_runs(runs, qrels)
-    report = EvalReport("trec-runs", "ndcg@10", tuple(singles.values()), score_runs(merged, qrels),
-                        config={"runs": list(runs)}, stats={"queries": len(next(iter(singles.values())))})
+    report = EvalReport(
+        "trec-runs",
+        "ndcg@10",
+        tuple(singles.values()),
+        score_runs(merged, qrels),
+        config={"runs": list(runs)},
+        stats={"queries": len(next(iter(singles.values())))},
+    )
     return report, merged
 
 
+async def _rerank(ranker: Any, queries: Sequence[Query], progress: Progress | None) -> Run:
+    """Every query through ``ranker``, concurrently (the ranker's limiter caps the calls)."""
+    run: Run = {}
+
+    async def one(q: Query) -> None:
+        result = await ranker.arank(q.query, [c.text for c in q.candidates], request_id=q.qid)
+        run[q.qid] = [q.candidates[i].docid for i in result.order]
+        if progress is not None:
+            progress(len(run), len(queries))
+
+    async with anyio.create_task_group() as group:
+        for q in queries:
+            group.start_soon(one, q)
+    return {q.qid: run[q.qid] for q in queries}
+
+
 async def aevaluate_trec(
-    queries: Sequence[Query], qrels: Qrels, backend: Backend | str, *, m: int = 20,
-    window_size: int = 20, step: int = 10, temperature: float = 0.0, seed: int = 0,
-    aggregator: str = "kemeny", max_concurrency: int = 16, progress: Progress | None = None,
+    queries: Sequence[Query],
+    qrels: Qrels,
+    backend: Backend | str,
+    *,
+    m: int = 20,
+    aggregator: str = "kemeny",
+    progress: Progress | None = None,
     **ranker_options: Any,
 ) -> tuple[EvalReport, dict[str, Run]]:
-    """First stage vs one RankGPT pass vs PSC (sliding window) on every query, nDCG@10."""
+    """First stage vs one RankGPT pass (first-stage order) vs PSC, nDCG@10 per query.
+
+    ``ranker_options`` go to both :class:`~permsc_integrations.ranker.PSCRanker` s
+    (``window_size=20, step=10, temperature, seed, max_concurrency, ...``).
+    """
     from ..backends import resolve_backend
     from ..ranker import PSCRanker
 
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)
-    common = dict(window_size=window_size, step=step, temperature=temperature, seed=seed,
-                  max_concurrency=max_concurrency, **ranker_options)
-    single = PSCRanker(backend, num_permutations=1, include_identity=True, **common)
-    psc = PSCRanker(backend, num_permutations=m, aggregator=aggregator, **common)
-    runs: dict[str, Run] = {"first-stage": {q.qid: [c.docid for c in q.candidates] for q in queries}}
-    runs["single"], runs[f"psc-{aggregator}"] = {}, {}
+    single = PSCRanker(backend, num_permutations=1, include_identity=True, **ranker_options)
+    psc = PSCRanker(backend, num_permutations=m, aggregator=aggregator, **ranker_options)
+    runs: dict[str, Run] = {
+        "first-stage": {q.qid: [c.docid for c in q.candidates] for q in queries}
+    }
     try:
-        for done, q in enumerate(queries, 1):
-            texts = [c.text for c in q.candidates]
-            for name, ranker in (("single", single), (f"psc-{aggregator}", psc)):
-                result = await ranker.arank(q.query, texts, request_id=q.qid)
-                runs[name][q.qid] = [q.candidates[i].docid for i in result.order]
-            if progress is not None:
-                progress(done, len(queries))
+        runs["single"] = await _rerank(single, queries, progress)
+        runs[f"psc-{aggregator}"] = await _rerank(psc, queries, progress)
     finally:
         await single.aclose()
         await psc.aclose()
         if owned:
             await backend.aclose()
     scores = score_runs(runs, qrels)
-    config = {"m": m, "window_size": window_size, "step": step, "temperature": temperature,
-              "backend": backend.name}
-    report = EvalReport("trec", "ndcg@10", (scores["single"],),
-                        {k: v for k, v in scores.items() if k != "single"}, config=config,
-                        stats={"queries": len(queries)})
+    config = {"m": m, "aggregator": aggregator, "backend": backend.name, **ranker_options}
+    methods = {k: v for k, v in scores.items() if k != "single"}
+    report = EvalReport(
+        "trec",
+        "ndcg@10",
+        (scores["single"],),
+        methods,
+        config=config,
+        stats={"queries": len(queries)},
+    )
     return report, runs

@@ -86,7 +86,9 @@ def read_run(source: str | Path | IO[str]) -> Run:
         try:
             rank, score = int(parts[3]), float(parts[4])
         except ValueError:
-            raise ConfigurationError(f"line {number} of the run has a bad rank or score: {line.strip()!r}") from None
+            raise ConfigurationError(
+                f"line {number} of the run has a bad rank or score: {line.strip()!r}"
+            ) from None
         rows.setdefault(parts[0], []).append((rank, -score, parts[2]))
     run: Run = {}
     for qid, hits in rows.items():
@@ -97,12 +99,17 @@ def read_run(source: str | Path | IO[str]) -> Run:
     return run
 
 
-def write_run(run: Mapping[str, Sequence[str]], target: str | Path | IO[str], *, tag: str = "permsc") -> None:
+def write_run(
+    run: Mapping[str, Sequence[str]], target: str | Path | IO[str], *, tag: str = "permsc"
+) -> None:
     """Write a TREC run with ranks 1..n and scores n..1 (what trec_eval sorts by)."""
-    lines = []
+    lines: list[str] = []
     for qid, docids in run.items():
         n = len(docids)
-        lines.extend(f"{qid} Q0 {docid} {rank} {n - rank + 1} {tag}\n" for rank, docid in enumerate(docids, 1))
+        lines.extend(
+            f"{qid} Q0 {docid} {rank} {n - rank + 1} {tag}\n"
+            for rank, docid in enumerate(docids, 1)
+        )
     if isinstance(target, (str, Path)):
         Path(target).write_text("".join(lines), encoding="utf-8")
     else:
@@ -115,7 +122,9 @@ def read_qrels(source: str | Path | IO[str]) -> Qrels:
     for number, line in _lines(source):
         parts = line.split()
         if len(parts) != 4:
-            raise ConfigurationError(f"line {number} of the qrels is not 'qid 0 docid grade': {line.strip()!r}")
+            raise ConfigurationError(
+                f"line {number} of the qrels is not 'qid 0 docid grade': {line.strip()!r}"
+            )
         qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
     return qrels
 
@@ -126,7 +135,9 @@ def read_topics(source: str | Path | IO[str]) -> dict[str, str]:
     for number, line in _lines(source):
         qid, sep, text = line.rstrip("\n").partition("\t")
         if not sep:
-            raise ConfigurationError(f"line {number} of the topics file has no tab: {line.strip()!r}")
+            raise ConfigurationError(
+                f"line {number} of the topics file has no tab: {line.strip()!r}"
+            )
         topics[qid] = text
     return topics
 
@@ -139,7 +150,11 @@ def read_candidates(source: str | Path | IO[str], *, depth: int | None = None) -
             record = json.loads(line)
             hits = record["candidates"][:depth]
             candidates = tuple(
-                Candidate(str(h["docid"]), str(h.get("text", h.get("content", ""))), float(h.get("score", 0.0)))
+                Candidate(
+                    str(h["docid"]),
+                    str(h.get("text", h.get("content", ""))),
+                    float(h.get("score", 0.0)),
+                )
                 for h in hits
             )
             queries.append(Query(str(record["qid"]), str(record["query"]), candidates))

@@ -27,6 +27,7 @@ import anyio
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.errors import (
     BackendConnectionError,
@@ -40,7 +41,9 @@ from permsc_integrations.results import Usage
 
 __all__ = ["ChatModelBackend", "run_config"]
 
-_RUN_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("langchain_permsc_run_config", default=None)
+_RUN_CONFIG: ContextVar[RunnableConfig | None] = ContextVar(
+    "langchain_permsc_run_config", default=None
+)
 _ROLES = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
 
 
@@ -73,7 +76,9 @@ class ChatModelBackend:
         self.model = model
         self.name = name or f"langchain:{_model_name(model)}"
 
-    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
         chat: list[BaseMessage] = [_ROLES[m["role"]](content=m["content"]) for m in messages]
         started = time.perf_counter()
         try:
@@ -113,7 +118,11 @@ def _status_code(exc: BaseException) -> int | None:
 
 def _retry_after(exc: BaseException) -> float | None:
     headers = getattr(getattr(exc, "response", None), "headers", None)
-    value = headers.get("retry-after") if isinstance(headers, Mapping) or hasattr(headers, "get") else None
+    value = (
+        headers.get("retry-after")
+        if isinstance(headers, Mapping) or hasattr(headers, "get")
+        else None
+    )
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
@@ -134,4 +143,6 @@ def _backend_error(exc: Exception) -> BackendError:
         return BackendTimeoutError(f"{what} (raise the timeout, or check the server)")
     if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
         return BackendConnectionError(f"{what} (is the server running and reachable?)")
-    return BackendError(f"{what} (not retried; check the chat model's configuration)", retryable=False)
+    return BackendError(
+        f"{what} (not retried; check the chat model's configuration)", retryable=False
+    )

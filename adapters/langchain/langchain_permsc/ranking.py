@@ -24,9 +24,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
-from langchain_core.callbacks.manager import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.callbacks.manager import (
+    AsyncCallbackManagerForChainRun,
+    CallbackManagerForChainRun,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, Completion
 from permsc_integrations.bridge import run_sync
@@ -34,7 +39,6 @@ from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from .chat_backend import ChatModelBackend, run_config
 
@@ -102,17 +106,20 @@ class PSCRankingSettings(BaseModel):
         default_factory=weakref.WeakKeyDictionary
     )
 
-    @model_validator(mode="after")
-    def _check_options(self) -> PSCRankingSettings:
-        if isinstance(self.backend, str) or isinstance(self.backend, BaseChatModel):
-            pass
-        elif not isinstance(self.backend, Backend):
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # checked here, not in a pydantic validator, so the typed error reaches the caller
+        if not isinstance(self.backend, (str, BaseChatModel, Backend)):
             raise ConfigurationError(
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
                 f"or a LangChain chat model; got {type(self.backend).__name__}"
             )
+        if self.backend_kwargs and not isinstance(self.backend, str):
+            raise ConfigurationError(
+                "backend_kwargs apply to a spec string backend only; configure the backend "
+                f"object ({type(self.backend).__name__}) itself"
+            )
         self._new_ranker(_Unused())  # raises ConfigurationError on a bad option
-        return self
 
     def _new_ranker(self, backend: Backend) -> PSCRanker:
         fields = set(PSCRankingSettings.model_fields) - {"backend", "backend_kwargs"}
@@ -128,17 +135,20 @@ class PSCRankingSettings(BaseModel):
             else:
                 backend = resolve_backend(self.backend, **self.backend_kwargs)
             ranker = self._rankers[loop] = self._new_ranker(backend)
-            ranker._owns_backend = isinstance(self.backend, str)  # closed by aclose()
         return ranker
 
-    async def _arank(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
+    async def _arank(
+        self, query: str, items: Sequence[Any], config: RunnableConfig
+    ) -> RankingResult:
         async def hook(event: Event) -> None:
             await adispatch_custom_event(EVENT_PREFIX + event.kind, _payload(event), config=config)
 
         with run_config(config):
             return await self._ranker().arank(query, items, on_event=hook)
 
-    async def _arank_sync_events(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
+    async def _arank_sync_events(
+        self, query: str, items: Sequence[Any], config: RunnableConfig
+    ) -> RankingResult:
         def hook(event: Event) -> None:
             dispatch_custom_event(EVENT_PREFIX + event.kind, _payload(event), config=config)
 
@@ -151,8 +161,8 @@ class PSCRankingSettings(BaseModel):
     async def aclose(self) -> None:
         """Close the backend this object created from a spec string (for the running loop)."""
         ranker = self._rankers.pop(asyncio.get_running_loop(), None)
-        if ranker is not None:
-            await ranker.aclose()
+        if ranker is not None and isinstance(self.backend, str):  # made from the spec: ours
+            await ranker.backend.aclose()
 
     def close(self) -> None:
         """Close what sync calls created (they run on the core's bridge loop)."""
@@ -193,7 +203,9 @@ class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any],
         query, items = _query_and(input, "items")
         return _rows(items, await self._arank(query, items, config))
 
-    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> list[RankedItem]:
+    def invoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[RankedItem]:
         return self._call_with_config(self._run, input, config, **kwargs)
 
     async def ainvoke(

@@ -24,10 +24,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import Callbacks
-from langchain_core.callbacks.manager import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.callbacks.manager import (
+    AsyncCallbackManagerForChainRun,
+    CallbackManagerForChainRun,
+)
 from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import RankingResult
 
@@ -45,7 +49,9 @@ def _top_n(input: Input, default: int | None) -> int | None:
     return top_n
 
 
-def _ranked(documents: Sequence[Document], result: RankingResult, top_n: int | None) -> list[Document]:
+def _ranked(
+    documents: Sequence[Document], result: RankingResult, top_n: int | None
+) -> list[Document]:
     samples, failed = len(result.samples), len(result.failures)
     out = []
     for rank, i in enumerate(result.order[:top_n], start=1):
@@ -56,7 +62,9 @@ def _ranked(documents: Sequence[Document], result: RankingResult, top_n: int | N
     return out
 
 
-class PSCReranker(PSCRankingSettings, BaseDocumentCompressor, RunnableSerializable[Input, list[Document]]):
+class PSCReranker(
+    PSCRankingSettings, BaseDocumentCompressor, RunnableSerializable[Input, list[Document]]
+):
     """Rerank documents with permutation self-consistency (see the module docstring).
 
     ``top_n`` documents are returned (all with ``None``); the PSC options are those of
@@ -65,7 +73,9 @@ class PSCReranker(PSCRankingSettings, BaseDocumentCompressor, RunnableSerializab
 
     top_n: int | None = 3
 
-    def _run(self, input: Input, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> list[Document]:
+    def _run(
+        self, input: Input, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> list[Document]:
         query, documents = _query_and(input, "documents")
         top_n = _top_n(input, self.top_n)
         if not documents:
@@ -81,10 +91,14 @@ class PSCReranker(PSCRankingSettings, BaseDocumentCompressor, RunnableSerializab
             return []
         return _ranked(documents, await self._arank(query, documents, config), top_n)
 
-    def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+    def invoke(
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
         return self._call_with_config(self._run, input, config, **kwargs)
 
-    async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+    async def ainvoke(
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
         return await self._acall_with_config(self._arun, input, config, **kwargs)
 
     def compress_documents(
@@ -97,4 +111,6 @@ class PSCReranker(PSCRankingSettings, BaseDocumentCompressor, RunnableSerializab
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """Async :meth:`compress_documents`, on the async engine (no thread)."""
-        return await self.ainvoke({"query": query, "documents": documents}, {"callbacks": callbacks})
+        return await self.ainvoke(
+            {"query": query, "documents": documents}, {"callbacks": callbacks}
+        )

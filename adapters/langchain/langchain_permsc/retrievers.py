@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
 
@@ -38,7 +41,12 @@ class PSCRetriever(BaseRetriever):
     k: int = 4
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
         config: Any = {"callbacks": run_manager.get_child()}
         documents = self.retriever.invoke(query, config, **kwargs)
@@ -46,7 +54,12 @@ class PSCRetriever(BaseRetriever):
         return self.reranker.invoke(request, {"callbacks": run_manager.get_child()})
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
         config: Any = {"callbacks": run_manager.get_child()}
         documents = await self.retriever.ainvoke(query, config, **kwargs)

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
+
 from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
 # d<i> has relevance RELEVANCE[i]: the oracle orders what it is shown by this
@@ -27,7 +28,24 @@ def expected_order(texts: list[str]) -> list[str]:
 
 
 def documents() -> list[Document]:
-    return [Document(text, id=f"id-{i}", metadata={"source": f"s{i}"}) for i, text in enumerate(CORPUS)]
+    """Fresh documents of the corpus, with ids and metadata."""
+    return [
+        Document(text, id=f"id-{i}", metadata={"source": f"s{i}"}) for i, text in enumerate(CORPUS)
+    ]
+
+
+class Corpus:
+    """The corpus and its helpers, handed to tests by the ``corpus`` fixture."""
+
+    texts = CORPUS
+    relevance = staticmethod(relevance)
+    expected_order = staticmethod(expected_order)
+    documents = staticmethod(documents)
+
+
+@pytest.fixture
+def corpus() -> type[Corpus]:
+    return Corpus
 
 
 @pytest.fixture

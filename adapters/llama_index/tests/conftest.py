@@ -1,5 +1,6 @@
-"""Shared parts: a few documents with known relevance, a MockEmbedding vector index, the
-scripted OpenAI-compatible server answering as an oracle, and event collectors."""
+"""Shared parts: a few documents with known relevance (the ``kit`` fixture), a
+MockEmbedding vector index, the scripted OpenAI-compatible server answering as an oracle,
+and event collectors. (Tests import nothing from here: pytest runs in importlib mode.)"""
 
 from __future__ import annotations
 
@@ -103,3 +104,18 @@ def spans() -> Iterator[SimpleSpanHandler]:
         yield handler
     finally:
         root.span_handlers.remove(handler)
+
+
+class Kit:
+    """The shared test data and helpers, handed to tests by the ``kit`` fixture."""
+
+    DOCS = DOCS
+    QUERY = QUERY
+    relevance = staticmethod(relevance)
+    oracle_texts = staticmethod(oracle_texts)
+    openai_like = staticmethod(openai_like)
+
+
+@pytest.fixture(scope="session")
+def kit() -> type[Kit]:
+    return Kit

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import openai_like
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations" / "llama_index.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
@@ -24,13 +23,13 @@ def _goldfish_first(text: str) -> float:
     return 2.0 if "eat" in text else 1.0 if "goldfish" in text.lower() else 0.0
 
 
-def test_example_runs_against_the_scripted_server(capsys):
+def test_example_runs_against_the_scripted_server(kit, capsys):
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     assert 'backend="embedded"' in EXAMPLE
     with ScriptedOpenAIServer(oracle_responder(_goldfish_first)) as server:
         code = EXAMPLE.replace('backend="embedded"', "backend=SCRIPTED")
-        ns = _run(code, {"SCRIPTED": openai_like(server)})
+        ns = _run(code, {"SCRIPTED": kit.openai_like(server)})
         assert server.request_count == 3  # num_permutations=3, one window
         # The prompt example swaps the wording on the same reranker and still ranks.
         _run(PROMPT_EXAMPLE, ns)

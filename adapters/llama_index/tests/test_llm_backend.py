@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-from conftest import QUERY, oracle_texts, openai_like
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
@@ -23,9 +22,9 @@ from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, sequ
 ASK = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] b"}]
 
 
-async def test_completes_with_the_usage_the_llm_reports():
+async def test_completes_with_the_usage_the_llm_reports(kit):
     with ScriptedOpenAIServer(lambda request: "[2] > [1]") as server:
-        backend = LlamaIndexLLMBackend(openai_like(server))
+        backend = LlamaIndexLLMBackend(kit.openai_like(server))
         answer = await backend.acomplete(ASK, GenerationSettings())
         (record,) = server.requests
     assert answer.text == "[2] > [1]"
@@ -35,7 +34,7 @@ async def test_completes_with_the_usage_the_llm_reports():
     assert backend.name == "llama_index:scripted-ranker"
 
 
-async def test_an_llm_reporting_no_usage_counts_the_call_only():
+async def test_an_llm_reporting_no_usage_counts_the_call_only(kit):
     answer = await LlamaIndexLLMBackend(MockLLM()).acomplete(ASK, GenerationSettings())
     assert answer.usage.calls == 1 and answer.usage.total_tokens == 0
     assert "[1] a" in answer.text  # MockLLM echoes its prompt
@@ -51,9 +50,9 @@ async def test_an_llm_reporting_no_usage_counts_the_call_only():
         (Fault.drop(), BackendConnectionError, True),
     ],
 )
-async def test_failures_become_typed_backend_errors(fault, error, retryable):
+async def test_failures_become_typed_backend_errors(kit, fault, error, retryable):
     with ScriptedOpenAIServer(lambda request: fault) as server:
-        backend = LlamaIndexLLMBackend(openai_like(server))
+        backend = LlamaIndexLLMBackend(kit.openai_like(server))
         with pytest.raises(error) as caught:
             await backend.acomplete(ASK, GenerationSettings())
     assert caught.value.retryable is retryable
@@ -61,14 +60,14 @@ async def test_failures_become_typed_backend_errors(fault, error, retryable):
         assert caught.value.retry_after == pytest.approx(2.0)
 
 
-async def test_a_slow_answer_times_out():
+async def test_a_slow_answer_times_out(kit):
     with ScriptedOpenAIServer(lambda request: Reply("[1] > [2]", delay=2.0)) as server:
-        backend = LlamaIndexLLMBackend(openai_like(server))
+        backend = LlamaIndexLLMBackend(kit.openai_like(server))
         with pytest.raises(BackendTimeoutError):
             await backend.acomplete(ASK, GenerationSettings(timeout=0.2))
 
 
-async def test_an_unreachable_server_is_a_connection_error():
+async def test_an_unreachable_server_is_a_connection_error(kit):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -82,20 +81,19 @@ async def test_an_unreachable_server_is_a_connection_error():
         await LlamaIndexLLMBackend(llm).acomplete(ASK, GenerationSettings())
 
 
-def test_the_engine_retries_a_server_error_through_the_llm():
-    from conftest import relevance
+def test_the_engine_retries_a_server_error_through_the_llm(kit):
     from permsc_integrations.retry import RetryPolicy
     from permsc_integrations.testing import oracle_responder
 
-    nodes = [NodeWithScore(node=TextNode(text=t), score=0.5) for t in reversed(oracle_texts())]
-    script = sequence(Fault.status(500), then=oracle_responder(relevance))
+    nodes = [NodeWithScore(node=TextNode(text=t), score=0.5) for t in reversed(kit.oracle_texts())]
+    script = sequence(Fault.status(500), then=oracle_responder(kit.relevance))
     with ScriptedOpenAIServer(script) as server:
         rerank = PSCRerank(
-            backend=openai_like(server),
+            backend=kit.openai_like(server),
             num_permutations=3,
             max_concurrency=1,
             ranker_options={"retry": RetryPolicy(initial_backoff=0.01, jitter=0.0)},
         )
-        out = rerank.postprocess_nodes(nodes, query_str=QUERY)
+        out = rerank.postprocess_nodes(nodes, query_str=kit.QUERY)
         assert server.request_count == 4
-    assert [n.node.get_content() for n in out] == oracle_texts()
+    assert [n.node.get_content() for n in out] == kit.oracle_texts()

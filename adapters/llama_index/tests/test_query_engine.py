@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import DOCS, QUERY, EventCollector, oracle_texts, openai_like
 from llama_index.core import VectorStoreIndex
 from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload, LlamaDebugHandler
 from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.postprocessor.permsc import PSCRerank
 from permsc_integrations.results import scores_from_order
 
@@ -20,9 +20,9 @@ M = 4
 TOP_N = 3
 
 
-def _rerank(server: Any, via: str) -> PSCRerank:
+def _rerank(kit: Any, server: Any, via: str) -> PSCRerank:
     if via == "llm":
-        return PSCRerank(backend=openai_like(server), top_n=TOP_N, num_permutations=M)
+        return PSCRerank(backend=kit.openai_like(server), top_n=TOP_N, num_permutations=M)
     return PSCRerank(
         backend="openai:scripted-ranker",
         backend_options={"base_url": server.base_url, "api_key": "test"},
@@ -31,25 +31,21 @@ def _rerank(server: Any, via: str) -> PSCRerank:
     )
 
 
-def _engine(index: VectorStoreIndex, rerank: PSCRerank, debug: LlamaDebugHandler) -> Any:
-    return index.as_query_engine(
+def _engine(index: VectorStoreIndex, rerank: PSCRerank, debug: LlamaDebugHandler, n: int) -> Any:
+    return RetrieverQueryEngine.from_args(
+        index.as_retriever(similarity_top_k=n),
         llm=MockLLM(),
-        similarity_top_k=len(DOCS),
         node_postprocessors=[rerank],
-        response_mode="no_text",
         callback_manager=CallbackManager([debug]),
     )
 
 
-def _expected_scores() -> list[float]:
-    # n = len(DOCS) items ranked; the top TOP_N keep the consensus scores (n - rank) / n.
-    return list(scores_from_order(range(len(DOCS))))[:TOP_N]
-
-
-def _check(response: Any, retrieved: list[Any], server: Any, before: int) -> None:
+def _check(kit: Any, response: Any, retrieved: list[Any], server: Any, before: int) -> None:
     texts = [n.node.get_content() for n in response.source_nodes]
-    assert texts == oracle_texts(TOP_N)
-    assert [n.score for n in response.source_nodes] == pytest.approx(_expected_scores())
+    assert texts == kit.oracle_texts(TOP_N)
+    # All n nodes are ranked; the top TOP_N keep the consensus scores (n - rank) / n.
+    expected = list(scores_from_order(range(len(kit.DOCS))))[:TOP_N]
+    assert [n.score for n in response.source_nodes] == pytest.approx(expected)
     retriever_scores = {n.node.node_id: n.score for n in retrieved}
     assert len(set(retriever_scores.values())) == 1  # MockEmbedding: every node ties
     assert [n.score for n in response.source_nodes] != [
@@ -58,44 +54,43 @@ def _check(response: Any, retrieved: list[Any], server: Any, before: int) -> Non
     assert server.request_count - before == M  # one window of 5 passages, m calls
 
 
-def _check_events(events: EventCollector, debug: LlamaDebugHandler, model_name: str) -> None:
+def _check_events(kit: Any, events: Any, debug: LlamaDebugHandler, model_name: str) -> None:
     (start,) = events.named("ReRankStartEvent")
     (end,) = events.named("ReRankEndEvent")
-    assert start.query.query_str == QUERY
+    assert start.query.query_str == kit.QUERY
     assert start.top_n == TOP_N and start.model_name == model_name
-    assert len(start.nodes) == len(DOCS)
-    assert [n.node.get_content() for n in end.nodes] == oracle_texts(TOP_N)
+    assert len(start.nodes) == len(kit.DOCS)
+    assert [n.node.get_content() for n in end.nodes] == kit.oracle_texts(TOP_N)
     ((cb_start, cb_end),) = debug.get_event_pairs(CBEventType.RERANKING)
-    assert cb_start.payload[EventPayload.QUERY_STR] == QUERY
+    assert cb_start.payload[EventPayload.QUERY_STR] == kit.QUERY
     assert cb_start.payload[EventPayload.TOP_K] == TOP_N
     assert cb_start.payload[EventPayload.MODEL_NAME] == model_name
-    assert len(cb_start.payload[EventPayload.NODES]) == len(DOCS)
-    assert [n.node.get_content() for n in cb_end.payload[EventPayload.NODES]] == oracle_texts(
-        TOP_N
-    )
+    assert len(cb_start.payload[EventPayload.NODES]) == len(kit.DOCS)
+    ended = cb_end.payload[EventPayload.NODES]
+    assert [n.node.get_content() for n in ended] == kit.oracle_texts(TOP_N)
 
 
 @pytest.mark.parametrize("via", ["llm", "core"])
-def test_sync_query_reranks_by_psc(server, index, events, via):
-    rerank = _rerank(server, via)
+def test_sync_query_reranks_by_psc(kit, server, index, events, via):
+    rerank = _rerank(kit, server, via)
     debug = LlamaDebugHandler()
-    retrieved = index.as_retriever(similarity_top_k=len(DOCS)).retrieve(QUERY)
+    retrieved = index.as_retriever(similarity_top_k=len(kit.DOCS)).retrieve(kit.QUERY)
     before = server.request_count
-    response = _engine(index, rerank, debug).query(QUERY)
-    _check(response, retrieved, server, before)
-    _check_events(events, debug, rerank.model_name)
+    response = _engine(index, rerank, debug, len(kit.DOCS)).query(kit.QUERY)
+    _check(kit, response, retrieved, server, before)
+    _check_events(kit, events, debug, rerank.model_name)
     rerank.close()
 
 
 @pytest.mark.parametrize("via", ["llm", "core"])
-async def test_async_query_reranks_in_a_dispatcher_span(server, index, events, spans, via):
-    rerank = _rerank(server, via)
+async def test_async_query_reranks_in_a_dispatcher_span(kit, server, index, events, spans, via):
+    rerank = _rerank(kit, server, via)
     debug = LlamaDebugHandler()
-    retrieved = await index.as_retriever(similarity_top_k=len(DOCS)).aretrieve(QUERY)
+    retrieved = await index.as_retriever(similarity_top_k=len(kit.DOCS)).aretrieve(kit.QUERY)
     before = server.request_count
-    response = await _engine(index, rerank, debug).aquery(QUERY)
-    _check(response, retrieved, server, before)
-    _check_events(events, debug, rerank.model_name)
+    response = await _engine(index, rerank, debug, len(kit.DOCS)).aquery(kit.QUERY)
+    _check(kit, response, retrieved, server, before)
+    _check_events(kit, events, debug, rerank.model_name)
     # Native async: the rerank events fire inside PSCRerank._apostprocess_nodes's span.
     (start,) = events.named("ReRankStartEvent")
     assert start.span_id.startswith("PSCRerank._apostprocess_nodes")
@@ -103,8 +98,8 @@ async def test_async_query_reranks_in_a_dispatcher_span(server, index, events, s
     await rerank.aclose()
 
 
-def test_model_name_names_the_backend(server):
-    assert _rerank(server, "llm").model_name == "llama_index:scripted-ranker"
-    core = _rerank(server, "core")
+def test_model_name_names_the_backend(kit, server):
+    assert _rerank(kit, server, "llm").model_name == "llama_index:scripted-ranker"
+    core = _rerank(kit, server, "core")
     assert "scripted-ranker" in core.model_name
     core.close()

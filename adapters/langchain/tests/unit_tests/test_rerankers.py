@@ -6,16 +6,15 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import CORPUS, documents, expected_order, relevance
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_openai import ChatOpenAI
+from langchain_permsc import PSCReranker
+
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.errors import ConfigurationError, InsufficientSamplesError
 from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
-
-from langchain_permsc import PSCReranker
 
 M = 4
 
@@ -23,7 +22,9 @@ M = 4
 def core_reranker(server: ScriptedOpenAIServer, **options: Any) -> PSCReranker:
     """PSC through the core "openai:" backend pointed at the scripted server."""
     kwargs = {"base_url": server.base_url, "api_key": "test"}
-    return PSCReranker(backend="openai:scripted", backend_kwargs=kwargs, num_permutations=M, **options)
+    return PSCReranker(
+        backend="openai:scripted", backend_kwargs=kwargs, num_permutations=M, **options
+    )
 
 
 def chat_reranker(server: ScriptedOpenAIServer, **options: Any) -> PSCReranker:
@@ -32,53 +33,64 @@ def chat_reranker(server: ScriptedOpenAIServer, **options: Any) -> PSCReranker:
     return PSCReranker(backend=model, num_permutations=M, **options)
 
 
-MAKERS = [pytest.param(core_reranker, id="core-openai"), pytest.param(chat_reranker, id="chat-model")]
+MAKERS = [
+    pytest.param(core_reranker, id="core-openai"),
+    pytest.param(chat_reranker, id="chat-model"),
+]
 
 
-def check_ranked(docs: list[Document], n: int) -> None:
+def check_ranked(corpus: Any, docs: list[Document], n: int) -> None:
     texts = [d.page_content for d in docs]
-    assert texts == expected_order(CORPUS)[:n]
+    assert texts == corpus.expected_order(corpus.texts)[:n]
     assert [d.metadata["relevance_score"] for d in docs] == [(8 - r) / 8 for r in range(n)]
     assert [d.metadata["psc"]["rank"] for d in docs] == list(range(1, n + 1))
     assert all(d.metadata["psc"]["samples"] == M and d.metadata["psc"]["failed"] == 0 for d in docs)
     assert all(d.metadata["psc"]["confidence"] == pytest.approx(1.0) for d in docs)
-    assert all(d.id == f"id-{CORPUS.index(d.page_content)}" for d in docs)  # ids kept
-    assert all(d.metadata["source"] == f"s{CORPUS.index(d.page_content)}" for d in docs)
+    assert all(d.id == f"id-{corpus.texts.index(d.page_content)}" for d in docs)  # ids kept
+    assert all(d.metadata["source"] == f"s{corpus.texts.index(d.page_content)}" for d in docs)
 
 
 @pytest.mark.parametrize("make", MAKERS)
-def test_compression_retriever_sync(make: Any, server: ScriptedOpenAIServer, vector_retriever: Any) -> None:
+def test_compression_retriever_sync(
+    corpus: Any, make: Any, server: ScriptedOpenAIServer, vector_retriever: Any
+) -> None:
     pipeline = ContextualCompressionRetriever(
         base_compressor=make(server, top_n=3), base_retriever=vector_retriever
     )
-    check_ranked(pipeline.invoke("which topic?"), 3)
+    check_ranked(corpus, pipeline.invoke("which topic?"), 3)
     assert server.request_count == M  # one window of 8: m calls
     assert {len(r.messages) for r in server.requests} == {len(server.requests[0].messages)}
 
 
 @pytest.mark.parametrize("make", MAKERS)
-async def test_compression_retriever_async(make: Any, server: ScriptedOpenAIServer, vector_retriever: Any) -> None:
+async def test_compression_retriever_async(
+    corpus: Any, make: Any, server: ScriptedOpenAIServer, vector_retriever: Any
+) -> None:
     pipeline = ContextualCompressionRetriever(
         base_compressor=make(server, top_n=None), base_retriever=vector_retriever
     )
-    check_ranked(await pipeline.ainvoke("which topic?"), 8)
+    check_ranked(corpus, await pipeline.ainvoke("which topic?"), 8)
     assert server.request_count == M
 
 
 @pytest.mark.parametrize("make", MAKERS)
-async def test_input_documents_unchanged(make: Any, server: ScriptedOpenAIServer) -> None:
-    docs = documents()
+async def test_input_documents_unchanged(
+    corpus: Any, make: Any, server: ScriptedOpenAIServer
+) -> None:
+    docs = corpus.documents()
     before = copy.deepcopy(docs)
     reranker = make(server, top_n=None)
-    out = list(await reranker.acompress_documents(docs, "q")) + list(reranker.compress_documents(docs, "q"))
+    out = list(await reranker.acompress_documents(docs, "q")) + list(
+        reranker.compress_documents(docs, "q")
+    )
     assert docs == before and all("relevance_score" not in d.metadata for d in docs)
     assert all(not any(o is d or o.metadata is d.metadata for d in docs) for o in out)
 
 
-async def test_abatch_honours_max_concurrency(server: ScriptedOpenAIServer) -> None:
-    server.responder = oracle_responder(relevance, delay=0.05)
+async def test_abatch_honours_max_concurrency(corpus: Any, server: ScriptedOpenAIServer) -> None:
+    server.responder = oracle_responder(corpus.relevance, delay=0.05)
     reranker = core_reranker(server, top_n=2)
-    inputs = [{"query": f"q{i}", "documents": documents()} for i in range(3)]
+    inputs = [{"query": f"q{i}", "documents": corpus.documents()} for i in range(3)]
     one_at_a_time = await reranker.abatch(inputs, {"max_concurrency": 1})
     serial_peak = server.max_in_flight
     server.reset()
@@ -88,24 +100,28 @@ async def test_abatch_honours_max_concurrency(server: ScriptedOpenAIServer) -> N
     assert server.request_count == 3 * M
 
 
-def test_batch_sync_and_call_cap(server: ScriptedOpenAIServer) -> None:
-    server.responder = oracle_responder(relevance, delay=0.02)
+def test_batch_sync_and_call_cap(corpus: Any, server: ScriptedOpenAIServer) -> None:
+    server.responder = oracle_responder(corpus.relevance, delay=0.02)
     reranker = core_reranker(server, top_n=1, max_concurrency=2)  # at most 2 LLM calls in flight
-    results = reranker.batch([{"query": f"q{i}", "documents": documents()} for i in range(3)])
-    assert [r[0].page_content for r in results] == [expected_order(CORPUS)[0]] * 3
+    results = reranker.batch(
+        [{"query": f"q{i}", "documents": corpus.documents()} for i in range(3)]
+    )
+    assert [r[0].page_content for r in results] == [corpus.expected_order(corpus.texts)[0]] * 3
     assert server.max_in_flight <= 2 and server.request_count == 3 * M
 
 
-def test_with_retry_reruns_a_failed_ranking(server: ScriptedOpenAIServer) -> None:
+def test_with_retry_reruns_a_failed_ranking(corpus: Any, server: ScriptedOpenAIServer) -> None:
     # every sample of the first attempt gets a non-retryable 400: the ranking fails as a whole
-    server.responder = sequence(*[Fault.status(400)] * M, then=oracle_responder(relevance))
+    server.responder = sequence(*[Fault.status(400)] * M, then=oracle_responder(corpus.relevance))
     reranker = core_reranker(server, top_n=2)
     with pytest.raises(InsufficientSamplesError):
-        reranker.invoke({"query": "q", "documents": documents()})
+        reranker.invoke({"query": "q", "documents": corpus.documents()})
     server.reset()
-    server.responder = sequence(*[Fault.status(400)] * M, then=oracle_responder(relevance))
-    retrying = reranker.with_retry(retry_if_exception_type=(InsufficientSamplesError,), stop_after_attempt=2)
-    check_ranked(retrying.invoke({"query": "q", "documents": documents()}), 2)
+    server.responder = sequence(*[Fault.status(400)] * M, then=oracle_responder(corpus.relevance))
+    retrying = reranker.with_retry(
+        retry_if_exception_type=(InsufficientSamplesError,), stop_after_attempt=2
+    )
+    check_ranked(corpus, retrying.invoke({"query": "q", "documents": corpus.documents()}), 2)
     assert server.request_count == 2 * M
 
 
@@ -120,7 +136,15 @@ class Recorder(BaseCallbackHandler):
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         self.chains[run_id] = {"name": kwargs.get("name"), "tags": kwargs.get("tags")}
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self.llm_parents.append(parent_run_id)
 
     def on_custom_event(self, name: str, data: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -128,13 +152,19 @@ class Recorder(BaseCallbackHandler):
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-async def test_callbacks_see_child_llm_runs_and_events(server: ScriptedOpenAIServer, asynchronous: bool) -> None:
+async def test_callbacks_see_child_llm_runs_and_events(
+    corpus: Any, server: ScriptedOpenAIServer, asynchronous: bool
+) -> None:
     recorder = Recorder()
     reranker = chat_reranker(server, top_n=2).with_config(run_name="psc", tags=["rerank"])
     config: Any = {"callbacks": [recorder]}
-    request = {"query": "q", "documents": documents()}
-    docs = await reranker.ainvoke(request, config) if asynchronous else reranker.invoke(request, config)
-    check_ranked(docs, 2)
+    request = {"query": "q", "documents": corpus.documents()}
+    docs = (
+        await reranker.ainvoke(request, config)
+        if asynchronous
+        else reranker.invoke(request, config)
+    )
+    check_ranked(corpus, docs, 2)
     [(run_id, run)] = [(k, v) for k, v in recorder.chains.items() if v["name"] == "psc"]
     assert "rerank" in run["tags"]
     assert recorder.llm_parents == [run_id] * M  # every LLM call is a child of the rerank run
@@ -143,23 +173,30 @@ async def test_callbacks_see_child_llm_runs_and_events(server: ScriptedOpenAISer
     assert {rid for _, rid in recorder.events} == {run_id}
 
 
-async def test_astream_events_show_progress(server: ScriptedOpenAIServer) -> None:
+async def test_astream_events_show_progress(corpus: Any, server: ScriptedOpenAIServer) -> None:
     reranker = core_reranker(server, top_n=2, window_size=4, step=2)  # 3 windows over 8 docs
-    events = [e async for e in reranker.astream_events({"query": "q", "documents": documents()}, version="v2")]
+    events = [
+        e
+        async for e in reranker.astream_events(
+            {"query": "q", "documents": corpus.documents()}, version="v2"
+        )
+    ]
     custom = [e for e in events if e["event"] == "on_custom_event"]
     windows = [e["data"] for e in custom if e["name"] == "psc_window_end"]
     assert len(windows) == 3 and all(w["failed"] == 0 for w in windows)
     samples = [e["data"] for e in custom if e["name"] == "psc_sample_end"]
     assert len(samples) == 3 * M and {s["status"] for s in samples} == {"ok"}
     [end] = [e for e in events if e["event"] == "on_chain_end"]
-    assert [d.page_content for d in end["data"]["output"]] == expected_order(CORPUS)[:2]
+    assert [d.page_content for d in end["data"]["output"]] == corpus.expected_order(corpus.texts)[
+        :2
+    ]
 
 
-def test_backend_object_and_empty_input(server: ScriptedOpenAIServer) -> None:
+def test_backend_object_and_empty_input(corpus: Any, server: ScriptedOpenAIServer) -> None:
     backend = resolve_backend("openai:scripted", base_url=server.base_url, api_key="test")
     reranker = PSCReranker(backend=backend, num_permutations=M, top_n=None)
     assert reranker.compress_documents([], "q") == []
-    check_ranked(list(reranker.compress_documents(documents(), "q")), 8)
+    check_ranked(corpus, list(reranker.compress_documents(corpus.documents(), "q")), 8)
     assert server.request_count == M
 
 

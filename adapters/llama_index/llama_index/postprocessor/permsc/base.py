@@ -24,7 +24,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
-from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.bridge import run_sync
@@ -50,13 +50,15 @@ _RANKER_FIELDS = frozenset(
 )
 
 
-class PSCRerank(BaseNodePostprocessor):
+class PSCRerank(BaseNodePostprocessor, PromptMixin):
     """Rerank nodes by permutation self-consistency over a listwise LLM ranker.
 
     ``backend`` is a core backend object, a spec string (``"openai:gpt-4o-mini"``,
     ``"embedded"``; ``backend_options`` go to its factory, e.g. ``base_url``) or a
     LlamaIndex ``LLM`` (called through ``achat``). Returned nodes are new
     ``NodeWithScore`` objects, best first, scored ``(n - rank) / n`` from the consensus.
+    ``PromptMixin`` is mixed in explicitly: recent ``BaseNodePostprocessor`` releases define
+    its hooks but no longer inherit ``get_prompts``/``update_prompts``.
     """
 
     backend: Any = Field(exclude=True, description="Core backend, spec string or LlamaIndex LLM.")
@@ -91,8 +93,9 @@ class PSCRerank(BaseNodePostprocessor):
     _backend: Optional[Backend] = PrivateAttr(default=None)
     _ranker: Optional[PSCRanker] = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any, /) -> None:
-        super().model_post_init(context)
+    def __init__(self, backend: Any, **fields: Any) -> None:
+        super().__init__(backend=backend, **fields)
+        # Resolved here, not in a validator, so a bad backend raises the library's typed error.
         self._backend = _live_backend(self.backend, self.backend_options)
         if not self.model_name:
             self.model_name = self._backend.name
@@ -206,10 +209,13 @@ class PSCRerank(BaseNodePostprocessor):
 
 
 def _live_backend(backend: Any, options: Dict[str, Any]) -> Backend:
+    if options and not isinstance(backend, str):
+        raise ConfigurationError(
+            "backend_options apply to a spec string backend only; configure a backend object "
+            "or LLM yourself"
+        )
     if isinstance(backend, LLM):
         return LlamaIndexLLMBackend(backend)
-    if options and not isinstance(backend, str):
-        raise ConfigurationError("backend_options apply to a spec string backend only")
     return resolve_backend(backend, **options)
 
 

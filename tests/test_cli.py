@@ -1,0 +1,225 @@
+"""The ``permsc`` command line against a real loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from permsc_integrations.cli import main
+from permsc_integrations.testing import oracle_responder
+from permsc_integrations.windows import plan_windows
+
+pytest.importorskip("openai")
+
+
+def relevance(text: str) -> float:
+    """Passages end in their true relevance: 'passage about goldfish, grade 7'."""
+    match = re.search(r"grade (\d+)", text)
+    return float(match.group(1)) if match else -1.0
+
+
+def query_line(qid: str, grades: list[int]) -> dict:
+    return {
+        "qid": qid,
+        "query": f"goldfish question {qid}",
+        "candidates": [{"docid": f"{qid}-d{k}", "text": f"passage about goldfish, grade {g}"}
+                       for k, g in enumerate(grades)],
+    }
+
+
+GRADES = {"q1": [3, 9, 1, 7, 5], "q2": [2, 8, 6, 4], "q3": [10, 0, 5]}
+
+
+@pytest.fixture
+def queries(tmp_path: Path) -> Path:
+    path = tmp_path / "queries.jsonl"
+    path.write_text("".join(json.dumps(query_line(q, g)) + "\n" for q, g in GRADES.items()))
+    return path
+
+
+@pytest.fixture
+def oracle(scripted_server):
+    return scripted_server(oracle_responder(relevance))
+
+
+@pytest.fixture(autouse=True)
+def no_openai_env(monkeypatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def remote(server, *extra: str) -> list[str]:
+    return ["--backend", "openai:scripted", "--base-url", server.base_url, *extra]
+
+
+def true_order(qid: str) -> list[str]:
+    grades = GRADES[qid]
+    return [f"{qid}-d{k}" for k in sorted(range(len(grades)), key=lambda k: -grades[k])]
+
+
+def test_rank_writes_jsonl_in_input_order_with_the_true_ranking(queries, oracle, tmp_path, capsys):
+    out = tmp_path / "ranked.jsonl"
+    code = main(["rank", "--input", str(queries), "--output", str(out), "-m", "4",
+                 *remote(oracle)])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["qid"] for r in records] == list(GRADES)
+    for record in records:
+        assert [e["docid"] for e in record["ranking"]] == true_order(record["qid"])
+        assert [e["rank"] for e in record["ranking"]] == list(range(1, len(record["ranking"]) + 1))
+        scores = [e["score"] for e in record["ranking"]]
+        assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores)
+        assert record["samples"] == 4 and record["failed_samples"] == 0
+        assert record["usage"]["calls"] == 4 and record["confidence"] == 1.0
+    assert oracle.request_count == 3 * 4
+    assert capsys.readouterr().err == ""  # no progress bar when stderr is not a terminal
+
+
+def test_trec_format(queries, oracle, tmp_path):
+    out = tmp_path / "run.txt"
+    code = main(["rank", "-i", str(queries), "-o", str(out), "-m", "2", "--format", "trec",
+                 "--tag", "mytag", *remote(oracle)])
+    assert code == 0
+    rows = [line.split(" ") for line in out.read_text().splitlines()]
+    assert len(rows) == sum(len(g) for g in GRADES.values())
+    assert all(len(r) == 6 and r[1] == "Q0" and r[5] == "mytag" for r in rows)
+    for qid in GRADES:
+        mine = [r for r in rows if r[0] == qid]
+        assert [r[2] for r in mine] == true_order(qid)
+        assert [int(r[3]) for r in mine] == list(range(1, len(mine) + 1))
+        assert [float(r[4]) for r in mine] == sorted((float(r[4]) for r in mine), reverse=True)
+
+
+def test_plain_query_items_lines_and_stdout(tmp_path, oracle, capsys):
+    path = tmp_path / "plain.jsonl"
+    items = ["grade 1 text", "grade 4 text", "grade 2 text"]
+    path.write_text(json.dumps({"query": "q", "items": items}) + "\n")
+    assert main(["rank", "--input", str(path), "-m", "3", *remote(oracle)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["qid"] == "1"  # the line number when the line has no id
+    assert record["items"] == ["grade 4 text", "grade 2 text", "grade 1 text"]
+    assert record["order"] == [1, 2, 0]
+
+
+def test_bad_lines_are_reported_skipped_and_fail_the_run_at_the_end(tmp_path, oracle, capsys):
+    path = tmp_path / "mixed.jsonl"
+    lines = [json.dumps(query_line("q1", GRADES["q1"])), "{not json", json.dumps({"query": "x"}),
+             "", json.dumps(query_line("q3", GRADES["q3"]))]
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "ranked.jsonl"
+    code = main(["rank", "-i", str(path), "-o", str(out), "-m", "2", *remote(oracle)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "line 2: invalid JSON" in err and "line 3: expected 'candidates'" in err
+    assert "Traceback" not in err
+    assert [json.loads(x)["qid"] for x in out.read_text().splitlines()] == ["q1", "q3"]
+
+
+def test_a_failing_query_loses_nothing_else(tmp_path, scripted_server, capsys):
+    def responder(request):  # answers garbage for q2 only
+        return "no idea" if "question q2" in request.text else oracle_responder(relevance)(request)
+
+    server = scripted_server(responder)
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(query_line(q, g)) + "\n" for q, g in GRADES.items()))
+    out = tmp_path / "ranked.jsonl"
+    code = main(["rank", "-i", str(path), "-o", str(out), "-m", "2", *remote(server)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "query q2 failed" in err and len(err.strip().splitlines()) == 2
+    assert [json.loads(x)["qid"] for x in out.read_text().splitlines()] == ["q1", "q3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--input", "/no/such/queries.jsonl"], "input file not found: /no/such/queries.jsonl"),
+        (["--backend", "nosuch:model"], "unknown backend 'nosuch'; available: embedded, llamacpp"),
+        (["--aggregator", "nosuch"], "unknown aggregator 'nosuch'; available: borda"),
+    ],
+)
+def test_clear_one_line_errors(queries, argv, expected, tmp_path, capsys):
+    base = ["rank", "--input", str(queries), "-o", str(tmp_path / "o.jsonl"),
+            "--backend", "openai:m", "--base-url", "http://127.0.0.1:9/v1"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_extra_names_the_install_line(queries, capsys):
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("llama-cpp-python is installed")
+    assert main(["rank", "--input", str(queries), "--backend", "llamacpp:/m.gguf"]) == 2
+    assert "pip install 'permsc-integrations[llamacpp]'" in capsys.readouterr().err
+
+
+def test_cache_makes_a_second_run_free(queries, oracle, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    args = ["rank", "-i", str(queries), "-o", str(tmp_path / "a.jsonl"), "-m", "3",
+            "--cache", str(cache), *remote(oracle)]
+    assert main(args) == 0
+    first = oracle.request_count
+    assert main(args) == 0
+    assert oracle.request_count == first
+    records = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert all(r["usage"]["cached_calls"] == 3 for r in records)
+
+
+def test_installed_console_script(queries, oracle, tmp_path):
+    script = Path(sys.executable).with_name("permsc")
+    if not script.exists():
+        pytest.skip("the permsc console script is not installed in this environment")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run(
+        [str(script), "rank", "-i", str(queries), "--format", "trec", "-m", "2", *remote(oracle)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split()[:4] == ["q1", "Q0", true_order("q1")[0], "1"]
+    missing = subprocess.run([str(script), "estimate", "-i", str(tmp_path / "none.jsonl")],
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip() == f"permsc: error: input file not found: {tmp_path / 'none.jsonl'}"
+
+
+def test_estimate_counts_windows_times_m_without_any_call(tmp_path, capsys):
+    path = tmp_path / "big.jsonl"
+    rows = [query_line("a", list(range(45))), query_line("b", list(range(12)))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["estimate", "-i", str(path), "-m", "5", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    windows = len(plan_windows(45)) + len(plan_windows(12))
+    assert got["windows"] == windows and got["calls"] == windows * 5
+    assert got["queries"] == 2 and got["items"] == 57
+    chars = sum(len(c["text"]) for r in rows for c in r["candidates"])
+    assert got["prompt_tokens"] > 5 * chars / 4  # every passage is shown m times at least once
+    assert got["bad_lines"] == 0
+
+
+def test_demo_against_the_scripted_server(oracle, capsys):
+    assert main(["demo", "-m", "4", *remote(oracle)]) == 0
+    out = capsys.readouterr().out
+    assert "Original order:" in out and "Aggregated ranking:" in out
+    assert "Samples parsed: 4 of 4 (4 full, 0 partial); 0 failed" in out
+    assert len(re.findall(r"^\s+\d+\. \[ok", out, re.M)) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_demo_on_the_embedded_model(capsys):
+    pytest.importorskip("transformers")
+    assert main(["demo", "-m", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Backend: embedded:smollm2-135m" in out
+    assert re.search(r"Samples parsed: \d of 2", out)
+    assert "ranks poorly" in out
