@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import anyio
-
 from _report import write_section
+
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.embedded import embedded_backend
 from permsc_integrations.metrics import kendall_tau
@@ -36,9 +36,9 @@ def window(items: int, words: int) -> tuple[str, list[str]]:
     return row["query"], texts
 
 
-def quality(prompt, perms, texts, answers) -> dict[str, float]:
+def quality(prompt, texts, answers) -> dict[str, float]:
     statuses, echo = [], []
-    for perm, answer in zip(perms, answers):
+    for answer in answers:
         try:
             parsed = prompt.parse(answer.text, len(texts))
         except ValueError:
@@ -74,35 +74,44 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
     gen_b = sum(c.usage.completion_tokens for c in batched)
     gen_s = sum(c.usage.completion_tokens for c in single)
     return {
-        "device": f"{backend.device}/{backend.dtype}", "items": len(texts), "m": args.m,
+        "device": f"{backend.device}/{backend.dtype}",
+        "items": len(texts),
+        "m": args.m,
         "prompt_tokens": sum(c.usage.prompt_tokens for c in batched) // args.m,
-        "t_batch": t_batch, "t_single": t_single, "gen_batch": gen_b, "gen_single": gen_s,
-        "same": sum(a.text == b.text for a, b in zip(batched, single)),
-        "quality": quality(prompt, perms, texts, batched),
+        "t_batch": t_batch,
+        "t_single": t_single,
+        "gen_batch": gen_b,
+        "gen_single": gen_s,
+        "same": sum(a.text == b.text for a, b in zip(batched, single, strict=True)),
+        "quality": quality(prompt, texts, batched),
     }
 
 
 def render(r: dict, args: argparse.Namespace) -> str:
     q = r["quality"]
-    return "\n".join([
-        "## Local model: batched vs one by one\n",
-        f"Embedded SmolLM2-135M-Instruct (GGUF Q4_1 via transformers) on {r['device']}: one window "
-        f"of {r['items']} DL19 BM25 passages (first query, cut to {args.words} words; "
-        f"~{r['prompt_tokens']} prompt tokens each), m={r['m']} RankGPT prompts, greedy, at most "
-        f"{args.max_new_tokens} new tokens.\n",
-        "| mode | wall s | generated tokens | generated tok/s |", "|---|---|---|---|",
-        f"| one `generate` for all {r['m']} (left-padded batch) | {r['t_batch']:.1f} | "
-        f"{r['gen_batch']} | {r['gen_batch'] / r['t_batch']:.1f} |",
-        f"| {r['m']} calls one by one | {r['t_single']:.1f} | {r['gen_single']} | "
-        f"{r['gen_single'] / r['t_single']:.1f} |",
-        "",
-        f"One by one / batched wall time: **{r['t_single'] / r['t_batch']:.1f}x**. "
-        f"Identical texts in both modes: {r['same']} of {r['m']}.",
-        "",
-        f"Answer quality (batched answers): {q['full']:.0%} full valid rankings, "
-        f"{q['partial']:.0%} partial, {q['invalid']:.0%} unparseable; mean Kendall tau of a parsed "
-        f"answer to the order it was shown in: {q['echo_tau']:.2f} (1.0 = pure echo).",
-    ])
+    return "\n".join(
+        [
+            "## Local model: batched vs one by one\n",
+            "Embedded SmolLM2-135M-Instruct (GGUF Q4_1 via transformers) on "
+            f"{r['device']}: one window of {r['items']} DL19 BM25 passages (first query, "
+            f"cut to {args.words} words; "
+            f"~{r['prompt_tokens']} prompt tokens each), m={r['m']} RankGPT prompts, greedy, "
+            f"at most {args.max_new_tokens} new tokens.\n",
+            "| mode | wall s | generated tokens | generated tok/s |",
+            "|---|---|---|---|",
+            f"| one `generate` for all {r['m']} (left-padded batch) | {r['t_batch']:.1f} | "
+            f"{r['gen_batch']} | {r['gen_batch'] / r['t_batch']:.1f} |",
+            f"| {r['m']} calls one by one | {r['t_single']:.1f} | {r['gen_single']} | "
+            f"{r['gen_single'] / r['t_single']:.1f} |",
+            "",
+            f"One by one / batched wall time: **{r['t_single'] / r['t_batch']:.1f}x**. "
+            f"Identical texts in both modes: {r['same']} of {r['m']}.",
+            "",
+            f"Answer quality (batched answers): {q['full']:.0%} full valid rankings, "
+            f"{q['partial']:.0%} partial, {q['invalid']:.0%} unparseable; mean Kendall tau of a "
+            f"parsed answer to the order it was shown in: {q['echo_tau']:.2f} (1.0 = pure echo).",
+        ]
+    )
 
 
 def main() -> None:

@@ -94,7 +94,8 @@ def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -
     Interrupting the caller (Ctrl-C) cancels the coroutine. Calling this from inside a
     coroutine that itself runs on the bridge would deadlock and raises instead.
     """
-    if threading.current_thread().name == _THREAD_NAME:
+    current = _current
+    if current is not None and threading.current_thread() is current.thread:
         raise ConfigurationError(
             "a sync entry point (rank, rank_many, close) was called from code already running "
             "on the sync bridge; use the async form (arank, arank_many, aclose) there"

@@ -6,6 +6,8 @@ the backend under the shared :class:`anyio.CapacityLimiter` (and an optional per
 one), retries retryable failures (:mod:`.retry`), re-asks unparseable answers up to
 ``reasks`` times, maps each answer back to the original items and aggregates the samples
 that succeeded. A :class:`BatchBackend` gets each round of a window's prompts as one batch.
+``Sample.attempts`` counts asks (1 + re-asks); its ``usage.calls`` counts every backend
+attempt, retries included.
 
 Example:
     >>> import anyio
@@ -29,7 +31,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,7 +51,7 @@ from .retry import RetryPolicy, call_with_retry
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowEngine", "derive_seed", "REASK"]
+__all__ = ["WindowEngine", "derive_seed", "add_note", "REASK"]
 
 REASK = (
     "Your answer could not be read as a ranking. Answer again with only the ranking of all "
@@ -154,7 +156,7 @@ class WindowEngine:
                 if not s.ok
             ]
             error = InsufficientSamplesError(len(good), self.required, failures)
-            error.add_note(f"in the window at positions {start}..{start + len(indices) - 1}")
+            add_note(error, f"in the window at positions {start}..{start + len(indices) - 1}")
             raise error
         n = len(indices)
         consensus = aggregate(good, method=self.aggregator, n_items=n)
@@ -302,13 +304,40 @@ class _Run:
             hit = await self.e.cache.aget(key)
             if hit is not None:
                 return hit, Usage(cached_calls=1)
-        async with _Limited(self.request_limiter, self.e.limiter):
-            completion, usage = await _timed(
-                lambda: self.e.backend.acomplete(messages, self.e.settings), self.e
-            )
+        completion, usage = await self._timed(
+            lambda: self.e.backend.acomplete(messages, self.e.settings)
+        )
         if key is not None and self.e.cache is not None:
             await self.e.cache.aset(key, completion)
         return completion, usage + _tokens(completion)
+
+    async def _timed(self, call: Callable[[], Awaitable[Any]]) -> tuple[Any, Usage]:
+        """``call()`` with retries, one limiter slot per attempt; usage counts attempts,
+        retries and the attempts' summed latency (not queueing, not backoff)."""
+        attempts, latency = 0, 0.0
+
+        async def counted() -> Any:
+            nonlocal attempts, latency
+            attempts += 1
+            began = time.perf_counter()
+            try:
+                return await call()
+            finally:
+                latency += time.perf_counter() - began
+
+        def slot() -> _Limited:
+            return _Limited(self.request_limiter, self.e.limiter)
+
+        try:
+            result, retries = await call_with_retry(
+                counted, self.e.retry, self.e.settings.timeout, guard=slot
+            )
+        except BackendError as exc:
+            exc._permsc_usage = Usage(  # type: ignore[attr-defined]
+                calls=attempts, retries=max(0, attempts - 1), latency_s=latency
+            )
+            raise
+        return result, Usage(calls=attempts, retries=retries, latency_s=latency)
 
     async def _call_batch(self, batch: list[list[Message]]) -> list[tuple[Completion, Usage]]:
         e = self.e
@@ -318,10 +347,9 @@ class _Run:
         out: list[Any] = [None if h is None else (h, Usage(cached_calls=1)) for h in hits]
         if todo:
             backend: Any = e.backend
-            async with _Limited(self.request_limiter, e.limiter):
-                completions, usage = await _timed(
-                    lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings), e
-                )
+            completions, usage = await self._timed(
+                lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings)
+            )
             if len(completions) != len(todo):
                 raise BackendError(
                     f"{e.backend.name}: batch of {len(todo)} gave {len(completions)} answers"
@@ -359,26 +387,6 @@ def _tokens(completion: Completion) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
 
 
-async def _timed(call: Callable[[], Any], engine: WindowEngine) -> tuple[Any, Usage]:
-    """Run ``call`` with retries; usage counts attempts, retries and wall latency."""
-    began = time.perf_counter()
-    attempts = 0
-
-    def counted() -> Any:
-        nonlocal attempts
-        attempts += 1
-        return call()
-
-    try:
-        result, retries = await call_with_retry(counted, engine.retry, engine.settings.timeout)
-    except BackendError as exc:
-        exc._permsc_usage = Usage(  # type: ignore[attr-defined]
-            calls=attempts, retries=max(0, attempts - 1), latency_s=time.perf_counter() - began
-        )
-        raise
-    return result, Usage(calls=attempts, retries=retries, latency_s=time.perf_counter() - began)
-
-
 def _first(group: BaseExceptionGroup) -> BaseException:
     """The first real failure in a task-group error (the others are noted on it)."""
     flat: list[BaseException] = []
@@ -390,5 +398,11 @@ def _first(group: BaseExceptionGroup) -> BaseException:
         else:
             flat.append(exc)
     if len(flat) > 1 and isinstance(flat[0], Exception):
-        flat[0].add_note(f"{len(flat) - 1} other sample(s) of this window also failed")
+        add_note(flat[0], f"{len(flat) - 1} other sample(s) of this window also failed")
     return flat[0]
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` where Python has it (3.11+); a no-op on 3.10."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)

@@ -31,7 +31,9 @@ __all__ = [
 ]
 
 
-def _common_positions(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+def _common_positions(
+    a: Sequence[Hashable], b: Sequence[Hashable]
+) -> tuple[np.ndarray, np.ndarray]:
     for name, r in (("a", a), ("b", b)):
         if len(set(r)) != len(r):
             raise InvalidRankingError(f"ranking {name} lists an item twice: {list(r)}")
@@ -91,7 +93,9 @@ def kendalls_w(rankings: Sequence[Sequence[int]], n_items: int | None = None) ->
     ranks = np.zeros((m, n))
     for k, r in enumerate(rankings):
         if sorted(r) != list(range(n)):
-            raise InvalidRankingError(f"kendalls_w needs full rankings of 0..{n - 1}; got {list(r)}")
+            raise InvalidRankingError(
+                f"kendalls_w needs full rankings of 0..{n - 1}; got {list(r)}"
+            )
         ranks[k, np.asarray(r, dtype=np.intp)] = np.arange(n)
     totals = ranks.sum(0)
     s = float(((totals - totals.mean()) ** 2).sum())
@@ -103,9 +107,7 @@ def ndcg_at_k(
 ) -> float:
     """nDCG@k as trec_eval computes it: gain = grade, discount 1/log2(rank + 1), ideal
     from all judged documents of the query; unjudged documents gain 0."""
-    dcg = sum(
-        qrels_for_query.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked_docids[:k])
-    )
+    dcg = sum(qrels_for_query.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked_docids[:k]))
     ideal = sorted((g for g in qrels_for_query.values() if g > 0), reverse=True)[:k]
     idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / idcg if idcg > 0 else 0.0

@@ -31,7 +31,7 @@ from .backends import resolve_backend
 from .backends.base import Backend, GenerationSettings
 from .bridge import run_sync
 from .cache import ResponseCache
-from .engine import WindowEngine, derive_seed
+from .engine import WindowEngine, add_note, derive_seed
 from .errors import ConfigurationError
 from .events import Event, EventHook, EventKind, emit
 from .items import normalize_items
@@ -161,7 +161,11 @@ class PSCRanker:
         on_event: EventHook | None = None,
         request_id: Any = None,
     ) -> RankingResult:
-        """Rank ``items`` for ``query``; ``result.order`` indexes ``items``, best first."""
+        """Rank ``items`` for ``query``; ``result.order`` indexes ``items``, best first.
+
+        ``on_event`` receives this request's events besides the ranker's hook; ``request_id``
+        tags them. Cancelling the caller cancels every call in flight.
+        """
         texts, _ = normalize_items(items)
         plan = plan_windows(
             len(texts), window_size=self.window_size, step=self.step, top_k=self.top_k
@@ -344,5 +348,5 @@ def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest
 
 def _first_failure(failures: list[BaseException]) -> BaseException:
     for extra in failures[1:]:
-        failures[0].add_note(f"another request also failed: {type(extra).__name__}: {extra}")
+        add_note(failures[0], f"another request also failed: {type(extra).__name__}: {extra}")
     return failures[0]

@@ -20,10 +20,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -99,12 +101,18 @@ class RetryPolicy:
 
 
 async def call_with_retry(
-    fn: Callable[[], Awaitable[T]], policy: RetryPolicy, timeout: float | None
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    timeout: float | None,
+    *,
+    guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
 ) -> tuple[T, int]:
     """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries).
 
-    The final failure is re-raised as is (a :class:`BackendError` subclass for backend
-    failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
+    ``guard()`` (a capacity-limiter slot, say) is held around each attempt but not during
+    backoff, and waiting for it does not count against the per-call timeout. The final
+    failure is re-raised as is (a :class:`BackendError` subclass for backend failures,
+    :class:`BackendTimeoutError` when the timeout cut the last attempt).
     """
     deadline = (
         math.inf if policy.max_total_time is None else time.monotonic() + policy.max_total_time
@@ -113,8 +121,9 @@ async def call_with_retry(
     async for attempt in policy.retrying():
         with attempt:
             attempts += 1
-            limit = min(math.inf if timeout is None else timeout, deadline - time.monotonic())
-            result = await _attempt(fn, limit, timeout)
+            async with guard() if guard is not None else contextlib.nullcontext():
+                limit = min(math.inf if timeout is None else timeout, deadline - time.monotonic())
+                result = await _attempt(fn, limit, timeout)
     return result, attempts - 1
 
 

@@ -240,7 +240,6 @@ def noisy_responder(
     return respond
 
 
-
 def _as_reply(value: Any) -> Reply | Fault:
     if isinstance(value, (Reply, Fault)):
         return value
@@ -272,8 +271,13 @@ class _ChatEndpoint:
         except (ValueError, TypeError, AttributeError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
-        start = time.perf_counter()
-        done = lambda outcome: self.server._finish(request, start, outcome)  # noqa: E731
+        start, finished = time.perf_counter(), []
+
+        def done(outcome: str) -> None:  # recorded once, just before the answer goes out
+            if not finished:
+                finished.append(outcome)
+                self.server._finish(request, start, outcome)
+
         try:
             await self._answer(request, scope, send, done)
         except asyncio.CancelledError:  # the server is stopping: abandon quietly
@@ -302,24 +306,14 @@ class _ChatEndpoint:
 
     def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, Any]:
         prompt, completion = _tokens(request.text), _tokens(reply.text)
+        message = {"role": "assistant", "content": reply.text}
         return {
-            "id": f"chatcmpl-scripted-{request.index}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.model or self.server.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply.text},
-                    "finish_reason": reply.finish_reason,
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "id": f"chatcmpl-scripted-{request.index}", "object": "chat.completion",
+            "created": int(time.time()), "model": request.model or self.server.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason,
+                         "logprobs": None}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion},
         }
 
 
@@ -368,9 +362,12 @@ class ScriptedOpenAIServer:
     ``requests``, ``records``, ``request_count``, ``in_flight`` and ``max_in_flight``.
     """
 
-    def __init__(self, responder: Responder | None = None, *, model: str = "scripted-model") -> None:
+    def __init__(
+        self, responder: Responder | None = None, *, model: str = "scripted-model",
+        http: str = "h11",
+    ) -> None:
         self.responder: Responder = responder or (lambda request: "[1]")
-        self.model = model
+        self.model, self.http = model, http  # http: uvicorn's parser, "h11" or "httptools"
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -440,7 +437,7 @@ class ScriptedOpenAIServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._app(), loop="asyncio", http="h11", lifespan="off", log_config=None,
+            self._app(), loop="asyncio", http=self.http, lifespan="off", log_config=None,
             log_level="warning", access_log=False, proxy_headers=False, backlog=4096, timeout_keep_alive=30,
         )
         self._server = uvicorn.Server(config)

@@ -70,12 +70,16 @@ def test_borda_counts_only_items_listed_after() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(case=rankings_and_n(max_n=10), start=st.sampled_from(["borda", "rrf", "copeland"]))
-def test_local_search_never_worsens_its_start(case: tuple[list[list[int]], int], start: str) -> None:
+def test_local_search_never_worsens_its_start(
+    case: tuple[list[list[int]], int], start: str
+) -> None:
     rankings, n = case
     initial = aggregate(rankings, method=start, n_items=n)
     refined = aggregate(rankings, method="local_search", n_items=n, initial=start)
     assert kemeny_objective(rankings, refined, n) <= kemeny_objective(rankings, initial, n)
-    by_callable = aggregate(rankings, method="local_search", n_items=n, initial=aggregators.get(start))
+    by_callable = aggregate(
+        rankings, method="local_search", n_items=n, initial=aggregators.get(start)
+    )
     assert by_callable == refined
 
 
@@ -111,7 +115,9 @@ def test_unknown_name_lists_the_known_ones() -> None:
         aggregate([[0, 1]], method="nope")
 
 
-def test_entry_point_aggregators_are_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_point_aggregators_are_discovered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real installed-distribution layout on sys.path, read by importlib.metadata."""
     (tmp_path / "ep_agg_plugin.py").write_text(
         "def first_seen(rankings, *, n_items, **_):\n"
@@ -145,7 +151,9 @@ def test_entry_point_aggregators_are_discovered(tmp_path: Path, monkeypatch: pyt
         ("012", None, "not a string"),
     ],
 )
-def test_bad_input_raises_invalid_ranking_error(rankings: object, n_items: int | None, match: str) -> None:
+def test_bad_input_raises_invalid_ranking_error(
+    rankings: object, n_items: int | None, match: str
+) -> None:
     with pytest.raises(InvalidRankingError, match=match):
         aggregate(rankings, n_items=n_items)  # type: ignore[arg-type]
 

@@ -28,8 +28,10 @@ def query_line(qid: str, grades: list[int]) -> dict:
     return {
         "qid": qid,
         "query": f"goldfish question {qid}",
-        "candidates": [{"docid": f"{qid}-d{k}", "text": f"passage about goldfish, grade {g}"}
-                       for k, g in enumerate(grades)],
+        "candidates": [
+            {"docid": f"{qid}-d{k}", "text": f"passage about goldfish, grade {g}"}
+            for k, g in enumerate(grades)
+        ],
     }
 
 
@@ -65,8 +67,7 @@ def true_order(qid: str) -> list[str]:
 
 def test_rank_writes_jsonl_in_input_order_with_the_true_ranking(queries, oracle, tmp_path, capsys):
     out = tmp_path / "ranked.jsonl"
-    code = main(["rank", "--input", str(queries), "--output", str(out), "-m", "4",
-                 *remote(oracle)])
+    code = main(["rank", "--input", str(queries), "--output", str(out), "-m", "4", *remote(oracle)])
     assert code == 0, capsys.readouterr().err
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["qid"] for r in records] == list(GRADES)
@@ -83,8 +84,22 @@ def test_rank_writes_jsonl_in_input_order_with_the_true_ranking(queries, oracle,
 
 def test_trec_format(queries, oracle, tmp_path):
     out = tmp_path / "run.txt"
-    code = main(["rank", "-i", str(queries), "-o", str(out), "-m", "2", "--format", "trec",
-                 "--tag", "mytag", *remote(oracle)])
+    code = main(
+        [
+            "rank",
+            "-i",
+            str(queries),
+            "-o",
+            str(out),
+            "-m",
+            "2",
+            "--format",
+            "trec",
+            "--tag",
+            "mytag",
+            *remote(oracle),
+        ]
+    )
     assert code == 0
     rows = [line.split(" ") for line in out.read_text().splitlines()]
     assert len(rows) == sum(len(g) for g in GRADES.values())
@@ -109,8 +124,13 @@ def test_plain_query_items_lines_and_stdout(tmp_path, oracle, capsys):
 
 def test_bad_lines_are_reported_skipped_and_fail_the_run_at_the_end(tmp_path, oracle, capsys):
     path = tmp_path / "mixed.jsonl"
-    lines = [json.dumps(query_line("q1", GRADES["q1"])), "{not json", json.dumps({"query": "x"}),
-             "", json.dumps(query_line("q3", GRADES["q3"]))]
+    lines = [
+        json.dumps(query_line("q1", GRADES["q1"])),
+        "{not json",
+        json.dumps({"query": "x"}),
+        "",
+        json.dumps(query_line("q3", GRADES["q3"])),
+    ]
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "ranked.jsonl"
     code = main(["rank", "-i", str(path), "-o", str(out), "-m", "2", *remote(oracle)])
@@ -145,8 +165,17 @@ def test_a_failing_query_loses_nothing_else(tmp_path, scripted_server, capsys):
     ],
 )
 def test_clear_one_line_errors(queries, argv, expected, tmp_path, capsys):
-    base = ["rank", "--input", str(queries), "-o", str(tmp_path / "o.jsonl"),
-            "--backend", "openai:m", "--base-url", "http://127.0.0.1:9/v1"]
+    base = [
+        "rank",
+        "--input",
+        str(queries),
+        "-o",
+        str(tmp_path / "o.jsonl"),
+        "--backend",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ]
     assert main(base + argv) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -165,8 +194,18 @@ def test_missing_extra_names_the_install_line(queries, capsys):
 
 def test_cache_makes_a_second_run_free(queries, oracle, tmp_path):
     cache = tmp_path / "cache.sqlite"
-    args = ["rank", "-i", str(queries), "-o", str(tmp_path / "a.jsonl"), "-m", "3",
-            "--cache", str(cache), *remote(oracle)]
+    args = [
+        "rank",
+        "-i",
+        str(queries),
+        "-o",
+        str(tmp_path / "a.jsonl"),
+        "-m",
+        "3",
+        "--cache",
+        str(cache),
+        *remote(oracle),
+    ]
     assert main(args) == 0
     first = oracle.request_count
     assert main(args) == 0
@@ -182,14 +221,24 @@ def test_installed_console_script(queries, oracle, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     done = subprocess.run(
         [str(script), "rank", "-i", str(queries), "--format", "trec", "-m", "2", *remote(oracle)],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split()[:4] == ["q1", "Q0", true_order("q1")[0], "1"]
-    missing = subprocess.run([str(script), "estimate", "-i", str(tmp_path / "none.jsonl")],
-                             capture_output=True, text=True, timeout=120, env=env)
+    missing = subprocess.run(
+        [str(script), "estimate", "-i", str(tmp_path / "none.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert missing.stderr.strip() == f"permsc: error: input file not found: {tmp_path / 'none.jsonl'}"
+    assert (
+        missing.stderr.strip() == f"permsc: error: input file not found: {tmp_path / 'none.jsonl'}"
+    )
 
 
 def test_estimate_counts_windows_times_m_without_any_call(tmp_path, capsys):
@@ -223,3 +272,9 @@ def test_demo_on_the_embedded_model(capsys):
     assert "Backend: embedded:smollm2-135m" in out
     assert re.search(r"Samples parsed: \d of 2", out)
     assert "ranks poorly" in out
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "rank" in err and "demo" in err and "estimate" in err

@@ -6,8 +6,8 @@ from importlib.metadata import distribution
 
 import pytest
 
-from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends import embedded as embedded_module
+from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.embedded import embedded_backend, embedded_model_path
 from permsc_integrations.errors import ConfigurationError, MissingDependencyError
 

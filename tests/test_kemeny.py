@@ -44,7 +44,9 @@ def _brute_force(rankings: list[list[int]], n: int) -> int:
 
 
 @st.composite
-def instances(draw: st.DrawFn, max_n: int = 8, partial: bool | None = None) -> tuple[list[list[int]], int]:
+def instances(
+    draw: st.DrawFn, max_n: int = 8, partial: bool | None = None
+) -> tuple[list[list[int]], int]:
     n = draw(st.integers(1, max_n))
     m = draw(st.integers(1, 7))
     cut = draw(st.booleans()) if partial is None else partial
@@ -98,7 +100,9 @@ def test_kemeny_never_worse_than_any_heuristic(case: tuple[list[list[int]], int]
 
 @settings(max_examples=100, deadline=None)
 @given(instances(max_n=10), st.data())
-def test_condorcet_winner_comes_first(case: tuple[list[list[int]], int], data: st.DataObject) -> None:
+def test_condorcet_winner_comes_first(
+    case: tuple[list[list[int]], int], data: st.DataObject
+) -> None:
     rankings, n = case
     winner = data.draw(st.integers(0, n - 1))
     full = [[winner, *[i for i in r if i != winner]] for r in rankings]  # winner tops every ranking
@@ -134,7 +138,9 @@ def test_solution_is_a_frozen_value() -> None:
 
 
 @pytest.mark.skipif(not has_highspy, reason="highspy not installed")
-def test_past_the_time_limit_it_is_flagged_with_a_true_bound(caplog: pytest.LogCaptureFixture) -> None:
+def test_past_the_time_limit_it_is_flagged_with_a_true_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     rng = np.random.default_rng(3)
     rankings = [rng.permutation(60).tolist() for _ in range(9)]
     sol = kemeny_solve(rankings, n_items=60, time_limit=0.02)
@@ -206,3 +212,12 @@ def test_pulp_solver_object_and_bad_name() -> None:
     assert via.objective == kemeny_solve(rankings, n_items=n, time_limit=30).objective
     with pytest.raises(ConfigurationError, match="NOPE"):
         kemeny_solve(rankings, n_items=n, solver="pulp:NOPE")
+
+
+def test_bad_options_are_configuration_errors() -> None:
+    from permsc_integrations.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="time_limit"):
+        aggregate([[0, 1]], method="kemeny", time_limt=2)
+    with pytest.raises(ConfigurationError, match="pulp:CBC"):
+        aggregate([[0, 1]], method="kemeny", solver="cbc")

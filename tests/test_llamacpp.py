@@ -9,7 +9,11 @@ import pytest
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.llamacpp import LlamaCppBackend
-from permsc_integrations.errors import ConfigurationError, ContextLengthError, MissingDependencyError
+from permsc_integrations.errors import (
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+)
 
 try:
     import llama_cpp  # noqa: F401
@@ -25,7 +29,9 @@ HELLO = [{"role": "user", "content": "Say hello."}]
 
 @pytest.mark.skipif(HAVE_LLAMA_CPP, reason="llama-cpp-python is installed")
 def test_without_llama_cpp_the_error_names_the_extra() -> None:
-    with pytest.raises(MissingDependencyError, match=r"pip install 'permsc-integrations\[llamacpp\]'"):
+    with pytest.raises(
+        MissingDependencyError, match=r"pip install 'permsc-integrations\[llamacpp\]'"
+    ):
         LlamaCppBackend("/models/any.gguf")
     with pytest.raises(MissingDependencyError, match="llamacpp"):
         resolve_backend("llamacpp:/models/any.gguf")

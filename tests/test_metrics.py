@@ -29,7 +29,11 @@ def _ranks(order: list[int]) -> list[int]:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(2, 15).flatmap(lambda n: st.tuples(st.permutations(range(n)), st.permutations(range(n)))))
+@given(
+    st.integers(2, 15).flatmap(
+        lambda n: st.tuples(st.permutations(range(n)), st.permutations(range(n)))
+    )
+)
 def test_kendall_tau_matches_scipy_on_full_rankings(pair: tuple[list[int], list[int]]) -> None:
     a, b = list(pair[0]), list(pair[1])
     expected = scipy_stats.kendalltau(_ranks(a), _ranks(b)).statistic
@@ -39,8 +43,12 @@ def test_kendall_tau_matches_scipy_on_full_rankings(pair: tuple[list[int], list[
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.permutations(range(10)), st.permutations(range(10)), st.integers(0, 10), st.integers(0, 10))
-def test_partial_rankings_use_only_shared_pairs(a: list[int], b: list[int], ka: int, kb: int) -> None:
+@given(
+    st.permutations(range(10)), st.permutations(range(10)), st.integers(0, 10), st.integers(0, 10)
+)
+def test_partial_rankings_use_only_shared_pairs(
+    a: list[int], b: list[int], ka: int, kb: int
+) -> None:
     pa, pb = list(a[:ka]), list(b[:kb])
     shared = [i for i in pa if i in pb]
     restricted_b = [i for i in pb if i in shared]
@@ -65,7 +73,9 @@ def test_consensus_confidence_is_the_mean_tau_to_the_consensus() -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(3, 8).flatmap(lambda n: st.lists(st.permutations(range(n)), min_size=2, max_size=6)))
+@given(
+    st.integers(3, 8).flatmap(lambda n: st.lists(st.permutations(range(n)), min_size=2, max_size=6))
+)
 def test_kendalls_w_matches_mean_spearman(rankings: list[list[int]]) -> None:
     """Identity for full rankings without ties: mean pairwise Spearman rho = (mW - 1)/(m - 1)."""
     m = len(rankings)
@@ -97,7 +107,7 @@ def test_ndcg_matches_pytrec_eval(data: st.DataObject) -> None:
     for q in range(data.draw(st.integers(1, 4))):
         docs = [f"d{i}" for i in range(data.draw(st.integers(1, 25)))]
         grades = data.draw(st.lists(st.integers(0, 3), min_size=len(docs), max_size=len(docs)))
-        qrels[f"q{q}"] = dict(zip(docs, grades))
+        qrels[f"q{q}"] = dict(zip(docs, grades, strict=True))
         ranked = data.draw(st.permutations(docs + ["u1", "u2"]))
         run[f"q{q}"] = list(ranked)
     scored = {q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in run.items()}

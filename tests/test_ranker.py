@@ -210,6 +210,13 @@ async def test_a_failed_request_loses_no_other_result() -> None:
     mixed = [x async for x in r.arank_many(requests, return_exceptions=True)]
     assert sum(isinstance(x, InsufficientSamplesError) for x in mixed) == 1 and len(mixed) == 3
 
+    two_bad = [*requests, RankRequest("bad", docs(6))]
+    with pytest.raises(InsufficientSamplesError) as info:
+        [x async for x in r.arank_many(two_bad)]
+    notes = info.value.__notes__
+    assert any("window at positions 0..4" in n for n in notes) or any("0..5" in n for n in notes)
+    assert sum("another request also failed" in n for n in notes) == 1
+
 
 def test_rank_many_keeps_request_order() -> None:
     r = ranker(Oracle())

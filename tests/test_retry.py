@@ -154,3 +154,34 @@ async def test_cancellation_during_backoff_is_prompt() -> None:
 def test_bad_policy_raises_configuration_error(kwargs: dict) -> None:
     with pytest.raises(ConfigurationError):
         RetryPolicy(**kwargs)
+
+
+async def test_the_guard_is_held_per_attempt_and_released_during_backoff() -> None:
+    slot = anyio.CapacityLimiter(1)
+    fn = Failing(RateLimitError("429", retry_after=0.3))
+    got_slot_at: list[float] = []
+
+    async def neighbour() -> None:
+        await anyio.sleep(0.05)
+        async with slot:
+            got_slot_at.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(neighbour)
+        await call_with_retry(fn, FAST, timeout=5, guard=lambda: slot)
+    assert fn.started[0] < got_slot_at[0] < fn.started[1], "the slot was free during the wait"
+
+
+async def test_waiting_for_the_guard_does_not_count_against_the_timeout() -> None:
+    slot = anyio.CapacityLimiter(1)
+    fn = Failing()
+
+    async def hog() -> None:
+        async with slot:
+            await anyio.sleep(0.3)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hog)
+        await anyio.sleep(0.01)
+        result, retries = await call_with_retry(fn, FAST, timeout=0.1, guard=lambda: slot)
+    assert (result, retries) == ("ok after 0", 0)

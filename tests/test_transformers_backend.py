@@ -41,7 +41,9 @@ def conversation(question: str) -> list[dict[str, str]]:
 
 PROMPTS = [  # different lengths, so the batch needs padding
     conversation("Say hello."),
-    conversation("Rank these by size, largest first: [1] mouse [2] elephant [3] cat. Answer with ids."),
+    conversation(
+        "Rank these by size, largest first: [1] mouse [2] elephant [3] cat. Answer with ids."
+    ),
 ]
 
 
@@ -69,8 +71,12 @@ def test_batch_gives_the_same_texts_as_one_by_one(backend: TransformersBackend) 
     tokenizer = _MODELS[backend._key].tokenizer
     assert tokenizer.padding_side == "left"
     expected = [
-        len(tokenizer(tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True),
-                      add_special_tokens=False)["input_ids"])
+        len(
+            tokenizer(
+                tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True),
+                add_special_tokens=False,
+            )["input_ids"]
+        )
         for p in PROMPTS
     ]
     assert [c.usage.prompt_tokens for c in batched] == expected
@@ -95,7 +101,9 @@ def test_is_a_batch_backend_and_resolves_by_spec(backend: TransformersBackend) -
 
 @needs_model
 @MODEL_TIMEOUT
-def test_a_prompt_longer_than_the_context_is_a_context_length_error(backend: TransformersBackend) -> None:
+def test_a_prompt_longer_than_the_context_is_a_context_length_error(
+    backend: TransformersBackend,
+) -> None:
     huge = conversation("word " * 40_000)
     with pytest.raises(ContextLengthError, match="window_size or max_words"):
         anyio.run(backend.acomplete, huge, SHORT)

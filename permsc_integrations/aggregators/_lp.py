@@ -76,7 +76,7 @@ class TriangleModel:
 
     def __init__(self, cost: np.ndarray) -> None:
         hs = _highspy()
-        self._hs, self.k = hs, cost.shape[0]
+        self._hs, self.k, self.cost = hs, cost.shape[0], cost
         iu, ju = np.triu_indices(self.k, 1)
         self.n_pairs = len(iu)
         self._pair = np.full((self.k, self.k), -1, dtype=np.int32)
@@ -100,8 +100,8 @@ class TriangleModel:
         t = len(triples)
         if not t:
             return
-        i, j, l = triples[:, 0], triples[:, 1], triples[:, 2]
-        idx = np.stack([self._pair[i, j], self._pair[j, l], self._pair[i, l]], axis=1).ravel()
+        i, j, h = triples[:, 0], triples[:, 1], triples[:, 2]
+        idx = np.stack([self._pair[i, j], self._pair[j, h], self._pair[i, h]], axis=1).ravel()
         vals = np.tile([1.0, 1.0, -1.0], t)
         starts = np.arange(0, 3 * t, 3, dtype=np.int32)
         self.h.addRows(t, np.zeros(t), np.ones(t), 3 * t, starts, idx.astype(np.int32), vals)

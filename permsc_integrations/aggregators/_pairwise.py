@@ -90,4 +90,4 @@ def condorcet_blocks(W: np.ndarray, items: np.ndarray) -> list[np.ndarray]:
     cuts = np.arange(1, k)
     is_cut = suffix[cuts - 1, cuts] == cuts * (k - cuts)
     bounds = [0, *cuts[is_cut].tolist(), k]
-    return [np.sort(items[order[a:b]]) for a, b in zip(bounds, bounds[1:])]
+    return [np.sort(items[order[a:b]]) for a, b in zip(bounds, bounds[1:], strict=False)]

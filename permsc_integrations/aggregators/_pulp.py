@@ -41,7 +41,8 @@ def _pulp():  # noqa: ANN202
 
 
 def make_solver(spec: Any, time_limit: float) -> tuple[Any, str]:
-    """A PuLP solver from ``"pulp"``, ``"pulp:CBC"``, ``"pulp:HiGHS"``, ``"pulp:<NAME>"`` or an object."""
+    """A PuLP solver from ``"pulp"``, ``"pulp:CBC"``, ``"pulp:HiGHS"``, ``"pulp:<NAME>"``
+    or a solver object."""
     pulp = _pulp()
     if not isinstance(spec, str):
         return spec, type(spec).__name__
@@ -68,7 +69,9 @@ def _model(pulp: Any, cost: np.ndarray, triples: np.ndarray) -> tuple[Any, dict]
     prob = pulp.LpProblem("kemeny", pulp.LpMinimize)
     new = getattr(prob, "add_variable", None)  # PuLP >= 3.3; LpVariable(...) is deprecated there
     x = {
-        (i, j): new(f"x_{i}_{j}", cat="Binary") if new else pulp.LpVariable(f"x_{i}_{j}", cat="Binary")
+        (i, j): new(f"x_{i}_{j}", cat="Binary")
+        if new
+        else pulp.LpVariable(f"x_{i}_{j}", cat="Binary")
         for i in range(k)
         for j in range(i + 1, k)
     }
@@ -79,13 +82,15 @@ def _model(pulp: Any, cost: np.ndarray, triples: np.ndarray) -> tuple[Any, dict]
 
 
 def _add_rows(pulp: Any, prob: Any, x: dict, triples: np.ndarray) -> None:
-    for i, j, l in np.asarray(triples, dtype=int).tolist():
-        expr = x[i, j] + x[j, l] - x[i, l]
-        prob += expr <= 1, f"up_{i}_{j}_{l}"
-        prob += expr >= 0, f"lo_{i}_{j}_{l}"
+    for i, j, h in np.asarray(triples, dtype=int).tolist():
+        expr = x[i, j] + x[j, h] - x[i, h]
+        prob += expr <= 1, f"up_{i}_{j}_{h}"
+        prob += expr >= 0, f"lo_{i}_{j}_{h}"
 
 
-def solve_pulp(cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: float) -> PulpResult:
+def solve_pulp(
+    cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: float
+) -> PulpResult:
     """Solve the block's integer model with PuLP, adding violated 3-cycle rows lazily."""
     import time
 
@@ -99,7 +104,9 @@ def solve_pulp(cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             prob.solve(solver)
-        values = np.array([x[i, j].value() or 0.0 for i, j in zip(iu.tolist(), ju.tolist())])
+        values = np.array(
+            [x[i, j].value() or 0.0 for i, j in zip(iu.tolist(), ju.tolist(), strict=True)]
+        )
         proven = getattr(prob, "sol_status", prob.status) == 1
         X = pair_matrix(np.rint(values), k)
         found = violated_triangles(X, limit=max(100, 10 * k))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MissingDependencyError
+from ..errors import ConfigurationError, MissingDependencyError
 from ._exact import best_order
 from ._pairwise import condorcet_blocks, kendall_cost, net_order, pairwise_counts
 from .local_search import insertion_refine
@@ -38,6 +38,7 @@ __all__ = ["kemeny", "kemeny_solve", "KemenySolution", "kemeny_objective"]
 logger = logging.getLogger(__name__)
 
 _PERMS: dict[int, np.ndarray] = {}
+_OPTIONS = {"time_limit", "solver", "dp_max"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,9 @@ def _lp_rounds(
 
     X = None
     reserve = 5e-4 * k  # time kept back for rounding the last LP solution
+    # without 3-cycle rows the LP optimum is the (perturbed) majority: skip that solve
+    cost = model.cost
+    model.add_triangles(violated_triangles((cost.T < cost).astype(float), limit=max(200, 10 * k)))
     while (left := deadline - time.perf_counter() - reserve) > 0:
         res = model.solve(left)
         if not res.optimal:
@@ -167,7 +171,13 @@ def _lp_rounds(
 
 
 def _integer(
-    W: np.ndarray, model: Any, deadline: float, solver: Any, heur: list[int], upper: int, lower: float
+    W: np.ndarray,
+    model: Any,
+    deadline: float,
+    solver: Any,
+    heur: list[int],
+    upper: int,
+    lower: float,
 ) -> _Block:
     """The integer step (HiGHS MIP on the same model, or PuLP), within the time left."""
     if deadline - time.perf_counter() <= 0:
@@ -222,6 +232,15 @@ def kemeny_solve(
     ``dp_max``: blocks up to this size are solved by dynamic programming.
     """
     deadline = time.perf_counter() + float(time_limit)
+    if (
+        isinstance(solver, str)
+        and solver not in ("highs", "pulp")
+        and not solver.startswith("pulp:")
+    ):
+        raise ConfigurationError(
+            f"unknown Kemeny solver {solver!r}; use 'highs', 'pulp', 'pulp:CBC', 'pulp:HiGHS', "
+            "'pulp:<NAME>' or a PuLP solver object"
+        )
     W = pairwise_counts(rankings, n_items)
     seen = (W.sum(0) + W.sum(1)) > 0
     for r in rankings:  # an item ranked alone still counts as present
@@ -250,15 +269,21 @@ def kemeny_solve(
     )
 
 
-def kemeny(
-    rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any
-) -> list[int]:
+def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -> list[int]:
     """The Kemeny ranking (see :func:`kemeny_solve` for the options); warns if approximate."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown kemeny option(s) {unknown}; accepted: {', '.join(sorted(_OPTIONS))}"
+        )
     sol = kemeny_solve(rankings, n_items=n_items, **options)
     if not sol.exact:
         logger.warning(
             "Kemeny ranking is approximate (%s): objective %d, lower bound %.1f, gap %.3f%%; "
             "raise time_limit for an exact answer",
-            sol.method, sol.objective, sol.lower_bound, 100 * sol.gap,
+            sol.method,
+            sol.objective,
+            sol.lower_bound,
+            100 * sol.gap,
         )
     return list(sol.order)

@@ -24,17 +24,28 @@ __all__ = ["local_search", "insertion_refine"]
 Initial = None | str | Callable[..., Sequence[int]] | Sequence[int]
 
 
-def _best_move(cost: np.ndarray, order: np.ndarray) -> tuple[float, int, int]:
-    """The best single insertion ``(delta, from_pos, to_pos)``; ``cost[b, a]`` prices a<b."""
-    D = cost - cost.T
-    A = D[order][:, order]  # A[s, t]: change when the items at s and t swap sides
+_LOWER: dict[int, np.ndarray] = {}
+
+
+def _lower(n: int) -> np.ndarray:
+    """Cached mask of the lower triangle including the diagonal."""
+    if n not in _LOWER:
+        _LOWER[n] = np.tril(np.ones((n, n), dtype=bool))
+    return _LOWER[n]
+
+
+def _best_move(D: np.ndarray, order: np.ndarray) -> tuple[float, int, int]:
+    """The best single insertion ``(delta, from_pos, to_pos)``; ``D = cost - cost.T``."""
+    A = D[np.ix_(order, order)]  # A[s, t]: change when the items at s and t swap sides
     n = len(order)
-    col = np.vstack([np.zeros((1, n)), A.cumsum(0)])  # col[q, p] = sum_{t<q} A[t, p]
-    fwd = np.diag(col)[None, :] - col[:n, :]  # fwd[q, p]: move p forward to q < p
-    fwd[np.tril_indices(n)] = np.inf
+    col = np.zeros((n + 1, n))
+    np.cumsum(A, axis=0, out=col[1:])  # col[q, p] = sum_{t<q} A[t, p]
+    fwd = np.diagonal(col)[None, :] - col[:n, :]  # fwd[q, p]: move p forward to q < p
+    mask = _lower(n)
+    fwd[mask] = np.inf
     row = A.cumsum(1)
-    back = row - np.diag(row)[:, None]  # back[p, q]: move p back to q > p
-    back[np.tril_indices(n)] = np.inf
+    back = row - np.diagonal(row)[:, None]  # back[p, q]: move p back to q > p
+    back[mask] = np.inf
     q1, p1 = np.unravel_index(int(np.argmin(fwd)), fwd.shape)
     p2, q2 = np.unravel_index(int(np.argmin(back)), back.shape)
     if fwd[q1, p1] <= back[p2, q2]:
@@ -42,7 +53,9 @@ def _best_move(cost: np.ndarray, order: np.ndarray) -> tuple[float, int, int]:
     return float(back[p2, q2]), int(p2), int(q2)
 
 
-def insertion_refine(order: Sequence[int], cost: np.ndarray, *, max_moves: int = 100_000) -> list[int]:
+def insertion_refine(
+    order: Sequence[int], cost: np.ndarray, *, max_moves: int = 100_000
+) -> list[int]:
     """Improve ``order`` (indices into ``cost``) by single-item moves until none helps.
 
     >>> import numpy as np
@@ -53,8 +66,9 @@ def insertion_refine(order: Sequence[int], cost: np.ndarray, *, max_moves: int =
     if len(current) < 2:
         return current.tolist()
     cost = np.asarray(cost, dtype=float)
+    D = cost - cost.T
     for _ in range(max_moves):
-        delta, p, q = _best_move(cost, current)
+        delta, p, q = _best_move(D, current)
         if delta >= -1e-9:
             break
         lst = current.tolist()

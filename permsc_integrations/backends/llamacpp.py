@@ -33,7 +33,9 @@ def _require() -> Any:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise MissingDependencyError("llama-cpp-python", "llamacpp", purpose="llama.cpp models") from exc
+        raise MissingDependencyError(
+            "llama-cpp-python", "llamacpp", purpose="llama.cpp models"
+        ) from exc
     return llama_cpp
 
 
@@ -54,8 +56,11 @@ def _load(key: _Key) -> tuple[Any, threading.Lock]:
         if key not in _MODELS:
             llama_cpp = _require()
             model = llama_cpp.Llama(
-                model_path=key.path, n_ctx=key.n_ctx, n_threads=key.n_threads,
-                n_gpu_layers=key.n_gpu_layers, verbose=False,
+                model_path=key.path,
+                n_ctx=key.n_ctx,
+                n_threads=key.n_threads,
+                n_gpu_layers=key.n_gpu_layers,
+                verbose=False,
             )
             _MODELS[key] = (model, threading.Lock())
         return _MODELS[key]
@@ -99,7 +104,9 @@ class LlamaCppBackend:
         """Load the model now (otherwise the first call does, in a worker thread)."""
         _load(self._key)
 
-    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
         return await anyio.to_thread.run_sync(self._complete, [dict(m) for m in messages], settings)
 
     async def aclose(self) -> None:
@@ -119,7 +126,8 @@ class LlamaCppBackend:
             except ValueError as exc:
                 if "context" in str(exc).lower() or "tokens" in str(exc).lower():
                     raise ContextLengthError(
-                        f"{exc}; raise n_ctx (now {self._key.n_ctx}), or lower window_size or max_words"
+                        f"{exc}; raise n_ctx (now {self._key.n_ctx}), "
+                        "or lower window_size or max_words"
                     ) from exc
                 raise BackendError(f"llama.cpp failed: {exc}", retryable=False) from exc
         return _completion(response, self.name)

@@ -15,8 +15,8 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -108,9 +108,10 @@ def _quiet(transformers: Any) -> Iterator[None]:
     """No loading progress bars (transformers' own and the GGUF converter's tqdm)."""
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
-    gguf_utils = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
-    if gguf_utils is None:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    try:
+        gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:  # another transformers layout: its bar just shows
+        gguf_utils = None
     original = getattr(gguf_utils, "tqdm", None)
     if original is not None:
         gguf_utils.tqdm = functools.partial(original, disable=True)
@@ -192,7 +193,9 @@ class TransformersBackend:
         """Load the model now (otherwise the first call does, in a worker thread)."""
         _load(self._key)
 
-    async def acomplete(self, messages: Sequence[Message], settings: GenerationSettings) -> Completion:
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
         return (await self.acomplete_batch([messages], settings))[0]
 
     async def acomplete_batch(
@@ -211,7 +214,9 @@ class TransformersBackend:
     async def aclose(self) -> None:
         """Nothing to release: the model stays cached for the process (see clear_model_cache)."""
 
-    def _generate(self, chunk: list[list[dict[str, str]]], settings: GenerationSettings) -> list[Completion]:
+    def _generate(
+        self, chunk: list[list[dict[str, str]]], settings: GenerationSettings
+    ) -> list[Completion]:
         loaded = _load(self._key)
         with loaded.lock:
             started = time.perf_counter()
@@ -220,13 +225,22 @@ class TransformersBackend:
             except (RuntimeError, IndexError) as exc:  # OOM, position overflow, ...
                 raise _classify(exc, loaded.model) from exc
             per_call = (time.perf_counter() - started) / len(chunk)
-        return [self._completion(loaded, row, n, per_call, settings) for row, n in zip(rows, prompt_lens)]
+        return [
+            self._completion(loaded, row, n, per_call, settings)
+            for row, n in zip(rows, prompt_lens, strict=True)
+        ]
 
-    def _run(self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings) -> tuple[list[Any], list[int]]:
+    def _run(
+        self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings
+    ) -> tuple[list[Any], list[int]]:
         torch, transformers = _require()
         tok = loaded.tokenizer
-        texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        texts = [
+            tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk
+        ]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            self.device
+        )
         max_new = settings.max_tokens or self.max_new_tokens
         _check_context(loaded.model, enc["input_ids"].shape[1], max_new)
         sample = settings.temperature > 0
@@ -234,7 +248,8 @@ class TransformersBackend:
             max_new_tokens=max_new,
             do_sample=sample,
             temperature=settings.temperature if sample else None,
-            top_p=None, top_k=None,
+            top_p=None,
+            top_k=None,
             pad_token_id=tok.pad_token_id,
             eos_token_id=_eos_ids(loaded),
         )
@@ -245,8 +260,14 @@ class TransformersBackend:
         width = enc["input_ids"].shape[1]
         return list(out[:, width:].cpu()), enc["attention_mask"].sum(dim=1).tolist()
 
-    def _completion(self, loaded: _Loaded, row: Any, prompt_tokens: int, latency: float,
-                    settings: GenerationSettings) -> Completion:
+    def _completion(
+        self,
+        loaded: _Loaded,
+        row: Any,
+        prompt_tokens: int,
+        latency: float,
+        settings: GenerationSettings,
+    ) -> Completion:
         ids = row.tolist()
         eos = set(_eos_ids(loaded))
         end = next((i for i, t in enumerate(ids) if t in eos), None)
@@ -256,8 +277,12 @@ class TransformersBackend:
         for stop in settings.stop:
             if stop and stop in text:
                 text, finish = text[: text.index(stop)], "stop"
-        usage = Usage(prompt_tokens=int(prompt_tokens), completion_tokens=len(ids) if end is None else end + 1,
-                      calls=1, latency_s=latency)
+        usage = Usage(
+            prompt_tokens=int(prompt_tokens),
+            completion_tokens=len(ids) if end is None else end + 1,
+            calls=1,
+            latency_s=latency,
+        )
         return Completion(text=text.strip(), usage=usage, model=self.name, finish_reason=finish)
 
 
@@ -281,8 +306,9 @@ def _classify(exc: Exception, model: Any) -> BackendError:
     text = str(exc)
     limit = getattr(model.config, "max_position_embeddings", None)
     if "out of memory" in text.lower():
-        return BackendError(f"local model ran out of memory: {text}; set batch_size lower",
-                            retryable=False)
+        return BackendError(
+            f"local model ran out of memory: {text}; set batch_size lower", retryable=False
+        )
     if isinstance(exc, IndexError) or "position" in text.lower():
         return ContextLengthError(f"prompt too long for the local model (context {limit}): {text}")
     return BackendError(f"local generation failed: {text}", retryable=False)

@@ -26,7 +26,8 @@ _SUBCOMMANDS = ("rank", "demo", "estimate", "eval")
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand (``eval`` only if its module exists)."""
     parser = argparse.ArgumentParser(
-        prog="permsc", description="Permutation self-consistency for LLM listwise ranking.",
+        prog="permsc",
+        description="Permutation self-consistency for LLM listwise ranking.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _SUBCOMMANDS:

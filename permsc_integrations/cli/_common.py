@@ -20,9 +20,20 @@ from typing import Any
 from ..errors import ConfigurationError
 
 __all__ = [
-    "LOCAL_KINDS", "Query", "LineError", "add_backend_arguments", "add_ranking_arguments",
-    "backend_spec", "build_backend", "ranker_options", "read_queries", "load_queries", "parse_line",
-    "one_line", "report",
+    "LOCAL_KINDS",
+    "Query",
+    "LineError",
+    "add_backend_arguments",
+    "add_ranking_arguments",
+    "backend_spec",
+    "build_backend",
+    "ranker_options",
+    "read_queries",
+    "load_queries",
+    "parse_line",
+    "one_line",
+    "report",
+    "say",
 ]
 
 LOCAL_KINDS = ("embedded", "transformers", "llamacpp")
@@ -54,26 +65,48 @@ def one_line(exc: BaseException) -> str:
 
 def report(message: str) -> None:
     """One line on stderr, prefixed with the program name."""
-    print(f"permsc: {message}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"permsc: {message}\n")
+    sys.stderr.flush()
+
+
+def say(text: str = "") -> None:
+    """One line of command output on stdout."""
+    sys.stdout.write(text + "\n")
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("backend")
-    g.add_argument("--backend", help="spec: 'openai:MODEL', 'transformers:/dir-or-file.gguf', "
-                   "'llamacpp:/file.gguf' or 'embedded' (default: openai when OPENAI_API_KEY or "
-                   "OPENAI_BASE_URL is set, else embedded)")
+    g.add_argument(
+        "--backend",
+        help="spec: 'openai:MODEL', 'transformers:/dir-or-file.gguf', "
+        "'llamacpp:/file.gguf' or 'embedded' (default: openai when OPENAI_API_KEY or "
+        "OPENAI_BASE_URL is set, else embedded)",
+    )
     g.add_argument("--model", help="model name or path, when --backend names only the kind")
-    g.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp server)")
+    g.add_argument(
+        "--base-url", help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp server)"
+    )
     g.add_argument("--device", help="local backends: cpu, cuda, cuda:1 (default: auto)")
-    g.add_argument("--timeout", type=float, help="seconds per call (default: 60; none for local models)")
-    g.add_argument("--max-tokens", type=int, help="answer length cap (default: ~6 per item for local models)")
+    g.add_argument(
+        "--timeout", type=float, help="seconds per call (default: 60; none for local models)"
+    )
+    g.add_argument(
+        "--max-tokens", type=int, help="answer length cap (default: ~6 per item for local models)"
+    )
 
 
 def add_ranking_arguments(parser: argparse.ArgumentParser, *, permutations: int = 20) -> None:
     g = parser.add_argument_group("ranking")
-    g.add_argument("-m", "--num-permutations", type=int, default=permutations,
-                   help=f"shuffled prompts per window (default {permutations})")
-    g.add_argument("--aggregator", default="kemeny", help="kemeny, borda, rrf, copeland, local_search")
+    g.add_argument(
+        "-m",
+        "--num-permutations",
+        type=int,
+        default=permutations,
+        help=f"shuffled prompts per window (default {permutations})",
+    )
+    g.add_argument(
+        "--aggregator", default="kemeny", help="kemeny, borda, rrf, copeland, local_search"
+    )
     g.add_argument("--prompt", default="rankgpt", help="prompt name (default rankgpt)")
     g.add_argument("--window-size", type=int, default=20)
     g.add_argument("--step", type=int, default=10)
@@ -86,7 +119,9 @@ def backend_spec(args: argparse.Namespace) -> str:
     """The backend spec from --backend/--model, or the default for this environment."""
     spec = args.backend
     if spec is None:
-        remote = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url
+        remote = (
+            os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url
+        )
         spec = "openai" if remote else "embedded"
         if spec == "openai" and not args.model:
             spec = f"openai:{DEFAULT_OPENAI_MODEL}"
@@ -120,9 +155,15 @@ def ranker_options(args: argparse.Namespace, spec: str) -> dict[str, Any]:
     if max_tokens is None and local:
         max_tokens = 8 + 6 * args.window_size  # "[12] > " is about 6 tokens
     return dict(
-        num_permutations=args.num_permutations, aggregator=args.aggregator, prompt=args.prompt,
-        window_size=args.window_size, step=args.step, top_k=args.top_k, seed=args.seed,
-        max_words=args.max_words, max_tokens=max_tokens,
+        num_permutations=args.num_permutations,
+        aggregator=args.aggregator,
+        prompt=args.prompt,
+        window_size=args.window_size,
+        step=args.step,
+        top_k=args.top_k,
+        seed=args.seed,
+        max_words=args.max_words,
+        max_tokens=max_tokens,
         timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
     )
 
@@ -134,9 +175,13 @@ def _items(obj: dict[str, Any], lineno: int) -> tuple[list[str], list[str], list
         raise LineError(f"line {lineno}: 'candidates' (or 'items') must be a non-empty list")
     texts, docids = [], []
     for k, item in enumerate(raw):
-        text = item if isinstance(item, str) else item.get("text") if isinstance(item, dict) else None
+        text = (
+            item if isinstance(item, str) else item.get("text") if isinstance(item, dict) else None
+        )
         if not isinstance(text, str):
-            raise LineError(f"line {lineno}: item {k} has no text (a string or {{'docid', 'text'}})")
+            raise LineError(
+                f"line {lineno}: item {k} has no text (a string or {{'docid', 'text'}})"
+            )
         docid = item.get("docid", item.get("id", k)) if isinstance(item, dict) else k
         texts.append(text)
         docids.append(str(docid))

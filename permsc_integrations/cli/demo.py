@@ -11,14 +11,21 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from importlib.resources import files
 from typing import Any
 
 from ..bridge import run_sync
 from ..results import RankingResult, Sample
-from ._common import Query, add_backend_arguments, backend_spec, build_backend, parse_line, ranker_options
+from ._common import (
+    Query,
+    add_backend_arguments,
+    backend_spec,
+    build_backend,
+    parse_line,
+    ranker_options,
+    say,
+)
 
 __all__ = ["add_parser", "run", "demo_query"]
 
@@ -27,8 +34,13 @@ DEMO_PERMUTATIONS = 6
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("demo", help="rank a small shipped example and show each sample")
-    parser.add_argument("-m", "--num-permutations", type=int, default=DEMO_PERMUTATIONS,
-                        help=f"shuffled prompts (default {DEMO_PERMUTATIONS})")
+    parser.add_argument(
+        "-m",
+        "--num-permutations",
+        type=int,
+        default=DEMO_PERMUTATIONS,
+        help=f"shuffled prompts (default {DEMO_PERMUTATIONS})",
+    )
     parser.add_argument("--aggregator", default="kemeny")
     parser.add_argument("--prompt", default="rankgpt")
     parser.add_argument("--seed", type=int, default=0)
@@ -57,24 +69,26 @@ def _sample_line(number: int, query: Query, sample: Sample) -> str:
 
 
 def _print_result(query: Query, result: RankingResult, spec: str, m: int, seconds: float) -> None:
-    print(f"Query: {query.query}")
-    print(f"Backend: {spec}; m={m} permutations; {seconds:.1f} s\n")
-    print("Original order:")
+    say(f"Query: {query.query}")
+    say(f"Backend: {spec}; m={m} permutations; {seconds:.1f} s\n")
+    say("Original order:")
     for k, docid in enumerate(query.docids):
-        print(f"  {k + 1}. {docid}  {query.texts[k][:90]}")
-    print("\nSampled rankings, mapped back to the original items (best first):")
+        say(f"  {k + 1}. {docid}  {query.texts[k][:90]}")
+    say("\nSampled rankings, mapped back to the original items (best first):")
     for n, sample in enumerate(result.samples, start=1):
-        print(_sample_line(n, query, sample))
-    print("\nAggregated ranking:")
+        say(_sample_line(n, query, sample))
+    say("\nAggregated ranking:")
     for r, i in enumerate(result.order, start=1):
-        print(f"  {r}. {query.docids[i]}  {query.texts[i][:90]}")
+        say(f"  {r}. {query.docids[i]}  {query.texts[i][:90]}")
     samples = result.samples
     full = sum(s.status.value == "ok" for s in samples)
     partial = sum(s.status.value == "partial" for s in samples)
-    print(f"\nSamples parsed: {full + partial} of {len(samples)} ({full} full, {partial} partial); "
-          f"{len(samples) - full - partial} failed. Agreement with the consensus (mean Kendall "
-          f"tau): {result.confidence:.2f}. Calls: {result.usage.calls}, prompt tokens: "
-          f"{result.usage.prompt_tokens}.")
+    say(
+        f"\nSamples parsed: {full + partial} of {len(samples)} ({full} full, {partial} partial); "
+        f"{len(samples) - full - partial} failed. Agreement with the consensus (mean Kendall "
+        f"tau): {result.confidence:.2f}. Calls: {result.usage.calls}, prompt tokens: "
+        f"{result.usage.prompt_tokens}."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     args.window_size, args.step, args.top_k, args.max_words = 20, 10, None, 300
     args.num_permutations = max(1, args.num_permutations)
     options = ranker_options(args, spec)
-    options["max_tokens"] = args.max_tokens or (8 + 6 * len(query.texts) if options["max_tokens"] else None)
+    options["max_tokens"] = args.max_tokens or (
+        8 + 6 * len(query.texts) if options["max_tokens"] else None
+    )
     backend = build_backend(args)
     ranker = PSCRanker(backend, min_successful=1, **options)
     try:
@@ -96,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         run_sync(backend.aclose)
     _print_result(query, result, backend.name, args.num_permutations, seconds)
     if spec.startswith("embedded"):
-        print("\nNote: the embedded SmolLM2-135M shows the pipeline end to end but ranks poorly; "
-              "use --backend with a stronger model (see docs/local.md).")
+        say(
+            "\nNote: the embedded SmolLM2-135M shows the pipeline end to end but ranks poorly; "
+            "use --backend with a stronger model (see docs/local.md)."
+        )
     return 0

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..backends.base import Message
-from ._common import Query, add_ranking_arguments, load_queries
+from ._common import Query, add_ranking_arguments, load_queries, say
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens"]
 
@@ -36,7 +36,9 @@ class Estimate:
     completion_tokens: int = 0
 
     def __add__(self, other: Estimate) -> Estimate:
-        return Estimate(*(a + b for a, b in zip(asdict(self).values(), asdict(other).values())))
+        return Estimate(
+            *(a + b for a, b in zip(asdict(self).values(), asdict(other).values(), strict=True))
+        )
 
 
 def approx_tokens(messages: list[Message]) -> int:
@@ -49,8 +51,9 @@ def approx_tokens(messages: list[Message]) -> int:
     return chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
 
 
-def estimate_query(query: Query, prompt: Any, *, m: int, window_size: int, step: int,
-                   top_k: int | None) -> Estimate:
+def estimate_query(
+    query: Query, prompt: Any, *, m: int, window_size: int, step: int, top_k: int | None
+) -> Estimate:
     """Windows x m calls; each window's prompt rendered on the items it starts with."""
     from ..windows import plan_windows
 
@@ -60,7 +63,9 @@ def estimate_query(query: Query, prompt: Any, *, m: int, window_size: int, step:
         shown = list(query.texts[window.start : window.end])
         prompt_tokens += approx_tokens(prompt.render(query.query, shown))
         completion += ANSWER_TOKENS_PER_ITEM * len(shown)
-    return Estimate(1, len(query.texts), len(plan), len(plan) * m, prompt_tokens * m, completion * m)
+    return Estimate(
+        1, len(query.texts), len(plan), len(plan) * m, prompt_tokens * m, completion * m
+    )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -90,16 +95,24 @@ def run(args: argparse.Namespace) -> int:
     queries, bad = load_queries(args.input)
     total = Estimate()
     for query in queries:
-        total += estimate_query(query, prompt, m=args.num_permutations, window_size=args.window_size,
-                                step=args.step, top_k=args.top_k)
+        total += estimate_query(
+            query,
+            prompt,
+            m=args.num_permutations,
+            window_size=args.window_size,
+            step=args.step,
+            top_k=args.top_k,
+        )
     if args.json:
-        print(json.dumps({**asdict(total), "bad_lines": bad, "tokens": "approximate (chars/4)"}))
+        say(json.dumps({**asdict(total), "bad_lines": bad, "tokens": "approximate (chars/4)"}))
     else:
-        print(f"queries:           {total.queries} ({bad} bad lines skipped)")
-        print(f"items:             {total.items}")
-        print(f"windows:           {total.windows}")
-        print(f"calls:             {total.calls} (windows x m={args.num_permutations}; "
-              "re-asks and retries come on top)")
-        print(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
-        print(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")
+        say(f"queries:           {total.queries} ({bad} bad lines skipped)")
+        say(f"items:             {total.items}")
+        say(f"windows:           {total.windows}")
+        say(
+            f"calls:             {total.calls} (windows x m={args.num_permutations}; "
+            "re-asks and retries come on top)"
+        )
+        say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
+        say(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")
     return 2 if bad else 0

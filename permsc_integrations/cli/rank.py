@@ -17,8 +17,15 @@ from typing import IO, Any
 from ..bridge import run_sync
 from ..results import RankingResult
 from ._common import (
-    Query, add_backend_arguments, add_ranking_arguments, backend_spec, build_backend,
-    load_queries, one_line, ranker_options, report,
+    Query,
+    add_backend_arguments,
+    add_ranking_arguments,
+    backend_spec,
+    build_backend,
+    load_queries,
+    one_line,
+    ranker_options,
+    report,
 )
 
 __all__ = ["add_parser", "run", "to_json", "to_trec"]
@@ -26,13 +33,18 @@ __all__ = ["add_parser", "run", "to_json", "to_trec"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "rank", help="rerank the candidates of every query in a JSONL file",
+        "rank",
+        help="rerank the candidates of every query in a JSONL file",
         description="Rerank {qid, query, candidates: [{docid, text}]} (or {query, items}) lines.",
     )
     parser.add_argument("--input", "-i", required=True, help="JSONL file ('-': stdin)")
     parser.add_argument("--output", "-o", default="-", help="output file (default: stdout)")
-    parser.add_argument("--format", choices=("jsonl", "trec"), default="jsonl",
-                        help="jsonl records or a TREC run (qid Q0 docid rank score tag)")
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "trec"),
+        default="jsonl",
+        help="jsonl records or a TREC run (qid Q0 docid rank score tag)",
+    )
     parser.add_argument("--tag", default="permsc", help="run tag of the TREC format")
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once")
     parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
@@ -56,9 +68,12 @@ def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
         "confidence": round(result.confidence, 4),
         "samples": len(result.samples),
         "failed_samples": len(result.failures),
-        "usage": {"calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
-                  "completion_tokens": result.usage.completion_tokens,
-                  "cached_calls": result.usage.cached_calls},
+        "usage": {
+            "calls": result.usage.calls,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "cached_calls": result.usage.cached_calls,
+        },
     }
     if query.plain:
         record["items"] = [query.items[i] for i in result.order]
@@ -101,8 +116,10 @@ class _Progress:
                 from tqdm import tqdm
             except ImportError:
                 return
-            self.bars = [tqdm(total=len(queries), desc="queries", unit="q", position=0),
-                         tqdm(total=samples, desc="samples", unit="s", position=1)]
+            self.bars = [
+                tqdm(total=len(queries), desc="queries", unit="q", position=0),
+                tqdm(total=samples, desc="samples", unit="s", position=1),
+            ]
 
     def on_event(self, event: Any) -> None:
         if self.bars and event.kind == "sample_end":
@@ -121,8 +138,15 @@ def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
     from ..windows import plan_windows
 
     return sum(
-        len(plan_windows(len(q.texts), window_size=opts["window_size"], step=opts["step"],
-                         top_k=opts["top_k"])) * opts["num_permutations"]
+        len(
+            plan_windows(
+                len(q.texts),
+                window_size=opts["window_size"],
+                step=opts["step"],
+                top_k=opts["top_k"],
+            )
+        )
+        * opts["num_permutations"]
         for q in queries
     )
 
@@ -133,12 +157,15 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
     return _OrderedWriter(out, lambda q, r: json.dumps(to_json(q, r), ensure_ascii=False) + "\n")
 
 
-async def _rank_all(ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress) -> int:
+async def _rank_all(
+    ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
+) -> int:
     from ..ranker import RankRequest
 
     failed = 0
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
-    async for outcome in ranker.arank_many(requests, return_exceptions=True):
+    outcomes = ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True)
+    async for outcome in outcomes:
         position = outcome.request.id
         if isinstance(outcome, BaseException):
             failed += 1
@@ -150,24 +177,26 @@ async def _rank_all(ranker: Any, queries: list[Query], writer: _OrderedWriter, p
     return failed
 
 
-def _ranker(args: argparse.Namespace, queries: list[Query]) -> tuple[Any, _Progress]:
+def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
     from ..ranker import PSCRanker
 
-    opts = ranker_options(args, backend_spec(args))
     cache = None
     if args.cache:
         from ..cache import SQLiteCache
 
         cache = SQLiteCache(args.cache)
-    progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
     backend = build_backend(args)
     try:
-        ranker = PSCRanker(backend, max_concurrency=args.concurrency, cache=cache,
-                           on_event=progress.on_event, **opts)
+        ranker = PSCRanker(
+            backend,
+            max_concurrency=args.concurrency,
+            cache=cache,
+            **opts,
+        )
     except BaseException:
         run_sync(backend.aclose)
         raise
-    return ranker, progress
+    return ranker
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,9 +207,15 @@ def run(args: argparse.Namespace) -> int:
     queries, bad = load_queries(args.input)
     failed = 0
     if queries:
-        ranker, progress = _ranker(args, queries)
+        opts = ranker_options(args, backend_spec(args))
+        ranker = _ranker(args, opts)
+        progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
         try:
-            target = nullcontext(sys.stdout) if args.output == "-" else open(args.output, "w", encoding="utf-8")
+            target = (
+                nullcontext(sys.stdout)
+                if args.output == "-"
+                else open(args.output, "w", encoding="utf-8")
+            )
             with target as out:
                 failed = run_sync(_rank_all, ranker, queries, _writer(args, out), progress)
         finally:
@@ -188,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
             run_sync(ranker.backend.aclose)
     total = len(queries) + bad
     if bad or failed:
-        report(f"ranked {len(queries) - failed} of {total} queries; {bad} bad lines, {failed} failed")
+        report(
+            f"ranked {len(queries) - failed} of {total} queries; {bad} bad lines, {failed} failed"
+        )
         return 2
     return 0

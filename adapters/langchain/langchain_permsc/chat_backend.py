@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -118,14 +118,9 @@ def _status_code(exc: BaseException) -> int | None:
 
 def _retry_after(exc: BaseException) -> float | None:
     headers = getattr(getattr(exc, "response", None), "headers", None)
-    value = (
-        headers.get("retry-after")
-        if isinstance(headers, Mapping) or hasattr(headers, "get")
-        else None
-    )
     try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        return float(headers.get("retry-after"))  # type: ignore[union-attr]
+    except (AttributeError, TypeError, ValueError):
         return None
 
 

@@ -138,25 +138,26 @@ class PSCRankingSettings(BaseModel):
         return ranker
 
     async def _arank(
-        self, query: str, items: Sequence[Any], config: RunnableConfig
+        self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False
     ) -> RankingResult:
+        """Rank inside the run of ``config``: its events, and its chat-model calls as children.
+
+        ``sync_events`` (sync entry points) hands events to the sync callback manager.
+        """
+
         async def hook(event: Event) -> None:
-            await adispatch_custom_event(EVENT_PREFIX + event.kind, _payload(event), config=config)
-
-        with run_config(config):
-            return await self._ranker().arank(query, items, on_event=hook)
-
-    async def _arank_sync_events(
-        self, query: str, items: Sequence[Any], config: RunnableConfig
-    ) -> RankingResult:
-        def hook(event: Event) -> None:
-            dispatch_custom_event(EVENT_PREFIX + event.kind, _payload(event), config=config)
+            name, data = EVENT_PREFIX + event.kind, _payload(event)
+            if sync_events:
+                dispatch_custom_event(name, data, config=config)
+            else:
+                await adispatch_custom_event(name, data, config=config)
 
         with run_config(config):
             return await self._ranker().arank(query, items, on_event=hook)
 
     def _rank(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
-        return run_sync(self._arank_sync_events, query, items, config)
+        """Sync :meth:`_arank`, on the core's one bridge loop."""
+        return run_sync(self._arank, query, items, config, sync_events=True)
 
     async def aclose(self) -> None:
         """Close the backend this object created from a spec string (for the running loop)."""

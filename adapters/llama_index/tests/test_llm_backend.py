@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
+
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.errors import (
     BackendConnectionError,
@@ -74,7 +75,10 @@ async def test_an_unreachable_server_is_a_connection_error(kit):
     from llama_index.llms.openai_like import OpenAILike
 
     llm = OpenAILike(
-        model="m", api_base=f"http://127.0.0.1:{port}/v1", api_key="t", is_chat_model=True,
+        model="m",
+        api_base=f"http://127.0.0.1:{port}/v1",
+        api_key="t",
+        is_chat_model=True,
         max_retries=0,
     )
     with pytest.raises(BackendConnectionError):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 import llama_index.postprocessor.permsc as package
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,6 +12,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.permsc import PSCRerank, default_rerank_prompt
+
 from permsc_integrations.errors import ConfigurationError, UnknownNameError
 
 
@@ -170,3 +171,14 @@ def test_one_reranker_serves_sync_calls_and_several_event_loops(kit, server, via
     assert [n.node.get_content() for n in first] == kit.oracle_texts()
     assert all(texts == kit.oracle_texts() for run in runs for texts in run)
     rerank.close()
+
+
+def test_swapping_the_backend_reaches_the_new_one(kit, server):
+    rerank = PSCRerank(backend=MockLLM(), num_permutations=2)
+    assert rerank.model_name == "llama_index:unknown"
+    rerank.backend = kit.openai_like(server)
+    assert rerank.model_name == "llama_index:scripted-ranker"
+    before = server.request_count
+    out = rerank.postprocess_nodes(_nodes(kit), query_str=kit.QUERY)
+    assert server.request_count - before == 2
+    assert [n.node.get_content() for n in out] == kit.oracle_texts()

@@ -14,6 +14,7 @@ from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayloa
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.postprocessor.permsc import PSCRerank
+
 from permsc_integrations.results import scores_from_order
 
 M = 4
@@ -103,3 +104,18 @@ def test_model_name_names_the_backend(kit, server):
     core = _rerank(kit, server, "core")
     assert "scripted-ranker" in core.model_name
     core.close()
+
+
+def test_a_failed_rerank_raises_typed_and_ends_the_callback_event(kit, index, events):
+    from permsc_integrations.errors import InsufficientSamplesError
+    from permsc_integrations.testing import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(lambda request: "I cannot rank these.") as server:
+        rerank = PSCRerank(backend=kit.openai_like(server), num_permutations=2)
+        debug = LlamaDebugHandler()
+        with pytest.raises(InsufficientSamplesError, match="only 0 permuted samples"):
+            _engine(index, rerank, debug, len(kit.DOCS)).query(kit.QUERY)
+    ((_, cb_end),) = debug.get_event_pairs(CBEventType.RERANKING)
+    assert isinstance(cb_end.payload[EventPayload.EXCEPTION], InsufficientSamplesError)
+    assert len(events.named("ReRankStartEvent")) == 1
+    assert events.named("ReRankEndEvent") == []

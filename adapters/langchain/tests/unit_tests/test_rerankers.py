@@ -88,7 +88,7 @@ async def test_input_documents_unchanged(
 
 
 async def test_abatch_honours_max_concurrency(corpus: Any, server: ScriptedOpenAIServer) -> None:
-    server.responder = oracle_responder(corpus.relevance, delay=0.05)
+    server.responder = oracle_responder(corpus.relevance, delay=0.2)
     reranker = core_reranker(server, top_n=2)
     inputs = [{"query": f"q{i}", "documents": corpus.documents()} for i in range(3)]
     one_at_a_time = await reranker.abatch(inputs, {"max_concurrency": 1})

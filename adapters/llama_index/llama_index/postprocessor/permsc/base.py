@@ -5,17 +5,19 @@ The ranking model sees the retrieved passages in ``num_permutations`` shuffled o
 the retriever's. All PSC logic lives in :class:`permsc_integrations.PSCRanker`; this class
 adapts nodes, events and prompts.
 
-Example:
-    >>> from llama_index.postprocessor.permsc import PSCRerank
-    >>> rerank = PSCRerank(backend="openai:gpt-4o-mini", top_n=3, num_permutations=5)  # doctest: +SKIP
-    >>> index.as_query_engine(node_postprocessors=[rerank]).query("...")  # doctest: +SKIP
+Example (``backend="openai:gpt-4o-mini"`` or any LlamaIndex LLM ranks for real):
+    >>> from llama_index.core.llms import MockLLM
+    >>> rerank = PSCRerank(backend=MockLLM(), top_n=3, num_permutations=5)
+    >>> rerank.model_name, rerank.ranker.engine.num_permutations
+    ('llama_index:unknown', 5)
+    >>> # index.as_query_engine(node_postprocessors=[rerank]).query("...")
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.callbacks import CBEventType, EventPayload
@@ -26,9 +28,11 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+
 from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.bridge import run_sync
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.prompts.template import TemplatePrompt
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 
@@ -43,9 +47,23 @@ PROMPT_KEY = "rerank_prompt"
 # Changing one of these rebuilds the ranker on the next call (the live backend is kept).
 _RANKER_FIELDS = frozenset(
     {
-        "top_n", "num_permutations", "aggregator", "prompt", "rerank_prompt", "window_size",
-        "step", "seed", "include_identity", "max_concurrency", "temperature", "max_tokens",
-        "timeout", "max_words", "min_successful", "ranker_options",
+        "top_n",
+        "num_permutations",
+        "aggregator",
+        "prompt",
+        "rerank_prompt",
+        "window_size",
+        "step",
+        "seed",
+        "include_identity",
+        "max_concurrency",
+        "temperature",
+        "max_tokens",
+        "timeout",
+        "max_words",
+        "min_successful",
+        "ranker_options",
+        "backend",
     }
 )
 
@@ -62,17 +80,17 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
     """
 
     backend: Any = Field(exclude=True, description="Core backend, spec string or LlamaIndex LLM.")
-    backend_options: Dict[str, Any] = Field(
+    backend_options: dict[str, Any] = Field(
         default_factory=dict, exclude=True, description="Options for a spec-string backend."
     )
     model_name: str = Field(default="", description="Backend name, reported in events.")
-    top_n: Optional[int] = Field(default=None, description="Nodes to return (None: all).")
+    top_n: int | None = Field(default=None, description="Nodes to return (None: all).")
     num_permutations: int = Field(default=20, description="Shuffled prompts per window (m).")
-    aggregator: Union[str, Callable[..., Any]] = Field(
+    aggregator: str | Callable[..., Any] = Field(
         default="kemeny", description="Aggregator name or callable (kemeny, rrf, borda, ...)."
     )
     prompt: str = Field(default="rankgpt", description="Core prompt used without rerank_prompt.")
-    rerank_prompt: Optional[SerializeAsAny[BasePromptTemplate]] = Field(
+    rerank_prompt: SerializeAsAny[BasePromptTemplate] | None = Field(
         default=None,
         description="LlamaIndex template with {query_str}, {context_str}, {num}; None: prompt.",
     )
@@ -82,19 +100,19 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
     include_identity: bool = Field(default=False, description="First sample in input order.")
     max_concurrency: int = Field(default=16, description="Concurrent model calls.")
     temperature: float = Field(default=0.0, description="Sampling temperature.")
-    max_tokens: Optional[int] = Field(default=None, description="Answer token limit.")
-    timeout: Optional[float] = Field(default=60.0, description="Per-call timeout in seconds.")
-    max_words: Optional[int] = Field(default=300, description="Passage truncation in words.")
-    min_successful: Optional[int] = Field(default=None, description="Samples that must succeed.")
-    ranker_options: Dict[str, Any] = Field(
+    max_tokens: int | None = Field(default=None, description="Answer token limit.")
+    timeout: float | None = Field(default=60.0, description="Per-call timeout in seconds.")
+    max_words: int | None = Field(default=300, description="Passage truncation in words.")
+    min_successful: int | None = Field(default=None, description="Samples that must succeed.")
+    ranker_options: dict[str, Any] = Field(
         default_factory=dict, exclude=True, description="More PSCRanker options (retry, cache)."
     )
 
-    _backend: Optional[Backend] = PrivateAttr(default=None)
-    _ranker: Optional[PSCRanker] = PrivateAttr(default=None)
+    _backend: Backend = PrivateAttr()
+    _ranker: PSCRanker | None = PrivateAttr(default=None)
 
     def __init__(self, backend: Any, **fields: Any) -> None:
-        super().__init__(backend=backend, **fields)
+        super().__init__(backend=backend, **fields)  # type: ignore[call-arg]
         # Resolved here, not in a validator, so a bad backend raises the library's typed error.
         self._backend = _live_backend(self.backend, self.backend_options)
         if not self.model_name:
@@ -106,6 +124,9 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
+        if name == "backend":  # a spec-string backend replaced here is not closed
+            self._backend = _live_backend(value, self.backend_options)
+            self.model_name = self._backend.name
         if name in _RANKER_FIELDS:
             self._ranker = None
 
@@ -125,14 +146,14 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
         return self._ranker
 
     def _build_ranker(self) -> PSCRanker:
-        prompt = self.prompt
+        prompt: str | TemplatePrompt = self.prompt
         if self.rerank_prompt is not None:
             prompt = to_core_prompt(self.rerank_prompt, max_words=self.max_words)
         return PSCRanker(
             self._backend,
             num_permutations=self.num_permutations,
             aggregator=self.aggregator,
-            prompt=prompt,
+            prompt=prompt,  # type: ignore[arg-type]  # frozen-dataclass name vs Protocol
             window_size=self.window_size,
             step=self.step,
             max_concurrency=self.max_concurrency,
@@ -148,8 +169,8 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
         )
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         query = _query_str(query_bundle)
         if not nodes:
             return []
@@ -158,8 +179,8 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
 
     @dispatcher.span
     async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         query = _query_str(query_bundle)
         if not nodes:
             return []
@@ -168,8 +189,8 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
 
     @contextmanager
     def _rerank_events(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]
-    ) -> Iterator[Callable[[RankingResult], List[NodeWithScore]]]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> Iterator[Callable[[RankingResult], list[NodeWithScore]]]:
         """Start and end events (instrumentation and callback manager) around one rerank."""
         top_n = self.top_n if self.top_n is not None else len(nodes)
         dispatcher.event(
@@ -177,30 +198,28 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
                 query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.model_name
             )
         )
-        payload = {
+        payload: dict[str, Any] = {
             EventPayload.NODES: nodes,
             EventPayload.MODEL_NAME: self.model_name,
             EventPayload.QUERY_STR: query_bundle.query_str if query_bundle else "",
             EventPayload.TOP_K: top_n,
         }
-        ended: List[List[NodeWithScore]] = []
-
-        def finish(result: RankingResult) -> List[NodeWithScore]:
-            reranked = _reranked(nodes, result, self.top_n)
-            event.on_end(payload={EventPayload.NODES: reranked})
-            ended.append(reranked)
-            return reranked
-
         with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
+
+            def finish(result: RankingResult) -> list[NodeWithScore]:
+                reranked = _reranked(nodes, result, self.top_n)
+                event.on_end(payload={EventPayload.NODES: reranked})
+                dispatcher.event(ReRankEndEvent(nodes=reranked))
+                return reranked
+
             yield finish
-        dispatcher.event(ReRankEndEvent(nodes=ended[0]))
 
     async def aclose(self) -> None:
         """Release the ranker and, when built here from a spec string, the backend."""
         ranker, self._ranker = self._ranker, None
         if ranker is not None:
             await ranker.aclose()
-        if isinstance(self.backend, str) and self._backend is not None:
+        if isinstance(self.backend, str):
             await self._backend.aclose()
 
     def close(self) -> None:
@@ -208,7 +227,7 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
         run_sync(self.aclose)
 
 
-def _live_backend(backend: Any, options: Dict[str, Any]) -> Backend:
+def _live_backend(backend: Any, options: dict[str, Any]) -> Backend:
     if options and not isinstance(backend, str):
         raise ConfigurationError(
             "backend_options apply to a spec string backend only; configure a backend object "
@@ -219,7 +238,7 @@ def _live_backend(backend: Any, options: Dict[str, Any]) -> Backend:
     return resolve_backend(backend, **options)
 
 
-def _query_str(query_bundle: Optional[QueryBundle]) -> str:
+def _query_str(query_bundle: QueryBundle | None) -> str:
     if query_bundle is None:
         raise ConfigurationError(
             "PSCRerank needs the query: pass query_bundle= or query_str= to postprocess_nodes "
@@ -228,12 +247,12 @@ def _query_str(query_bundle: Optional[QueryBundle]) -> str:
     return query_bundle.query_str
 
 
-def _texts(nodes: List[NodeWithScore]) -> List[str]:
+def _texts(nodes: list[NodeWithScore]) -> list[str]:
     return [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
 
 
 def _reranked(
-    nodes: List[NodeWithScore], result: RankingResult, top_n: Optional[int]
-) -> List[NodeWithScore]:
+    nodes: list[NodeWithScore], result: RankingResult, top_n: int | None
+) -> list[NodeWithScore]:
     order = result.order if top_n is None else result.order[:top_n]
     return [NodeWithScore(node=nodes[i].node, score=result.scores[i]) for i in order]

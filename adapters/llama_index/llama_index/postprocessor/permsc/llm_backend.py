@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.llms import LLM
+
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.errors import BackendConnectionError, BackendError, BackendTimeoutError
 from permsc_integrations.results import Usage

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from llama_index.core.base.llms.types import MessageRole
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.prompts.template import TemplatePrompt
 
@@ -51,7 +52,7 @@ def to_core_prompt(template: BasePromptTemplate, *, max_words: int | None = 300)
             f"the rerank prompt has variable(s) {missing} that PSCRerank cannot fill; use only "
             "{query_str}, {context_str} and {num}, or bind the others with partial_format()"
         )
-    messages = template.format_messages(**_PLACEHOLDERS)
+    messages = template.format_messages(None, **_PLACEHOLDERS)
     system = [m.content or "" for m in messages if m.role == MessageRole.SYSTEM]
     users = [m.content or "" for m in messages if m.role == MessageRole.USER]
     if len(users) != 1 or len(system) + len(users) != len(messages):
