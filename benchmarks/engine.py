@@ -48,7 +48,8 @@ def serve(latency: float, http: str) -> None:
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     with ScriptedOpenAIServer(oracle_responder(grade, delay=latency), http=http) as server:
-        print(server.base_url, flush=True)
+        sys.stdout.write(server.base_url + "\n")
+        sys.stdout.flush()
         sys.stdin.read()
 
 
@@ -110,8 +111,8 @@ async def warm_side_by_side(base_url: str, repeats: int) -> dict[str, list[float
         await burst(0)
         await ranker.arank("q", items(0))
         for r in range(1, repeats + 1):
-            out["floor"].append(await timed(lambda: burst(r)))
-            out["warm"].append(await timed(lambda: ranker.arank("q", items(r))))
+            out["floor"].append(await timed(lambda r=r: burst(r)))
+            out["warm"].append(await timed(lambda r=r: ranker.arank("q", items(r))))
     await backend.aclose()
     return out
 
@@ -243,8 +244,8 @@ FINDINGS = """### Where the time went (measured before tuning)
   `post()` (same auth, base URL, typed SDK errors) and reads the raw response: CPU per call
   about halves (table above).
 * What remains is httpx/httpcore (the pool re-checks every idle connection with a `poll`
-  on each request) and the kernel's loopback sends; the engine itself adds well under 1 ms
-  per call over `OpenAIBackend` alone.
+  on each request) and the kernel's loopback sends; the engine's own share is the gap
+  between `PSCRanker` and `OpenAIBackend alone` in the CPU table (it moves with the load).
 * `PSCRanker`'s default `max_concurrency=16` is below the default m = 20: one window then
   needs two rounds of calls (≥ 2 × L). The single-list runs here use `max_concurrency=20`.
 * This machine is shared (the load average is given below); even raw HTTP misses L by the
@@ -270,6 +271,7 @@ def report(single: dict[str, Any], first: float, many: list[tuple[float, int]], 
     rates = [calls / elapsed for elapsed, calls in many]
     rate, bound, calls = statistics.median(rates), C / LATENCY, many[0][1]
     sdk = cpu["openai SDK alone"]
+    own = cpu["PSCRanker (engine)"] - cpu["OpenAIBackend alone"]
     rows = "\n".join([
         "| case | runs | median s | min s | median / L |", "|---|---|---|---|---|",
         ratio_row("first PSC in the process (imports, connections)", [first]),
@@ -298,7 +300,8 @@ def report(single: dict[str, Any], first: float, many: list[tuple[float, int]], 
         f"### CPU time per call (L = 0, {n_cpu_calls} calls, C = {C}, medians of interleaved "
         f"rounds; target: engine ≤ SDK + 1 ms)\n\n{cpu_rows}\n\n"
         "The engine's figure includes everything per call: prompt rendering, the SDK call, "
-        "parsing, and the Kemeny aggregation of each list (amortised over its m calls).\n\n"
+        "parsing, and the Kemeny aggregation of each list (amortised over its m calls): "
+        f"{own:.2f} ms per call beyond `OpenAIBackend` alone.\n\n"
         f"Peak traced memory (tracemalloc) ranking {N_LISTS} lists × m = {M_MANY}: "
         f"{peak_mb:.1f} MiB.\n\n" + FINDINGS
     )
@@ -319,7 +322,7 @@ async def run_all(quick: bool) -> str:
         cpu = await cpu_per_call(server.base_url, n_cpu_calls, rounds)
         peak = await peak_memory(server.base_url)
     body = report(single, first, many, raw_rate, cpu, peak, n_cpu_calls)
-    return body + f"\nLoad average (1, 5, 15 min) at the start: {start_load}; at the end: {load()}.\n"
+    return body + f"\nLoad average (1/5/15 min): {start_load} at the start, {load()} at the end.\n"
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -68,6 +69,7 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
     began = time.perf_counter()
     batched = await backend.acomplete_batch(batch, settings)
     t_batch = time.perf_counter() - began
+    print(f"batched: {t_batch:.1f} s", file=sys.stderr, flush=True)  # noqa: T201
     began = time.perf_counter()
     single = [await backend.acomplete(b, settings) for b in batch]
     t_single = time.perf_counter() - began

@@ -32,9 +32,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
-from .errors import MissingDependencyError
+from .errors import MissingDependencyError, PermscError
 
 __all__ = [
     "ChatRequest",
@@ -138,9 +138,10 @@ class RequestRecord:
     outcome: str  # "ok", "status 429", "drop", ...
 
 
-ReplyLike = Union[str, Reply, Fault]
-Responder = Callable[[ChatRequest], Union[ReplyLike, Awaitable[ReplyLike]]]
+ReplyLike = str | Reply | Fault
+Responder = Callable[[ChatRequest], ReplyLike | Awaitable[ReplyLike]]
 
+_PURPOSE = "ScriptedOpenAIServer"
 _MARKER = re.compile(r"^\[(\d+)\][ \t]*(?!>)(.*)$", re.M)
 
 
@@ -230,11 +231,11 @@ def noisy_responder(
         rng, n = _rng(seed, request), len(shown)
         truth = sorted(range(n), key=lambda p: -relevance(shown[p]))
         kept = [rng.random() < keep for _ in truth]
-        loose = [p for p, k in zip(truth, kept) if not k]
+        loose = [p for p, k in zip(truth, kept, strict=True) if not k]
         centre = (n - 1) / 2 or 1.0
         loose.sort(key=lambda p: rng.random() - position_bias * abs(p - centre) / centre)
         it = iter(loose)
-        order = [p if k else next(it) for p, k in zip(truth, kept)]
+        order = [p if k else next(it) for p, k in zip(truth, kept, strict=True)]
         return Reply(_format(order), delay=delay)
 
     return respond
@@ -383,12 +384,12 @@ class ScriptedOpenAIServer:
         return len(self.requests)
 
     def reset(self) -> None:
-        """Forget recorded requests (the server keeps running)."""
+        """Forget recorded requests; the server keeps running, calls in flight still count."""
         with self._lock:
             self.requests: list[ChatRequest] = []
             self.records: list[RequestRecord] = []
-            self.in_flight = 0
-            self.max_in_flight = 0
+            self.in_flight = getattr(self, "in_flight", 0)
+            self.max_in_flight = self.in_flight
 
     def _admit(self, payload: Mapping[str, Any]) -> ChatRequest:
         messages = tuple(dict(m) for m in payload["messages"])
@@ -413,7 +414,7 @@ class ScriptedOpenAIServer:
             from starlette.responses import JSONResponse
             from starlette.routing import Route
         except ImportError as exc:
-            raise MissingDependencyError("starlette", "test", purpose="ScriptedOpenAIServer") from exc
+            raise MissingDependencyError("starlette", "test", purpose=_PURPOSE) from exc
 
         async def models(request: Any) -> Any:
             entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
@@ -429,7 +430,7 @@ class ScriptedOpenAIServer:
         try:
             import uvicorn
         except ImportError as exc:
-            raise MissingDependencyError("uvicorn", "test", purpose="ScriptedOpenAIServer") from exc
+            raise MissingDependencyError("uvicorn", "test", purpose=_PURPOSE) from exc
         # proto=IPPROTO_TCP: only then does asyncio set TCP_NODELAY on accepted connections
         # (without it every answer waits ~40 ms for a delayed ACK)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -438,7 +439,8 @@ class ScriptedOpenAIServer:
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self._app(), loop="asyncio", http=self.http, lifespan="off", log_config=None,
-            log_level="warning", access_log=False, proxy_headers=False, backlog=4096, timeout_keep_alive=30,
+            log_level="warning", access_log=False, proxy_headers=False, backlog=4096,
+            timeout_keep_alive=30,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -449,7 +451,8 @@ class ScriptedOpenAIServer:
         deadline = time.monotonic() + 10
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("ScriptedOpenAIServer did not start; see the uvicorn log")
+                raise PermscError("ScriptedOpenAIServer did not start within 10 s; "
+                                  "see the log of the 'uvicorn.error' logger")
             time.sleep(0.001)
         return self
 

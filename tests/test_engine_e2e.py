@@ -105,7 +105,8 @@ def test_malformed_text_is_reasked_then_counted_as_failed(scripted_server):
     result = run(ranker_for(server), "q", items)
     assert result.order == true_order(items) and not result.failures
     assert server.request_count == 6  # one re-ask
-    reasked = [r for r in server.requests if len(r.messages) > server.requests[1].messages.__len__()]
+    shortest = min(len(r.messages) for r in server.requests)
+    reasked = [r for r in server.requests if len(r.messages) > shortest]
     assert len(reasked) == 1 and "could not be read" in reasked[0].messages[-1]["content"]
     server.responder, _ = sequence("no ranking here", then=ORACLE), server.reset()
     result = run(ranker_for(server, reasks=0), "q", items)

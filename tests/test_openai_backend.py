@@ -29,7 +29,9 @@ pytestmark = pytest.mark.timeout(30)
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "[1] a\n[2] b"}]
 
 
-def complete(backend: OpenAIBackend, settings: GenerationSettings = GenerationSettings()):
+def complete(backend: OpenAIBackend, settings: GenerationSettings | None = None):
+    settings = settings or GenerationSettings()
+
     async def run():
         try:
             return await backend.acomplete(MESSAGES, settings)

@@ -135,7 +135,8 @@ def _large(W: np.ndarray, deadline: float, solver: Any) -> _Block:
             obj = kendall_cost(done, W)
             return _Block(done, obj, float(obj), "lp")
         if X is not None:  # round the LP: most (fractional) wins first, then local search
-            cand = insertion_refine(np.argsort(-X.sum(1), kind="stable").tolist(), W)
+            start = np.argsort(-X.sum(1), kind="stable").tolist()
+            cand = insertion_refine(start, W, deadline=deadline)
             if (cost := kendall_cost(cand, W)) < upper:
                 heur, upper = cand, cost
         if upper <= math.ceil(lower - 1e-6):
@@ -150,20 +151,21 @@ def _lp_rounds(
 
     Returns the order if the LP came out integral, the best bound, the last LP matrix.
     """
-    from ._lp import order_from_matrix, pair_matrix, violated_triangles
+    from ._lp import IPM_FROM, order_from_matrix, pair_matrix, violated_triangles
 
     X = None
-    reserve = 5e-4 * k  # time kept back for rounding the last LP solution
+    reserve = 1e-3 * k  # time kept back for rounding the last LP solution
+    limit = max(200, (20 if k > IPM_FROM else 10) * k)  # IPM re-solves from scratch: fewer rounds
     # without 3-cycle rows the LP optimum is the (perturbed) majority: skip that solve
     cost = model.cost
-    model.add_triangles(violated_triangles((cost.T < cost).astype(float), limit=max(200, 10 * k)))
+    model.add_triangles(violated_triangles((cost.T < cost).astype(float), limit=limit))
     while (left := deadline - time.perf_counter() - reserve) > 0:
         res = model.solve(left)
         if not res.optimal:
             break
         lower = max(lower, res.objective)
         X = pair_matrix(res.x, k)
-        found = violated_triangles(X, limit=max(200, 10 * k))
+        found = violated_triangles(X, limit=limit)
         if len(found) == 0:
             return (order_from_matrix(X) if res.integral else None), lower, X
         model.add_triangles(found)
@@ -180,8 +182,9 @@ def _integer(
     lower: float,
 ) -> _Block:
     """The integer step (HiGHS MIP on the same model, or PuLP), within the time left."""
-    if deadline - time.perf_counter() <= 0:
-        return _Block(heur, upper, lower, "heuristic(time)")
+    left = deadline - time.perf_counter()
+    if left <= 0 or (model is not None and left < 3 * model.last_solve_s):
+        return _Block(heur, upper, lower, "heuristic(time)")  # too little time for a MIP
     if isinstance(solver, str) and solver == "highs":
         order, proven, bound, name = _highs_mip(model, deadline, W.shape[0])
     else:

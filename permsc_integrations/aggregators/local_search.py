@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,7 +55,11 @@ def _best_move(D: np.ndarray, order: np.ndarray) -> tuple[float, int, int]:
 
 
 def insertion_refine(
-    order: Sequence[int], cost: np.ndarray, *, max_moves: int = 100_000
+    order: Sequence[int],
+    cost: np.ndarray,
+    *,
+    max_moves: int = 100_000,
+    deadline: float | None = None,
 ) -> list[int]:
     """Improve ``order`` (indices into ``cost``) by single-item moves until none helps.
 
@@ -68,6 +73,8 @@ def insertion_refine(
     cost = np.asarray(cost, dtype=float)
     D = cost - cost.T
     for _ in range(max_moves):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         delta, p, q = _best_move(D, current)
         if delta >= -1e-9:
             break
