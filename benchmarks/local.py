@@ -84,6 +84,7 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         "t_single": t_single,
         "gen_batch": gen_b,
         "gen_single": gen_s,
+        "examples": sorted({c.text.replace("\n", " ")[:60] for c in batched})[:4],
         "same": sum(a.text == b.text for a, b in zip(batched, single, strict=True)),
         "quality": quality(prompt, texts, batched),
     }
@@ -99,19 +100,24 @@ def render(r: dict, args: argparse.Namespace) -> str:
             f"cut to {args.words} words; "
             f"~{r['prompt_tokens']} prompt tokens each), m={r['m']} RankGPT prompts, greedy, "
             f"at most {args.max_new_tokens} new tokens.\n",
-            "| mode | wall s | generated tokens | generated tok/s |",
-            "|---|---|---|---|",
+            "| mode | wall s | generated tokens | generated tok/s | prompt + generated tok/s |",
+            "|---|---|---|---|---|",
             f"| one `generate` for all {r['m']} (left-padded batch) | {r['t_batch']:.1f} | "
-            f"{r['gen_batch']} | {r['gen_batch'] / r['t_batch']:.1f} |",
+            f"{r['gen_batch']} | {r['gen_batch'] / r['t_batch']:.2f} | "
+            f"{(r['gen_batch'] + r['prompt_tokens'] * r['m']) / r['t_batch']:.0f} |",
             f"| {r['m']} calls one by one | {r['t_single']:.1f} | {r['gen_single']} | "
-            f"{r['gen_single'] / r['t_single']:.1f} |",
+            f"{r['gen_single'] / r['t_single']:.2f} | "
+            f"{(r['gen_single'] + r['prompt_tokens'] * r['m']) / r['t_single']:.0f} |",
             "",
             f"One by one / batched wall time: **{r['t_single'] / r['t_batch']:.1f}x**. "
             f"Identical texts in both modes: {r['same']} of {r['m']}.",
             "",
             f"Answer quality (batched answers): {q['full']:.0%} full valid rankings, "
             f"{q['partial']:.0%} partial, {q['invalid']:.0%} unparseable; mean Kendall tau of a "
-            f"parsed answer to the order it was shown in: {q['echo_tau']:.2f} (1.0 = pure echo).",
+            f"parsed answer to the order it was shown in: {q['echo_tau']:.2f} (1.0 = pure echo; "
+            "nan: no answer named two or more passages). Distinct answers seen: "
+            + ", ".join(f"`{t}`" for t in r["examples"])
+            + ".",
         ]
     )
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,8 +87,9 @@ class PSCRanker:
     settles the top ``window_size - step``; ``top_k`` adds passes until the top ``k`` is
     settled. Each window needs ``min_successful`` good samples (default ``max(1, m // 2)``)
     or raises :class:`InsufficientSamplesError`. ``max_words`` truncates passages of a
-    prompt given by name. A backend given as a spec string is created, and closed by
-    :meth:`aclose`, by the ranker; a backend object stays the caller's to close.
+    prompt given by name. A backend given as a spec string is created (with
+    ``backend_options`` such as ``base_url=``), and closed by :meth:`aclose`, by the ranker;
+    a backend object stays the caller's to close.
     """
 
     def __init__(
@@ -100,7 +101,7 @@ class PSCRanker:
         prompt: str | Prompt = "rankgpt",
         window_size: int = 20,
         step: int = 10,
-        max_concurrency: int = 16,
+        max_concurrency: int = 32,
         request_concurrency: int | None = None,
         seed: int = 0,
         include_identity: bool = False,
@@ -114,6 +115,7 @@ class PSCRanker:
         top_k: int | None = None,
         cache: ResponseCache | None = None,
         on_event: EventHook | None = None,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -125,7 +127,7 @@ class PSCRanker:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout}")
         plan_windows(0, window_size=window_size, step=step, top_k=top_k)  # validates the options
         self._owns_backend = isinstance(backend, str)
-        self.backend = resolve_backend(backend)
+        self.backend = resolve_backend(backend, **(backend_options or {}))
         self.window_size, self.step, self.top_k, self.seed = window_size, step, top_k, seed
         self.max_concurrency, self.request_concurrency = max_concurrency, request_concurrency
         self.on_event = on_event

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,11 +161,3 @@ def test_bad_input_raises_invalid_ranking_error(
 @pytest.mark.parametrize("method", BUILTIN)
 def test_no_rankings_but_n_items_gives_index_order(method: str) -> None:
     assert aggregate([], method=method, n_items=3) == [0, 1, 2]
-
-
-def test_docs_aggregation_snippets_run() -> None:
-    doc = Path(__file__).resolve().parents[1] / "docs" / "aggregation.md"
-    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
-    assert len(blocks) >= 2
-    for block in blocks:
-        exec(compile(block, str(doc), "exec"), {})  # noqa: S102 - our own documentation

@@ -133,8 +133,10 @@ class TriangleModel:
         has_x = optimal or int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
         x = np.asarray(self.h.getSolution().col_value) if has_x else np.zeros(0)
         integral = has_x and bool(np.all(np.minimum(x, 1.0 - x) < _TOL))
-        objective = info.objective_function_value + self.offset if has_x else float("inf")
-        objective -= 1e-7 * abs(objective)  # IPM without crossover: keep the bound safe
+        objective = float("inf")
+        if has_x:  # shaved a little: IPM without crossover must still give a safe bound
+            objective = info.objective_function_value + self.offset
+            objective -= 1e-7 * abs(objective)
         return LPResult(x=x, objective=objective, optimal=optimal, integral=integral)
 
     def bound(self) -> float:
