@@ -226,3 +226,9 @@ def test_cli_trec_psc_against_the_scripted_server(
     assert result["single"]["runs"][0] == pytest.approx(sum(best) / 3)
     assert result["methods"]["first-stage"]["mean"] < result["methods"]["psc-kemeny"]["mean"]
     assert set(read_run(tmp_path / "runs" / "psc-kemeny.txt")) == {q.qid for q in queries}
+
+
+def test_cli_rejects_an_unknown_aggregator_before_any_call() -> None:
+    from permsc_integrations.cli import main
+
+    assert main(["eval", "mathsort", "--aggregators", "kemeny,nope", "--backend", "embedded"]) == 2

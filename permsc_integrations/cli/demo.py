@@ -97,14 +97,13 @@ def run(args: argparse.Namespace) -> int:
     query = demo_query()
     spec = backend_spec(args)
     args.window_size, args.step, args.top_k, args.max_words = 20, 10, None, 300
-    args.num_permutations = max(1, args.num_permutations)
     options = ranker_options(args, spec)
     options["max_tokens"] = args.max_tokens or (
         8 + 6 * len(query.texts) if options["max_tokens"] else None
     )
     backend = build_backend(args)
-    ranker = PSCRanker(backend, min_successful=1, **options)
     try:
+        ranker = PSCRanker(backend, min_successful=1, **options)
         started = time.perf_counter()
         result = run_sync(ranker.arank, query.query, list(query.texts))
         seconds = time.perf_counter() - started

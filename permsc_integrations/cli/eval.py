@@ -251,6 +251,10 @@ def _trec(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the offline, sorting or TREC evaluation."""
+    from ..aggregators import get
+
+    for name in args.aggregators.split(","):
+        get(name)  # an unknown name fails now, not after every model call
     if args.runs:
         return _offline(args)
     if args.task is None:

@@ -12,6 +12,7 @@ the first-stage order (``num_permutations=1``, identity order), and of PSC with 
 sliding window; or, offline, of several existing runs and their aggregates.
 
 Example:
+    >>> from permsc_integrations.backends import Completion
     >>> from permsc_integrations.eval.generators import generate_mathsort
     >>> class Sorter:  # an in-process backend that sorts perfectly
     ...     name = "sorter"
@@ -34,7 +35,7 @@ from typing import Any
 import anyio
 
 from ..aggregators import aggregate
-from ..backends.base import Backend, Completion  # noqa: F401  (Completion: docs example)
+from ..backends.base import Backend
 from ..bridge import run_sync
 from ..errors import ConfigurationError, InsufficientSamplesError
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
@@ -160,6 +161,8 @@ def score_sorting(
     config: Mapping[str, Any] | None = None,
 ) -> EvalReport:
     """Score single runs and every aggregator on the same samples (see module docs)."""
+    if not lists:
+        raise ConfigurationError("nothing to score: no lists were evaluated")
     m = min(len(s.rankings) for s in lists)
     tau = kendall_tau_b
     singles = tuple(tuple(tau(s.rankings[k], s.example.keys) for s in lists) for k in range(m))
