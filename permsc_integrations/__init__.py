@@ -35,7 +35,10 @@ from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, Wi
 if TYPE_CHECKING:
     from .backends import resolve_backend
     from .backends.base import Backend, Completion, GenerationSettings
+    from .cache import MemoryCache, SQLiteCache
+    from .events import Event
     from .ranker import PSCRanker, RankRequest
+    from .retry import RetryPolicy
 
 __version__ = "0.1.0"
 
@@ -47,6 +50,10 @@ _LAZY: dict[str, str] = {
     "Completion": "permsc_integrations.backends.base",
     "GenerationSettings": "permsc_integrations.backends.base",
     "resolve_backend": "permsc_integrations.backends",
+    "RetryPolicy": "permsc_integrations.retry",
+    "MemoryCache": "permsc_integrations.cache",
+    "SQLiteCache": "permsc_integrations.cache",
+    "Event": "permsc_integrations.events",
 }
 
 __all__ = [
@@ -65,6 +72,10 @@ __all__ = [
     "Completion",
     "GenerationSettings",
     "resolve_backend",
+    "RetryPolicy",
+    "MemoryCache",
+    "SQLiteCache",
+    "Event",
     "PermscError",
     "ConfigurationError",
     "UnknownNameError",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from permsc_integrations import aggregate, aggregators
 from permsc_integrations.aggregators.kemeny import kemeny_objective
-from permsc_integrations.errors import InvalidRankingError, UnknownNameError
+from permsc_integrations.errors import ConfigurationError, InvalidRankingError, UnknownNameError
 
 BUILTIN = ["kemeny", "rrf", "borda", "copeland", "local_search"]
 
@@ -90,20 +90,19 @@ def test_local_search_from_an_explicit_order_and_a_bad_one() -> None:
         aggregate(rankings, method="local_search", initial=[0, 0, 1, 2])
 
 
-def test_registry_register_get_available_and_callables() -> None:
+def test_registry_register_get_available_and_callables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aggregators, "_registry", aggregators._registry.copy())
+
     def reverse(rankings: Sequence[Sequence[int]], *, n_items: int, **_: object) -> list[int]:
         return list(range(n_items))[::-1]
 
     aggregators.register("test_reverse", reverse)
-    try:
-        assert "test_reverse" in aggregators.available()
-        assert set(BUILTIN) <= set(aggregators.available())
-        assert aggregators.get("test_reverse") is reverse
-        assert aggregate([[0, 1, 2]], method="test_reverse") == [2, 1, 0]
-        assert aggregate([[0, 1, 2]], method=reverse) == [2, 1, 0]  # a callable works as well
-    finally:
-        aggregators._REGISTRY.pop("test_reverse", None)
-    with pytest.raises(TypeError):
+    assert "test_reverse" in aggregators.available()
+    assert set(BUILTIN) <= set(aggregators.available())
+    assert aggregators.get("test_reverse") is reverse
+    assert aggregate([[0, 1, 2]], method="test_reverse") == [2, 1, 0]
+    assert aggregate([[0, 1, 2]], method=reverse) == [2, 1, 0]  # a callable works as well
+    with pytest.raises(ConfigurationError):
         aggregators.register("bad", "not callable")  # type: ignore[arg-type]
 
 
@@ -133,8 +132,7 @@ def test_entry_point_aggregators_are_discovered(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
-    monkeypatch.setattr(aggregators, "_entry_points_loaded", False)
-    monkeypatch.setattr(aggregators, "_REGISTRY", dict(aggregators._REGISTRY))
+    monkeypatch.setattr(aggregators, "_registry", aggregators._registry.copy())
     assert "first_seen" in aggregators.available()
     assert aggregate([[2, 0], [1]], method="first_seen", n_items=4) == [2, 0, 1, 3]
     sys.modules.pop("ep_agg_plugin", None)

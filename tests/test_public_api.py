@@ -11,7 +11,8 @@ from permsc_integrations import errors
 CORE_ALL = {
     "__version__", "aggregate", "aggregators", "PSCRanker", "RankRequest", "RankingResult",
     "WindowResult", "Sample", "ParsedAnswer", "ParseStatus", "Usage", "Backend", "Completion",
-    "GenerationSettings", "resolve_backend", "PermscError", "ConfigurationError",
+    "GenerationSettings", "resolve_backend", "RetryPolicy", "MemoryCache", "SQLiteCache", "Event",
+    "PermscError", "ConfigurationError",
     "UnknownNameError", "MissingDependencyError", "InvalidRankingError", "ParseError",
     "BackendError", "RateLimitError", "BackendTimeoutError", "BackendConnectionError",
     "ContextLengthError", "InsufficientSamplesError",

@@ -14,12 +14,11 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from ..errors import InvalidRankingError, UnknownNameError
+from ..errors import InvalidRankingError
+from ..registry import Registry
 
 __all__ = ["Aggregator", "register", "get", "available", "aggregate", "resolve"]
 
@@ -32,52 +31,29 @@ class Aggregator(Protocol):
     ) -> list[int]: ...
 
 
-# Built-ins are loaded on first use so that importing the package stays fast.
-_BUILTIN: dict[str, str] = {
-    "kemeny": "permsc_integrations.aggregators.kemeny:kemeny",
-    "rrf": "permsc_integrations.aggregators.rrf:rrf",
-    "borda": "permsc_integrations.aggregators.borda:borda",
-    "copeland": "permsc_integrations.aggregators.copeland:copeland",
-    "local_search": "permsc_integrations.aggregators.local_search:local_search",
-}
-_REGISTRY: dict[str, Aggregator | str] = dict(_BUILTIN)
-_entry_points_loaded = False
+_registry: Registry[Aggregator] = Registry(
+    "aggregator",
+    ENTRY_POINT_GROUP,
+    {  # built-ins load on first use, so that importing the package stays fast
+        name: f"permsc_integrations.aggregators.{name}:{name}"
+        for name in ("kemeny", "rrf", "borda", "copeland", "local_search")
+    },
+)
 
 
 def register(name: str, fn: Aggregator) -> None:
     """Register ``fn`` under ``name`` (replacing any aggregator of that name)."""
-    if not callable(fn):
-        raise TypeError(f"aggregator {name!r} must be callable, got {type(fn).__name__}")
-    _REGISTRY[name] = fn
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        _REGISTRY.setdefault(ep.name, f"{ep.value}")
+    _registry.register(name, fn)
 
 
 def available() -> list[str]:
     """Names of every registered aggregator, sorted."""
-    _load_entry_points()
-    return sorted(_REGISTRY)
+    return _registry.available()
 
 
 def get(name: str) -> Aggregator:
     """The aggregator registered as ``name``; :class:`UnknownNameError` lists the others."""
-    _load_entry_points()
-    try:
-        entry = _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("aggregator", name, available()) from None
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = getattr(importlib.import_module(module), attr)
-        _REGISTRY[name] = entry
-    return entry
+    return _registry.get(name)
 
 
 def resolve(method: str | Aggregator) -> Aggregator:

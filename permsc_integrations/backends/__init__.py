@@ -13,12 +13,11 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
-from ..errors import ConfigurationError, UnknownNameError
+from ..errors import ConfigurationError
+from ..registry import Registry
 from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
 
 __all__ = [
@@ -37,39 +36,27 @@ ENTRY_POINT_GROUP = "permsc_integrations.backends"
 BackendFactory = Callable[..., Backend]
 """``factory(model: str | None, **options) -> Backend``."""
 
-_REGISTRY: dict[str, BackendFactory | str] = {
-    "openai": "permsc_integrations.backends.openai:OpenAIBackend",
-    "transformers": "permsc_integrations.backends.transformers:TransformersBackend",
-    "llamacpp": "permsc_integrations.backends.llamacpp:LlamaCppBackend",
-    "embedded": "permsc_integrations.backends.embedded:embedded_backend",
-}
-_entry_points_loaded = False
+_registry: Registry[BackendFactory] = Registry(
+    "backend",
+    ENTRY_POINT_GROUP,
+    {
+        "openai": "permsc_integrations.backends.openai:OpenAIBackend",
+        "transformers": "permsc_integrations.backends.transformers:TransformersBackend",
+        "llamacpp": "permsc_integrations.backends.llamacpp:LlamaCppBackend",
+        "embedded": "permsc_integrations.backends.embedded:embedded_backend",
+    },
+    normalize=lambda name: name.strip().lower(),
+)
 
 
 def register(kind: str, factory: BackendFactory) -> None:
     """Register a backend factory for spec strings ``"<kind>:<model>"``."""
-    _REGISTRY[kind] = factory
+    _registry.register(kind, factory)
 
 
 def available() -> list[str]:
     """Backend kinds usable in spec strings, sorted."""
-    global _entry_points_loaded
-    if not _entry_points_loaded:
-        _entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            _REGISTRY.setdefault(ep.name, ep.value)
-    return sorted(_REGISTRY)
-
-
-def _factory(kind: str) -> BackendFactory:
-    if kind not in available():
-        raise UnknownNameError("backend", kind, available())
-    entry = _REGISTRY[kind]
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = getattr(importlib.import_module(module), attr)
-        _REGISTRY[kind] = entry
-    return entry
+    return _registry.available()
 
 
 def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
@@ -85,4 +72,4 @@ def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
             )
         return spec
     kind, _, model = spec.partition(":")
-    return _factory(kind.strip().lower())(model.strip() or None, **options)
+    return _registry.get(kind)(model.strip() or None, **options)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
-from ..errors import ConfigurationError, UnknownNameError
+from ..errors import ConfigurationError
+from ..registry import Registry
 from .base import Prompt
 from .truncate import truncate_words
 
@@ -59,37 +59,19 @@ _CLASSES = {
     "GSM8KSortPrompt": "gsm8ksort",
     "TemplatePrompt": "template",
 }
-_REGISTRY: dict[str, PromptFactory | str] = dict(_BUILTIN)
-_entry_points_loaded = False
+_registry: Registry[PromptFactory] = Registry(
+    "prompt", ENTRY_POINT_GROUP, _BUILTIN, normalize=lambda name: name.strip().lower()
+)
 
 
 def register_prompt(name: str, factory: PromptFactory) -> None:
     """Register ``factory`` (a Prompt class or any callable returning a Prompt) as ``name``."""
-    if not callable(factory):
-        raise ConfigurationError(f"prompt factory {name!r} must be callable")
-    _REGISTRY[name.strip().lower()] = factory
+    _registry.register(name, factory)
 
 
 def available_prompts() -> list[str]:
     """Names of every registered prompt, sorted."""
-    global _entry_points_loaded
-    if not _entry_points_loaded:
-        _entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            _REGISTRY.setdefault(ep.name, ep.value)
-    return sorted(_REGISTRY)
-
-
-def _factory(name: str) -> PromptFactory:
-    key = name.strip().lower()
-    if key not in available_prompts():
-        raise UnknownNameError("prompt", name, available_prompts())
-    entry = _REGISTRY[key]
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = getattr(importlib.import_module(module), attr)
-        _REGISTRY[key] = entry
-    return entry
+    return _registry.available()
 
 
 def _with_options(prompt: Prompt, options: dict[str, Any]) -> Prompt:
@@ -118,7 +100,7 @@ def get_prompt(name_or_prompt: str | Prompt, **options: Any) -> Prompt:
     'wordsort'
     """
     if isinstance(name_or_prompt, str):
-        factory = _factory(name_or_prompt)
+        factory = _registry.get(name_or_prompt)
         try:
             prompt = factory(**options)
         except TypeError as exc:
