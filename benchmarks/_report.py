@@ -45,7 +45,10 @@ def gpu() -> str | None:
 
 def write_section(name: str, body: str, *, command: str | None = None) -> None:
     """Replace (or append) the section ``name`` of docs/benchmarks.md with ``body``."""
-    command = command or "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(DOC.parents[1]):
+        script = script.relative_to(DOC.parents[1])
+    command = command or "python " + " ".join([script.as_posix(), *sys.argv[1:]])
     text = DOC.read_text() if DOC.exists() else HEADER
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     block = f"{begin}\n{body.rstrip()}\n\nMachine: {machine()}" + (

@@ -246,8 +246,6 @@ FINDINGS = """### Where the time went (measured before tuning)
 * What remains is httpx/httpcore (the pool re-checks every idle connection with a `poll`
   on each request) and the kernel's loopback sends; the engine's own share is the gap
   between `PSCRanker` and `OpenAIBackend alone` in the CPU table (it moves with the load).
-* `PSCRanker`'s default `max_concurrency=16` is below the default m = 20: one window then
-  needs two rounds of calls (≥ 2 × L). The single-list runs here use `max_concurrency=20`.
 * This machine is shared (the load average is given below); even raw HTTP misses L by the
   margin shown in the floor rows, so read the engine's figures against the floor.
 """
