@@ -55,6 +55,9 @@ def write_section(name: str, body: str, *, command: str | None = None) -> None:
         f"; GPU: {gpu()}" if gpu() else ""
     ) + f"  \nCommand: `{command}`\n{end}"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)

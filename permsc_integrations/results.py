@@ -128,7 +128,6 @@ class RankingResult:
     confidence: float = 1.0
     usage: Usage = field(default_factory=Usage)
     request: Any = None
-    approximate: bool = False
 
     @property
     def samples(self) -> tuple[Sample, ...]:

@@ -61,7 +61,9 @@ def resolve(method: str | Aggregator) -> Aggregator:
     return get(method) if isinstance(method, str) else method
 
 
-def _validate(rankings: Sequence[Sequence[int]], n_items: int | None) -> tuple[list[list[int]], int]:
+def _validate(
+    rankings: Sequence[Sequence[int]], n_items: int | None
+) -> tuple[list[list[int]], int]:
     if isinstance(rankings, (str, bytes)):
         raise InvalidRankingError("rankings must be a sequence of rankings, not a string")
     clean = [[int(i) for i in r] for r in rankings]

@@ -12,7 +12,8 @@ Example:
     ...         return Completion(text=messages[-1]["content"])
     ...     async def aclose(self):
     ...         pass
-    >>> anyio.run(Echo().acomplete, [{"role": "user", "content": "[1] > [2]"}], GenerationSettings()).text
+    >>> messages = [{"role": "user", "content": "[1] > [2]"}]
+    >>> anyio.run(Echo().acomplete, messages, GenerationSettings()).text
     '[1] > [2]'
 """
 

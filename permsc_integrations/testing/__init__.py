@@ -1,0 +1,46 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1, scripted per request, for tests.
+
+:class:`ScriptedOpenAIServer` runs a starlette app under uvicorn in a background thread and
+serves ``POST /v1/chat/completions`` (non-streaming, OpenAI's schema, with usage) and
+``GET /v1/models``. A *responder* decides every answer: it receives the parsed
+:class:`ChatRequest` and returns text, a :class:`Reply` (text after a delay) or a
+:class:`Fault` (an HTTP error, a dropped connection). Every request is recorded, with
+timestamps and the peak number in flight, so tests can assert concurrency and retries.
+Needs the ``test`` extra (uvicorn, starlette).
+
+Example:
+    >>> from openai import OpenAI
+    >>> with ScriptedOpenAIServer(lambda request: "[2] > [1]") as server:
+    ...     client = OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+    ...     answer = client.chat.completions.create(
+    ...         model="m", messages=[{"role": "user", "content": "rank"}])
+    ...     client.close()
+    >>> answer.choices[0].message.content, server.request_count
+    ('[2] > [1]', 1)
+"""
+
+from .responders import (
+    ChatRequest,
+    Fault,
+    Reply,
+    RequestRecord,
+    Responder,
+    noisy_responder,
+    oracle_responder,
+    sequence,
+    shown_passages,
+)
+from .server import ScriptedOpenAIServer
+
+__all__ = [
+    "ChatRequest",
+    "Reply",
+    "Fault",
+    "RequestRecord",
+    "Responder",
+    "ScriptedOpenAIServer",
+    "shown_passages",
+    "sequence",
+    "oracle_responder",
+    "noisy_responder",
+]

@@ -1,0 +1,220 @@
+"""What the scripted server answers: requests, replies, faults and ready-made responders.
+
+Example:
+    >>> responder = sequence(Fault.status(429, retry_after=0.1), then="[1] > [2]")
+    >>> callable(responder)
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ChatRequest",
+    "Reply",
+    "Fault",
+    "RequestRecord",
+    "ReplyLike",
+    "Responder",
+    "shown_passages",
+    "sequence",
+    "oracle_responder",
+    "noisy_responder",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One parsed chat-completions request; ``index`` counts requests from 0 in arrival order."""
+
+    index: int
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """All message contents joined by newlines."""
+        return "\n".join(str(m.get("content") or "") for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A successful answer, sent after ``delay`` seconds (a delay past the client's timeout
+    makes a slow answer)."""
+
+    text: str
+    delay: float = 0.0
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A scripted failure: an HTTP error status or a dropped connection.
+
+    >>> Fault.status(429, retry_after=1.0).headers
+    (('retry-after', '1.0'),)
+    """
+
+    kind: str  # "status" | "drop"
+    status_code: int = 0
+    message: str = ""
+    code: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+
+    @classmethod
+    def status(
+        cls,
+        status_code: int,
+        *,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+        message: str | None = None,
+        code: str | None = None,
+        delay: float = 0.0,
+    ) -> Fault:
+        """An HTTP error with OpenAI's error body; optional ``Retry-After`` headers."""
+        headers: list[tuple[str, str]] = []
+        if retry_after is not None:
+            headers.append(("retry-after", str(retry_after)))
+        if retry_after_ms is not None:
+            headers.append(("retry-after-ms", str(retry_after_ms)))
+        text = message or f"scripted error {status_code}"
+        return cls("status", status_code, text, code, tuple(headers), delay)
+
+    @classmethod
+    def context_length(cls) -> Fault:
+        """The 400 an OpenAI server gives for a prompt longer than the context window."""
+        return cls.status(
+            400,
+            code="context_length_exceeded",
+            message="This model's maximum context length is 128 tokens. "
+            "However, your messages resulted in 4096 tokens.",
+        )
+
+    @classmethod
+    def drop(cls, *, delay: float = 0.0, after_headers: bool = False) -> Fault:
+        """Close the connection without an answer (``after_headers``: mid-response)."""
+        return cls("drop", 200 if after_headers else 0, delay=delay)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """When a request arrived and finished (``time.perf_counter`` seconds) and its outcome."""
+
+    request: ChatRequest
+    start: float
+    end: float
+    outcome: str  # "ok", "status 429", "drop", ...
+
+
+ReplyLike = str | Reply | Fault
+Responder = Callable[[ChatRequest], ReplyLike | Awaitable[ReplyLike]]
+
+_MARKER = re.compile(r"^\[(\d+)\][ \t]*(?!>)(.*)$", re.M)
+
+
+def shown_passages(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Passage texts in prompt order from RankGPT-style ``[i] text`` lines of user messages.
+
+    >>> shown_passages([{"role": "user", "content": "[1] a\\n[2] b"},
+    ...                 {"role": "user", "content": "answer like [1] > [2]"}])
+    ['a', 'b']
+    """
+    found: dict[int, str] = {}
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for match in _MARKER.finditer(str(message.get("content") or "")):
+            found.setdefault(int(match.group(1)), match.group(2).strip())
+    return [found[i] for i in sorted(found)]
+
+
+def sequence(*replies: ReplyLike, then: ReplyLike | Responder | None = None) -> Responder:
+    """A responder giving ``replies`` in arrival order, then ``then`` (a reply or responder).
+
+    >>> r = sequence(Fault.status(500), then="[1] > [2]")
+    >>> [r(ChatRequest(i, "m", ())) for i in range(2)][1]
+    '[1] > [2]'
+    """
+    lock, queue = threading.Lock(), list(replies)
+
+    def respond(request: ChatRequest) -> ReplyLike | Awaitable[ReplyLike]:
+        with lock:
+            if queue:
+                return queue.pop(0)
+        if then is None:
+            raise LookupError(f"script exhausted at request {request.index}")
+        return then(request) if callable(then) else then
+
+    return respond
+
+
+def _rng(seed: int, request: ChatRequest) -> random.Random:
+    digest = hashlib.sha256(f"{seed}\x00{request.text}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _format(order: Sequence[int]) -> str:
+    return " > ".join(f"[{p + 1}]" for p in order)
+
+
+def oracle_responder(relevance: Callable[[str], float], *, delay: float = 0.0) -> Responder:
+    """Answer ranking prompts perfectly: shown passages sorted by ``relevance(text)``, high first.
+
+    >>> r = oracle_responder(len)
+    >>> r(ChatRequest(0, "m", ({"role": "user", "content": "[1] a\\n[2] abc"},))).text
+    '[2] > [1]'
+    """
+
+    def respond(request: ChatRequest) -> Reply:
+        shown = shown_passages(request.messages)
+        order = sorted(range(len(shown)), key=lambda p: -relevance(shown[p]))
+        return Reply(_format(order), delay=delay)
+
+    return respond
+
+
+def noisy_responder(
+    relevance: Callable[[str], float],
+    *,
+    keep: float = 0.5,
+    position_bias: float = 0.0,
+    seed: int = 0,
+    delay: float = 0.0,
+) -> Responder:
+    """The paper's noise model: the true order, a random concordant subset kept in place
+    (each item with probability ``keep``), the rest shuffled into the free slots.
+
+    ``position_bias`` > 0 adds "lost in the middle": shuffled items shown first or last
+    tend to take the better free slots. Seeded by ``seed`` and the prompt text, so an
+    answer does not depend on arrival order.
+
+    >>> r = noisy_responder(len, keep=1.0)
+    >>> r(ChatRequest(0, "m", ({"role": "user", "content": "[1] a\\n[2] abc"},))).text
+    '[2] > [1]'
+    """
+
+    def respond(request: ChatRequest) -> Reply:
+        shown = shown_passages(request.messages)
+        rng, n = _rng(seed, request), len(shown)
+        truth = sorted(range(n), key=lambda p: -relevance(shown[p]))
+        kept = [rng.random() < keep for _ in truth]
+        loose = [p for p, k in zip(truth, kept, strict=True) if not k]
+        centre = (n - 1) / 2 or 1.0
+        loose.sort(key=lambda p: rng.random() - position_bias * abs(p - centre) / centre)
+        it = iter(loose)
+        order = [p if k else next(it) for p, k in zip(truth, kept, strict=True)]
+        return Reply(_format(order), delay=delay)
+
+    return respond

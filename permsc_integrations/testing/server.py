@@ -1,0 +1,290 @@
+"""The scripted OpenAI-compatible server itself (starlette under uvicorn, in a thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import MissingDependencyError, PermscError
+from .responders import ChatRequest, Fault, Reply, RequestRecord, Responder
+
+__all__ = ["ScriptedOpenAIServer"]
+
+_PURPOSE = "ScriptedOpenAIServer"
+
+
+def _as_reply(value: Any) -> Reply | Fault:
+    if isinstance(value, (Reply, Fault)):
+        return value
+    if isinstance(value, str):
+        return Reply(value)
+    raise TypeError(f"a responder must return str, Reply or Fault, not {type(value).__name__}")
+
+
+def _tokens(text: str) -> int:
+    return len(text.split())
+
+
+class _ChatEndpoint:
+    """The raw ASGI app behind ``POST /v1/chat/completions`` (raw, to be able to drop)."""
+
+    def __init__(self, server: ScriptedOpenAIServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = bytearray()
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            payload = json.loads(body or b"{}")
+            request = self.server._admit(payload)
+        except (ValueError, TypeError, AttributeError) as exc:
+            await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
+            return
+        start, finished = time.perf_counter(), []
+
+        def done(outcome: str) -> None:  # recorded once, just before the answer goes out
+            if not finished:
+                finished.append(outcome)
+                self.server._finish(request, start, outcome)
+
+        try:
+            await self._answer(request, scope, send, done)
+        except asyncio.CancelledError:  # the server is stopping: abandon quietly
+            done("abandoned")
+
+    async def _answer(self, request: ChatRequest, scope: Any, send: Any, done: Any) -> None:
+        try:
+            reply = self.server.responder(request)
+            reply = _as_reply(await reply if inspect.isawaitable(reply) else reply)
+        except Exception as exc:  # the responder failed: tell the client, don't hang it
+            done("responder error")
+            await _send_json(send, 500, _error_body(f"responder raised {exc!r}", None))
+            return
+        await asyncio.sleep(reply.delay)
+        if isinstance(reply, Reply):
+            done("ok")
+            await _send_json(send, 200, self._completion(request, reply))
+        elif reply.kind == "drop":
+            done("drop")
+            transport = scope.get("extensions", {}).get("permsc.transport")
+            await _drop(send, None if reply.status_code else transport)
+        else:
+            done(f"status {reply.status_code}")
+            body = _error_body(reply.message, reply.code)
+            await _send_json(send, reply.status_code, body, reply.headers)
+
+    def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, Any]:
+        prompt, completion = _tokens(request.text), _tokens(reply.text)
+        message = {"role": "assistant", "content": reply.text}
+        return {
+            "id": f"chatcmpl-scripted-{request.index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model or self.server.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+
+
+def _error_body(message: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
+
+
+async def _send_json(
+    send: Any, status: int, body: Any, headers: Sequence[tuple[str, str]] = ()
+) -> None:
+    data = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _drop(send: Any, transport: Any) -> None:
+    """Close the connection with no answer (through uvicorn's transport), or, with no
+    transport, half-way through an answer."""
+    if transport is not None:
+        transport.close()
+        await asyncio.sleep(0.01)  # let uvicorn see the connection lost before we return
+        return
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})
+    # returning now leaves the response incomplete: uvicorn closes the connection
+
+
+def _with_transport(app: Any) -> Any:
+    """Put uvicorn's transport into ``scope["extensions"]`` so a fault can drop it."""
+
+    async def outer(scope: Any, receive: Any, send: Any) -> None:
+        transport = getattr(getattr(send, "__self__", None), "transport", None)
+        scope.setdefault("extensions", {})["permsc.transport"] = transport
+        await app(scope, receive, send)
+
+    return outer
+
+
+class ScriptedOpenAIServer:
+    """An OpenAI-compatible server on 127.0.0.1 (a free port), answering through ``responder``.
+
+    Use as a context manager, sync or async; ``base_url`` ends in ``/v1``. Recorded:
+    ``requests``, ``records``, ``request_count``, ``in_flight`` and ``max_in_flight``.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        model: str = "scripted-model",
+        http: str = "h11",
+    ) -> None:
+        self.responder: Responder = responder or (lambda request: "[1]")
+        self.model, self.http = model, http  # http: uvicorn's parser, "h11" or "httptools"
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.reset()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        return len(self.requests)
+
+    def reset(self) -> None:
+        """Forget recorded requests; the server keeps running, calls in flight still count."""
+        with self._lock:
+            self.requests: list[ChatRequest] = []
+            self.records: list[RequestRecord] = []
+            self.in_flight = getattr(self, "in_flight", 0)
+            self.max_in_flight = self.in_flight
+
+    def _admit(self, payload: Mapping[str, Any]) -> ChatRequest:
+        messages = tuple(dict(m) for m in payload["messages"])
+        with self._lock:
+            request = ChatRequest(
+                len(self.requests),
+                str(payload.get("model", "")),
+                messages,
+                payload.get("temperature"),
+                payload.get("max_tokens"),
+                dict(payload),
+            )
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return request
+
+    def _finish(self, request: ChatRequest, start: float, outcome: str) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            self.records.append(RequestRecord(request, start, time.perf_counter(), outcome))
+
+    def _app(self) -> Any:
+        try:
+            from starlette.applications import Starlette
+            from starlette.responses import JSONResponse
+            from starlette.routing import Route
+        except ImportError as exc:
+            raise MissingDependencyError("starlette", "test", purpose=_PURPOSE) from exc
+
+        async def models(request: Any) -> Any:
+            entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
+            return JSONResponse({"object": "list", "data": [entry]})
+
+        return _with_transport(
+            Starlette(
+                routes=[
+                    Route("/v1/chat/completions", _ChatEndpoint(self), methods=["POST"]),
+                    Route("/v1/models", models, methods=["GET"]),
+                ]
+            )
+        )
+
+    def start(self) -> ScriptedOpenAIServer:
+        """Start serving in a background thread; returns once the port accepts connections."""
+        try:
+            import uvicorn
+        except ImportError as exc:
+            raise MissingDependencyError("uvicorn", "test", purpose=_PURPOSE) from exc
+        # proto=IPPROTO_TCP: only then does asyncio set TCP_NODELAY on accepted connections
+        # (without it every answer waits ~40 ms for a delayed ACK)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app(),
+            loop="asyncio",
+            http=self.http,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,
+            backlog=4096,
+            timeout_keep_alive=30,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._server.serve(sockets=[sock])),
+            name=f"scripted-openai-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise PermscError(
+                    "ScriptedOpenAIServer did not start within 10 s; "
+                    "see the log of the 'uvicorn.error' logger"
+                )
+            time.sleep(0.001)
+        return self
+
+    def stop(self) -> None:
+        """Stop at once: in-flight answers are abandoned, connections closed."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = self._server.force_exit = True
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedOpenAIServer:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(self, *exc: object) -> None:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.stop)
