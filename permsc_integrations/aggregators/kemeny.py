@@ -183,7 +183,7 @@ def _integer(
 ) -> _Block:
     """The integer step (HiGHS MIP on the same model, or PuLP), within the time left."""
     left = deadline - time.perf_counter()
-    if left <= 0 or (model is not None and left < 3 * model.last_solve_s):
+    if left <= 0 or (model is not None and left < 3 * model.slowest_solve_s):
         return _Block(heur, upper, lower, "heuristic(time)")  # too little time for a MIP
     if isinstance(solver, str) and solver == "highs":
         order, proven, bound, name = _highs_mip(model, deadline, W.shape[0])
