@@ -55,7 +55,7 @@ def strip_reasoning(text: str) -> str:
     """
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
-        return text[closes[-1].end():]
+        return text[closes[-1].end() :]
     opened = _THINK_OPEN.search(text)
     return text[: opened.start()] if opened else text
 

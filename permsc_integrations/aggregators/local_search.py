@@ -90,7 +90,8 @@ def _start(rankings: Sequence[Sequence[int]], n_items: int, initial: Initial) ->
     if initial is None:
         initial = "borda"
     if isinstance(initial, str) or callable(initial):
-        return list(resolve(initial)(rankings, n_items=n_items))
+        aggregator = resolve(initial)  # type: ignore[arg-type]  # any callable of that shape
+        return list(aggregator(rankings, n_items=n_items))
     start = [int(i) for i in initial]
     if sorted(start) != list(range(n_items)):
         raise InvalidRankingError(

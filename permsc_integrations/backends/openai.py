@@ -164,8 +164,10 @@ class OpenAIBackend:
         started = time.perf_counter()
         try:
             response = await client.post(
-                "/chat/completions", body=self._body(messages, settings),
-                cast_to=_httpx().Response, options={"timeout": settings.timeout},
+                "/chat/completions",
+                body=self._body(messages, settings),
+                cast_to=_httpx().Response,
+                options={"timeout": settings.timeout},
             )
             data = response.json()
         except openai.APIError as exc:
@@ -260,25 +262,35 @@ def _status_error(exc: Any, where: str) -> BackendError:
     detail = f"{where} answered {status}: {said or exc.message}"
     if status == 429:
         if code == "insufficient_quota":
-            return RateLimitError(f"{detail}; add credit to the account", retryable=False,
-                                  status_code=status)
+            return RateLimitError(
+                f"{detail}; add credit to the account", retryable=False, status_code=status
+            )
         return RateLimitError(detail, status_code=status, retry_after=retry_after(exc.response))
     if status in (401, 403):
-        return BackendError(f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
-                            retryable=False, status_code=status)
-    if status in (400, 413, 422) and (code == "context_length_exceeded"
-                                      or _CONTEXT.search(detail)):
+        return BackendError(
+            f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
+            retryable=False,
+            status_code=status,
+        )
+    if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT.search(detail)):
         return ContextLengthError(
             f"{detail}; the prompt does not fit the model's context: use a smaller "
             "window_size, a lower max_words, or a model with a longer context",
             status_code=status,
         )
     if status == 404:
-        return BackendError(f"{detail}; check the model name and that base_url ends in /v1",
-                            retryable=False, status_code=status)
+        return BackendError(
+            f"{detail}; check the model name and that base_url ends in /v1",
+            retryable=False,
+            status_code=status,
+        )
     retryable = status >= 500 or status in (408, 409)
-    return BackendError(detail, retryable=retryable, status_code=status,
-                        retry_after=retry_after(exc.response) if retryable else None)
+    return BackendError(
+        detail,
+        retryable=retryable,
+        status_code=status,
+        retry_after=retry_after(exc.response) if retryable else None,
+    )
 
 
 def retry_after(response: Any) -> float | None:

@@ -50,7 +50,8 @@ class _ChatEndpoint:
         except (ValueError, TypeError, AttributeError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
-        start, finished = time.perf_counter(), []
+        start = time.perf_counter()
+        finished: list[str] = []
 
         def done(outcome: str) -> None:  # recorded once, just before the answer goes out
             if not finished:
