@@ -165,6 +165,11 @@ def test_without_highspy_it_falls_back_and_warns(
     assert "pip install 'permsc-integrations[highs]'" in caplog.text
     assert sol.objective >= kemeny_solve(rankings, n_items=14, dp_max=14).objective
     assert sol.lower_bound <= sol.objective
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        aggregate(rankings, n_items=14, dp_max=4)
+    approximate = [r.message for r in caplog.records if "approximate" in r.message]
+    assert approximate and "for an exact answer: pip install" in approximate[0]
 
 
 def _mip_instance() -> tuple[list[list[int]], int]:

@@ -281,12 +281,18 @@ def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -
         )
     sol = kemeny_solve(rankings, n_items=n_items, **options)
     if not sol.exact:
+        fix = (
+            "pip install 'permsc-integrations[highs]'"
+            if "no highspy" in sol.method
+            else "raise time_limit"
+        )
         logger.warning(
             "Kemeny ranking is approximate (%s): objective %d, lower bound %.1f, gap %.3f%%; "
-            "raise time_limit for an exact answer",
+            "for an exact answer: %s",
             sol.method,
             sol.objective,
             sol.lower_bound,
             100 * sol.gap,
+            fix,
         )
     return list(sol.order)
