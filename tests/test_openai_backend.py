@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from permsc_integrations.backends import GenerationSettings, resolve_backend
-from permsc_integrations.backends.openai import OpenAIBackend, retry_after
+from permsc_integrations.backends.http_errors import retry_after
+from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
     BackendConnectionError,
     BackendError,

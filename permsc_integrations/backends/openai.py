@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -37,23 +35,16 @@ from ..errors import (
     BackendError,
     BackendTimeoutError,
     ConfigurationError,
-    ContextLengthError,
     MissingDependencyError,
-    RateLimitError,
 )
 from ..results import Usage
 from .base import Completion, GenerationSettings, Message
+from .http_errors import status_error
 
 __all__ = ["OpenAIBackend", "map_openai_error"]
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
-
-_CONTEXT = re.compile(
-    r"context.length|maximum context|context window|context size|too many tokens"
-    r"|prompt is too long|exceeds? the (?:model'?s? )?(?:max|context)",
-    re.I,
-)
 
 
 def _httpx() -> Any:
@@ -249,7 +240,7 @@ def map_openai_error(exc: Exception, base_url: str | None, timeout: float | None
         cause = exc.__cause__ or exc
         return BackendConnectionError(
             f"connection to {where} failed ({type(cause).__name__}: {cause}); "
-            "check that the server is running and base_url is right"
+            "check that the server is running and reachable, and that base_url is right"
         )
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, where)
@@ -257,54 +248,9 @@ def map_openai_error(exc: Exception, base_url: str | None, timeout: float | None
 
 
 def _status_error(exc: Any, where: str) -> BackendError:
-    status, code, body = exc.status_code, getattr(exc, "code", None), exc.body
+    body = exc.body
     said = body.get("message") if isinstance(body, dict) else None
-    detail = f"{where} answered {status}: {said or exc.message}"
-    if status == 429:
-        if code == "insufficient_quota":
-            return RateLimitError(
-                f"{detail}; add credit to the account", retryable=False, status_code=status
-            )
-        return RateLimitError(detail, status_code=status, retry_after=retry_after(exc.response))
-    if status in (401, 403):
-        return BackendError(
-            f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
-            retryable=False,
-            status_code=status,
-        )
-    if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT.search(detail)):
-        return ContextLengthError(
-            f"{detail}; the prompt does not fit the model's context: use a smaller "
-            "window_size, a lower max_words, or a model with a longer context",
-            status_code=status,
-        )
-    if status == 404:
-        return BackendError(
-            f"{detail}; check the model name and that base_url ends in /v1",
-            retryable=False,
-            status_code=status,
-        )
-    retryable = status >= 500 or status in (408, 409)
-    return BackendError(
-        detail,
-        retryable=retryable,
-        status_code=status,
-        retry_after=retry_after(exc.response) if retryable else None,
+    detail = f"{where} answered {exc.status_code}: {said or exc.message}"
+    return status_error(
+        exc.status_code, detail, code=getattr(exc, "code", None), response=exc.response
     )
-
-
-def retry_after(response: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    headers = getattr(response, "headers", None) or {}
-    try:
-        if "retry-after-ms" in headers:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None

@@ -29,14 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
-from permsc_integrations.errors import (
-    BackendConnectionError,
-    BackendError,
-    BackendTimeoutError,
-    ConfigurationError,
-    ContextLengthError,
-    RateLimitError,
-)
+from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.results import Usage
 
 __all__ = ["ChatModelBackend", "run_config"]
@@ -91,7 +85,7 @@ class ChatModelBackend:
                 f"{self.name} gave no answer within {settings.timeout} s (raise timeout=)"
             ) from exc
         except Exception as exc:
-            raise _backend_error(exc) from exc
+            raise map_model_error(exc, "the LangChain chat model", settings.timeout) from exc
         prompt, completion = _usage(answer)
         return Completion(
             text=answer.text if isinstance(answer, BaseMessage) else str(answer),
@@ -107,37 +101,3 @@ class ChatModelBackend:
 def _usage(answer: Any) -> tuple[int, int]:
     meta = getattr(answer, "usage_metadata", None) or {}
     return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
-
-
-def _status_code(exc: BaseException) -> int | None:
-    code = getattr(exc, "status_code", None)
-    if code is None:
-        code = getattr(getattr(exc, "response", None), "status_code", None)
-    return code if isinstance(code, int) else None
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    try:
-        return float(headers.get("retry-after"))  # type: ignore[union-attr]
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
-def _backend_error(exc: Exception) -> BackendError:
-    """Map what a chat model raised to the core's error tree (by status code, then by kind)."""
-    what = f"{type(exc).__name__} from the LangChain chat model: {exc}"
-    status = _status_code(exc)
-    if status == 429:
-        return RateLimitError(what, status_code=status, retry_after=_retry_after(exc))
-    if status == 400 and "context" in str(exc).lower():
-        return ContextLengthError(f"{what} (lower window_size or max_words)", status_code=status)
-    if status is not None:
-        return BackendError(what, retryable=status >= 500 or status == 408, status_code=status)
-    if "Timeout" in type(exc).__name__:
-        return BackendTimeoutError(f"{what} (raise the timeout, or check the server)")
-    if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
-        return BackendConnectionError(f"{what} (is the server running and reachable?)")
-    return BackendError(
-        f"{what} (not retried; check the chat model's configuration)", retryable=False
-    )

@@ -24,7 +24,8 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageR
 from llama_index.core.llms import LLM
 
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
-from permsc_integrations.errors import BackendConnectionError, BackendError, BackendTimeoutError
+from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.errors import BackendError
 from permsc_integrations.results import Usage
 
 __all__ = ["LlamaIndexLLMBackend"]
@@ -48,7 +49,7 @@ class LlamaIndexLLMBackend:
         except BackendError:
             raise
         except Exception as exc:
-            raise _backend_error(exc, settings.timeout) from exc
+            raise map_model_error(exc, "the LlamaIndex LLM", settings.timeout) from exc
         usage = _usage(response)
         latency = time.perf_counter() - started
         return Completion(
@@ -80,23 +81,3 @@ def _finish_reason(response: ChatResponse) -> str | None:
         reason = _field(choices[0], "finish_reason")
         return str(reason) if reason is not None else None
     return None
-
-
-def _backend_error(exc: Exception, timeout: float | None) -> BackendError:
-    """Map what an LLM raised to the core's error tree: ``openai`` SDK errors (the OpenAI
-    family of LlamaIndex LLMs) as the core's openai backend does, others by kind."""
-    try:
-        import openai
-    except ImportError:
-        openai = None  # type: ignore[assignment]
-    if openai is not None and isinstance(exc, openai.APIError):
-        from permsc_integrations.backends.openai import map_openai_error
-
-        base_url = getattr(getattr(exc, "request", None), "url", None)
-        return map_openai_error(exc, str(base_url) if base_url else None, timeout)
-    what = f"{type(exc).__name__} from the LlamaIndex LLM: {exc}"
-    if isinstance(exc, TimeoutError):
-        return BackendTimeoutError(f"{what}; raise timeout= or lower max_concurrency")
-    if isinstance(exc, ConnectionError):
-        return BackendConnectionError(f"{what}; check that the model server is reachable")
-    return BackendError(f"{what}; not retried, check the LLM's configuration", retryable=False)

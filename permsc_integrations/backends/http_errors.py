@@ -1,0 +1,121 @@
+"""HTTP and model failures as the library's typed errors, shared by every backend.
+
+:func:`status_error` turns an HTTP status into the right :class:`BackendError` (with
+``retryable`` and ``retry_after`` set); :func:`map_model_error` does the same for whatever a
+framework's model raised (a LangChain chat model, a LlamaIndex LLM): ``openai`` SDK errors
+exactly as the core's openai backend maps them, other errors by their HTTP status, then
+timeouts and dropped connections by kind; anything else is not retried.
+
+Example:
+    >>> err = status_error(503, "server answered 503")
+    >>> type(err).__name__, err.retryable
+    ('BackendError', True)
+    >>> status_error(400, "maximum context length is 4096 tokens").__class__.__name__
+    'ContextLengthError'
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from ..errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    ContextLengthError,
+    RateLimitError,
+)
+
+__all__ = ["status_error", "retry_after", "map_model_error"]
+
+_CONTEXT = re.compile(
+    r"context.length|maximum context|context window|context size|too many tokens"
+    r"|prompt is too long|exceeds? the (?:model'?s? )?(?:max|context)",
+    re.I,
+)
+
+
+def retry_after(response: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def status_error(
+    status: int, detail: str, *, code: str | None = None, response: Any = None
+) -> BackendError:
+    """The typed error for an HTTP ``status``; ``detail`` says who answered what."""
+    if status == 429:
+        if code == "insufficient_quota":
+            return RateLimitError(
+                f"{detail}; add credit to the account", retryable=False, status_code=status
+            )
+        return RateLimitError(detail, status_code=status, retry_after=retry_after(response))
+    if status in (401, 403):
+        return BackendError(
+            f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
+            retryable=False,
+            status_code=status,
+        )
+    if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT.search(detail)):
+        return ContextLengthError(
+            f"{detail}; the prompt does not fit the model's context: use a smaller "
+            "window_size, a lower max_words, or a model with a longer context",
+            status_code=status,
+        )
+    if status == 404:
+        return BackendError(
+            f"{detail}; check the model name and that base_url ends in /v1",
+            retryable=False,
+            status_code=status,
+        )
+    retryable = status >= 500 or status in (408, 409)
+    return BackendError(
+        detail,
+        retryable=retryable,
+        status_code=status,
+        retry_after=retry_after(response) if retryable else None,
+    )
+
+
+def _status_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def map_model_error(exc: Exception, source: str, timeout: float | None) -> BackendError:
+    """The typed error for what a framework's model (named by ``source``) raised."""
+    try:
+        import openai
+    except ImportError:
+        openai = None  # type: ignore[assignment]
+    if openai is not None and isinstance(exc, openai.APIError):
+        from .openai import map_openai_error
+
+        url = getattr(getattr(exc, "request", None), "url", None)
+        return map_openai_error(exc, str(url) if url else None, timeout)
+    what = f"{type(exc).__name__} from {source}: {exc}"
+    status = _status_code(exc)
+    if status is not None:
+        return status_error(status, what, response=getattr(exc, "response", None))
+    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+        return BackendTimeoutError(f"{what}; raise timeout= or lower max_concurrency")
+    if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
+        return BackendConnectionError(f"{what}; check that the server is running and reachable")
+    return BackendError(f"{what}; not retried, check the model's configuration", retryable=False)
