@@ -41,7 +41,10 @@ from .results import RankingResult, Usage, WindowResult, scores_from_order
 from .retry import RetryPolicy
 from .windows import Window, plan_windows, run_windows
 
-__all__ = ["PSCRanker", "RankRequest"]
+__all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
+
+DEFAULT_MAX_CONCURRENCY = 32
+"""Calls in flight at once by default: above the default m = 20, so a window is one round."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class PSCRanker:
         prompt: str | Prompt = "rankgpt",
         window_size: int = 20,
         step: int = 10,
-        max_concurrency: int = 32,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         request_concurrency: int | None = None,
         seed: int = 0,
         include_identity: bool = False,

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..bridge import run_sync
 from ..errors import ConfigurationError
+from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ._common import add_backend_arguments, backend_spec, build_backend, is_local
 
 __all__ = ["add_parser", "run"]
@@ -44,7 +45,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="one or more")
     parser.add_argument("--aggregators", default="kemeny,rrf,borda,copeland")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY)
     parser.add_argument("--candidates", help="trec: JSONL candidates {qid, query, candidates}")
     parser.add_argument("--qrels", help="TREC qrels (trec task and --runs)")
     parser.add_argument("--depth", type=int, default=100, help="trec: candidates per query")

@@ -15,6 +15,7 @@ from contextlib import nullcontext
 from typing import IO, Any
 
 from ..bridge import run_sync
+from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..results import RankingResult
 from ._common import (
     Query,
@@ -46,7 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="jsonl records or a TREC run (qid Q0 docid rank score tag)",
     )
     parser.add_argument("--tag", default="permsc", help="run tag of the TREC format")
-    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight at once")
+    parser.add_argument(
+        "--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="calls in flight at once"
+    )
     parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ranking_arguments(parser)

@@ -38,6 +38,7 @@ from ..aggregators import aggregate
 from ..backends.base import Backend
 from ..bridge import run_sync
 from ..errors import ConfigurationError, InsufficientSamplesError
+from ..ranker import DEFAULT_MAX_CONCURRENCY
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
 from .report import EvalReport
 from .trec import Qrels, Query, Run
@@ -110,7 +111,7 @@ async def acollect_samples(
     m: int = 20,
     seed: int = 0,
     temperature: float = 0.0,
-    max_concurrency: int = 16,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     progress: Progress | None = None,
     **ranker_options: Any,
 ) -> list[ListSamples]:
@@ -197,7 +198,7 @@ async def aevaluate_sorting(
     temperature: float = 0.0,
     aggregators: Sequence[str] = AGGREGATORS,
     m_sweep: Sequence[int] = (),
-    max_concurrency: int = 16,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     progress: Progress | None = None,
     **ranker_options: Any,
 ) -> EvalReport:

@@ -37,7 +37,7 @@ from permsc_integrations.backends.base import Backend, Completion
 from permsc_integrations.bridge import run_sync
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
-from permsc_integrations.ranker import PSCRanker
+from permsc_integrations.ranker import DEFAULT_MAX_CONCURRENCY, PSCRanker
 from permsc_integrations.results import RankingResult
 
 from .chat_backend import ChatModelBackend, run_config
@@ -92,7 +92,7 @@ class PSCRankingSettings(BaseModel):
     window_size: int = 20
     step: int = 10
     seed: int = 0
-    max_concurrency: int = 16
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     include_identity: bool = False
     temperature: float = 0.0
     max_tokens: int | None = None

@@ -33,7 +33,7 @@ from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.bridge import run_sync
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.prompts.template import TemplatePrompt
-from permsc_integrations.ranker import PSCRanker
+from permsc_integrations.ranker import DEFAULT_MAX_CONCURRENCY, PSCRanker
 from permsc_integrations.results import RankingResult
 
 from .llm_backend import LlamaIndexLLMBackend
@@ -98,7 +98,9 @@ class PSCRerank(BaseNodePostprocessor, PromptMixin):
     step: int = Field(default=10, description="Sliding-window step.")
     seed: int = Field(default=0, description="Seed of the permutations.")
     include_identity: bool = Field(default=False, description="First sample in input order.")
-    max_concurrency: int = Field(default=16, description="Concurrent model calls.")
+    max_concurrency: int = Field(
+        default=DEFAULT_MAX_CONCURRENCY, description="Concurrent model calls."
+    )
     temperature: float = Field(default=0.0, description="Sampling temperature.")
     max_tokens: int | None = Field(default=None, description="Answer token limit.")
     timeout: float | None = Field(default=60.0, description="Per-call timeout in seconds.")
