@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .backends.base import Backend, Completion, GenerationSettings
     from .cache import MemoryCache, SQLiteCache
     from .events import Event
+    from .options import RankingOptions
     from .ranker import PSCRanker, RankRequest
     from .retry import RetryPolicy
 
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "PSCRanker": "permsc_integrations.ranker",
     "RankRequest": "permsc_integrations.ranker",
+    "RankingOptions": "permsc_integrations.options",
     "Backend": "permsc_integrations.backends.base",
     "Completion": "permsc_integrations.backends.base",
     "GenerationSettings": "permsc_integrations.backends.base",
@@ -62,6 +64,7 @@ __all__ = [
     "aggregators",
     "PSCRanker",
     "RankRequest",
+    "RankingOptions",
     "RankingResult",
     "WindowResult",
     "Sample",

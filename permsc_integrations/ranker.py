@@ -20,31 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
-from .aggregators import Aggregator, resolve
+from .aggregators import resolve
 from .backends import resolve_backend
-from .backends.base import Backend, GenerationSettings
+from .backends.base import Backend
 from .bridge import run_sync
-from .cache import ResponseCache
 from .engine import WindowEngine, add_note, derive_seed
 from .errors import ConfigurationError
 from .events import Event, EventHook, EventKind, emit
 from .items import normalize_items
-from .prompts import get_prompt
-from .prompts.base import Prompt
+from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, WindowResult, scores_from_order
-from .retry import RetryPolicy
 from .windows import Window, plan_windows, run_windows
 
 __all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
-
-DEFAULT_MAX_CONCURRENCY = 32
-"""Calls in flight at once by default: above the default m = 20, so a window is one round."""
 
 
 @dataclass(frozen=True)
@@ -72,91 +66,61 @@ class _Request:
         await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
 
 
-def _prompt(prompt: str | Prompt, max_words: int | None) -> Prompt:
-    if not isinstance(prompt, str):
-        return get_prompt(prompt)
-    try:
-        return get_prompt(prompt, max_words=max_words)
-    except ConfigurationError:  # prompts without passage truncation (sorting tasks)
-        return get_prompt(prompt)
-
-
 class PSCRanker:
     """Rank lists with an LLM, robust to position bias (see ``docs/architecture.md``).
 
+    ``backend`` is a backend object or a spec string (``"openai:gpt-4o-mini"``; built with
+    ``backend_options`` and closed by :meth:`aclose`; a backend object stays the caller's to
+    close). The options are those of :class:`~permsc_integrations.options.RankingOptions`,
+    given as keywords or as ``options=`` (keywords override it); an unknown one is refused.
     Every call this ranker makes (all windows, all requests) shares one capacity limiter of
     ``max_concurrency`` slots; ``request_concurrency`` caps each request further. Lists
     longer than ``window_size`` are ranked by sliding windows (:mod:`.windows`): one pass
     settles the top ``window_size - step``; ``top_k`` adds passes until the top ``k`` is
     settled. Each window needs ``min_successful`` good samples (default ``max(1, m // 2)``)
-    or raises :class:`InsufficientSamplesError`. ``max_words`` truncates passages of a
-    prompt given by name. A backend given as a spec string is created (with
-    ``backend_options`` such as ``base_url=``), and closed by :meth:`aclose`, by the ranker;
-    a backend object stays the caller's to close.
+    or raises :class:`InsufficientSamplesError`.
     """
 
     def __init__(
         self,
         backend: str | Backend,
         *,
-        num_permutations: int = 20,
-        aggregator: str | Aggregator = "kemeny",
-        prompt: str | Prompt = "rankgpt",
-        window_size: int = 20,
-        step: int = 10,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        request_concurrency: int | None = None,
-        seed: int = 0,
-        include_identity: bool = False,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        timeout: float | None = 60.0,
-        max_words: int | None = 300,
-        retry: RetryPolicy | None = None,
-        reasks: int = 1,
-        min_successful: int | None = None,
-        top_k: int | None = None,
-        cache: ResponseCache | None = None,
+        options: RankingOptions | None = None,
         on_event: EventHook | None = None,
-        backend_options: Mapping[str, Any] | None = None,
+        **overrides: Any,
     ) -> None:
-        if max_concurrency < 1:
-            raise ConfigurationError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if request_concurrency is not None and request_concurrency < 1:
+        if options is not None and not isinstance(options, RankingOptions):
             raise ConfigurationError(
-                f"request_concurrency must be >= 1 or None, got {request_concurrency}"
+                f"options must be a RankingOptions, got {type(options).__name__}"
             )
-        if timeout is not None and timeout <= 0:
-            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout}")
-        plan_windows(0, window_size=window_size, step=step, top_k=top_k)  # validates the options
+        opts = (options or RankingOptions()).replace(**overrides) if overrides else options
+        self.options: RankingOptions = opts or RankingOptions()
+        o = self.options
         self._owns_backend = isinstance(backend, str)
-        self.backend = resolve_backend(backend, **(backend_options or {}))
-        self.window_size, self.step, self.top_k, self.seed = window_size, step, top_k, seed
-        self.max_concurrency, self.request_concurrency = max_concurrency, request_concurrency
+        self.backend = resolve_backend(backend, **o.backend_options)
+        if o.backend_options and not self._owns_backend:
+            raise ConfigurationError(
+                "backend_options apply to a spec-string backend only; configure the backend "
+                f"object ({type(backend).__name__}) itself"
+            )
         self.on_event = on_event
-        self.limiter = anyio.CapacityLimiter(max_concurrency)
+        self.limiter = anyio.CapacityLimiter(o.max_concurrency)
         self.engine = WindowEngine(
             backend=self.backend,
-            prompt=_prompt(prompt, max_words),
-            aggregator=resolve(aggregator),
-            num_permutations=num_permutations,
-            include_identity=include_identity,
-            settings=GenerationSettings(
-                temperature=temperature, max_tokens=max_tokens, timeout=timeout
-            ),
-            retry=retry if retry is not None else RetryPolicy(),
-            reasks=reasks,
-            min_successful=min_successful,
-            cache=cache,
+            prompt=o.build_prompt(),
+            aggregator=resolve(o.aggregator),
+            num_permutations=o.num_permutations,
+            include_identity=o.include_identity,
+            settings=o.generation,
+            retry=o.retry,
+            reasks=o.reasks,
+            min_successful=o.min_successful,
+            cache=o.cache,
             limiter=self.limiter,
         )
 
     def __repr__(self) -> str:
-        e = self.engine
-        return (
-            f"PSCRanker(backend={e.backend.name!r}, num_permutations={e.num_permutations}, "
-            f"prompt={e.prompt.name!r}, window_size={self.window_size}, step={self.step})"
-        )
+        return f"PSCRanker({self.backend.name!r}, {self.options!r})"
 
     async def arank(
         self,
@@ -171,13 +135,13 @@ class PSCRanker:
         ``on_event`` receives this request's events besides the ranker's hook; ``request_id``
         tags them. Cancelling the caller cancels every call in flight.
         """
+        if not isinstance(query, str):
+            raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
-        plan = plan_windows(
-            len(texts), window_size=self.window_size, step=self.step, top_k=self.top_k
-        )
-        request_limiter = (
-            anyio.CapacityLimiter(self.request_concurrency) if self.request_concurrency else None
-        )
+        o = self.options
+        plan = plan_windows(len(texts), window_size=o.window_size, step=o.step, top_k=o.top_k)
+        cap = o.request_concurrency
+        request_limiter = anyio.CapacityLimiter(cap) if cap else None
         req = _Request(
             query, texts, (self.on_event, on_event), request_id, len(plan), request_limiter
         )
@@ -203,7 +167,10 @@ class PSCRanker:
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
         await req.emit("window_start", number, **where)
         seed = derive_seed(
-            self.seed, req.query, [req.texts[i] for i in inside], (window.pass_index, window.start)
+            self.options.seed,
+            req.query,
+            [req.texts[i] for i in inside],
+            (window.pass_index, window.start),
         )
         result = await self.engine.rank_window(
             req.query,
@@ -261,7 +228,7 @@ class PSCRanker:
     ) -> AsyncGenerator[tuple[int, Any], None]:
         """``(position, result or exception)`` for every request, as each completes."""
         send, receive = anyio.create_memory_object_stream[Any](len(todo) or 1)
-        active = anyio.CapacityLimiter(self.max_concurrency)  # requests started at once
+        active = anyio.CapacityLimiter(self.options.max_concurrency)  # requests started at once
         async with anyio.create_task_group() as tg:
             for number, request in enumerate(todo):
                 tg.start_soon(self._one_of_many, request, number, on_event, send.clone(), active)

@@ -9,7 +9,8 @@ import permsc_integrations
 from permsc_integrations import errors
 
 CORE_ALL = {
-    "__version__", "aggregate", "aggregators", "PSCRanker", "RankRequest", "RankingResult",
+    "__version__", "aggregate", "aggregators", "PSCRanker", "RankRequest", "RankingOptions",
+    "RankingResult",
     "WindowResult", "Sample", "ParsedAnswer", "ParseStatus", "Usage", "Backend", "Completion",
     "GenerationSettings", "resolve_backend", "RetryPolicy", "MemoryCache", "SQLiteCache", "Event",
     "PermscError", "ConfigurationError",

@@ -15,9 +15,12 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..options import RankingOptions
 
 __all__ = [
     "LOCAL_KINDS",
@@ -28,6 +31,7 @@ __all__ = [
     "backend_spec",
     "build_backend",
     "ranker_options",
+    "cli_options",
     "read_queries",
     "load_queries",
     "parse_line",
@@ -74,6 +78,19 @@ def say(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def _flag(group: Any, name: str, *aliases: str, help: str | None = None) -> None:
+    """A ``--kebab-name`` flag for the option ``name``, from its declaration; its parsed
+    default is None ("not given"), so :func:`ranker_options` can tell the two apart."""
+    from ..options import RankingOptions
+
+    info = next(i for i in RankingOptions.describe() if i.name == name)
+    assert info.cli_type is not None, f"{name} is not a command-line option"
+    text = help or f"{info.help} (default: {info.default})"
+    group.add_argument(
+        *aliases, "--" + name.replace("_", "-"), dest=name, type=info.cli_type, help=text
+    )
+
+
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("backend")
     g.add_argument(
@@ -87,32 +104,31 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--base-url", help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp server)"
     )
     g.add_argument("--device", help="local backends: cpu, cuda, cuda:1 (default: auto)")
-    g.add_argument(
-        "--timeout", type=float, help="seconds per call (default: 60; none for local models)"
-    )
-    g.add_argument(
-        "--max-tokens", type=int, help="answer length cap (default: ~6 per item for local models)"
-    )
+    _flag(g, "timeout", help="seconds per call (default: 60; none for local models)")
+    _flag(g, "max_tokens", help="answer length cap (default: ~6 per item for local models)")
 
 
-def add_ranking_arguments(parser: argparse.ArgumentParser, *, permutations: int = 20) -> None:
+_RANKING_FLAGS = (
+    ("num_permutations", "-m"),
+    ("aggregator",),
+    ("prompt",),
+    ("window_size",),
+    ("step",),
+    ("top_k",),
+    ("max_words",),
+    ("seed",),
+    ("temperature",),
+    ("max_concurrency", "--concurrency"),
+    ("min_successful",),
+    ("reasks",),
+)
+
+
+def add_ranking_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ranking options as flags, from the one declaration (:mod:`..options`)."""
     g = parser.add_argument_group("ranking")
-    g.add_argument(
-        "-m",
-        "--num-permutations",
-        type=int,
-        default=permutations,
-        help=f"shuffled prompts per window (default {permutations})",
-    )
-    g.add_argument(
-        "--aggregator", default="kemeny", help="kemeny, borda, rrf, copeland, local_search"
-    )
-    g.add_argument("--prompt", default="rankgpt", help="prompt name (default rankgpt)")
-    g.add_argument("--window-size", type=int, default=20)
-    g.add_argument("--step", type=int, default=10)
-    g.add_argument("--top-k", type=int, help="stop once the top k positions are settled")
-    g.add_argument("--max-words", type=int, default=300, help="passage truncation in words")
-    g.add_argument("--seed", type=int, default=0)
+    for name, *aliases in _RANKING_FLAGS:
+        _flag(g, name, *aliases)
 
 
 def backend_spec(args: argparse.Namespace) -> str:
@@ -148,24 +164,34 @@ def build_backend(args: argparse.Namespace) -> Any:
     return resolve_backend(spec, **options)
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The ranking options given as flags (those left out are absent)."""
+    from ..options import RankingOptions
+
+    return {
+        info.name: getattr(args, info.name)
+        for info in RankingOptions.describe()
+        if info.cli_type is not None and getattr(args, info.name, None) is not None
+    }
+
+
+def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOptions:
+    """The validated options of the flags; for a local ``spec``, no per-call timeout and an
+    answer cap of ~6 tokens per item unless the flags say otherwise."""
+    from ..options import RankingOptions
+
+    given = _given(args)
+    if spec is not None and is_local(spec):
+        given.setdefault("timeout", None)
+        size = given.get("window_size", RankingOptions().window_size)
+        given.setdefault("max_tokens", 8 + 6 * size)  # "[12] > " is about 6 tokens
+    return RankingOptions.from_kwargs(**given)
+
+
 def ranker_options(args: argparse.Namespace, spec: str) -> dict[str, Any]:
-    """Keyword arguments for PSCRanker from the parsed options."""
-    local = is_local(spec)
-    max_tokens = args.max_tokens
-    if max_tokens is None and local:
-        max_tokens = 8 + 6 * args.window_size  # "[12] > " is about 6 tokens
-    return dict(
-        num_permutations=args.num_permutations,
-        aggregator=args.aggregator,
-        prompt=args.prompt,
-        window_size=args.window_size,
-        step=args.step,
-        top_k=args.top_k,
-        seed=args.seed,
-        max_words=args.max_words,
-        max_tokens=max_tokens,
-        timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
-    )
+    """PSCRanker keywords for every command-line option (see :func:`cli_options`)."""
+    options = cli_options(args, spec)
+    return {info.name: getattr(options, info.name) for info in options.describe() if info.cli_type}
 
 
 def _items(obj: dict[str, Any], lineno: int) -> tuple[list[str], list[str], list[Any], bool]:

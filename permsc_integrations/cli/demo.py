@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     )
     backend = build_backend(args)
     try:
-        ranker = PSCRanker(backend, min_successful=1, **options)
+        ranker = PSCRanker(backend, **{**options, "min_successful": 1})
         started = time.perf_counter()
         result = run_sync(ranker.arank, query.query, list(query.texts))
         seconds = time.perf_counter() - started

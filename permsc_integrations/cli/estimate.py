@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..backends.base import Message
-from ._common import Query, add_ranking_arguments, load_queries, say
+from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens"]
 
@@ -77,31 +77,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _prompt(name: str, max_words: int) -> Any:
-    from ..errors import ConfigurationError
-    from ..prompts import get_prompt
-
-    try:
-        return get_prompt(name, max_words=max_words)
-    except ConfigurationError:
-        return get_prompt(name)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..aggregators import get
-
-    get(args.aggregator)  # an unknown name fails here, as it would in 'rank'
-    prompt = _prompt(args.prompt, args.max_words)
+    options = cli_options(args)  # a bad option fails here, as it would in 'rank'
+    prompt = options.build_prompt()
     queries, bad = load_queries(args.input)
     total = Estimate()
     for query in queries:
         total += estimate_query(
             query,
             prompt,
-            m=args.num_permutations,
-            window_size=args.window_size,
-            step=args.step,
-            top_k=args.top_k,
+            m=options.num_permutations,
+            window_size=options.window_size,
+            step=options.step,
+            top_k=options.top_k,
         )
     if args.json:
         say(json.dumps({**asdict(total), "bad_lines": bad, "tokens": "approximate (chars/4)"}))
@@ -110,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"items:             {total.items}")
         say(f"windows:           {total.windows}")
         say(
-            f"calls:             {total.calls} (windows x m={args.num_permutations}; "
+            f"calls:             {total.calls} (windows x m={options.num_permutations}; "
             "re-asks and retries come on top)"
         )
         say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")

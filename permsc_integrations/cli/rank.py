@@ -15,7 +15,6 @@ from contextlib import nullcontext
 from typing import IO, Any
 
 from ..bridge import run_sync
-from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..results import RankingResult
 from ._common import (
     Query,
@@ -47,9 +46,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="jsonl records or a TREC run (qid Q0 docid rank score tag)",
     )
     parser.add_argument("--tag", default="permsc", help="run tag of the TREC format")
-    parser.add_argument(
-        "--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY, help="calls in flight at once"
-    )
     parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ranking_arguments(parser)
@@ -190,12 +186,7 @@ def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
         cache = SQLiteCache(args.cache)
     backend = build_backend(args)
     try:
-        ranker = PSCRanker(
-            backend,
-            max_concurrency=args.concurrency,
-            cache=cache,
-            **opts,
-        )
+        ranker = PSCRanker(backend, cache=cache, **opts)
     except BaseException:
         run_sync(backend.aclose)
         raise
@@ -204,9 +195,6 @@ def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Rank every good line; exit 2 if any line or query failed (after doing the rest)."""
-    if args.concurrency < 1:
-        report("error: --concurrency must be >= 1")
-        return 2
     queries, bad = load_queries(args.input)
     failed = 0
     if queries:

@@ -1,0 +1,323 @@
+"""The ranking options, declared once: name, default, validation, help and where each applies.
+
+:class:`PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
+derive their options from :class:`RankingOptions`, so names, defaults and validation are the
+same everywhere. A bad value raises :class:`ConfigurationError` naming the option; an unknown
+name is refused with the closest known names.
+
+Example:
+    >>> RankingOptions(num_permutations=5).num_permutations
+    5
+    >>> RankingOptions.from_kwargs(num_permutation=5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.ConfigurationError: unknown option 'num_permutation' ...
+    >>> RankingOptions(max_words=0)
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.ConfigurationError: max_words must be an int >= 1 or None, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .backends.base import GenerationSettings
+from .errors import ConfigurationError
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .prompts.base import Prompt
+
+__all__ = ["RankingOptions", "OptionInfo", "DEFAULT_MAX_CONCURRENCY", "APPLIES_TO"]
+
+DEFAULT_MAX_CONCURRENCY = 32
+"""Calls in flight at once by default: above the default m = 20, so a window is one round."""
+
+APPLIES_TO = {
+    "all": "every backend",
+    "spec": "backends given as a spec string ('openai:...', 'transformers:...', 'embedded')",
+    "decoding": "spec-string backends; framework chat models get it per call where they can "
+    "take it (see docs/integrations)",
+}
+"""What each ``OptionInfo.applies`` value means (docs/architecture.md has the table)."""
+
+Check = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OptionInfo:
+    """What the declaration says of one option besides its default."""
+
+    name: str
+    default: Any
+    help: str
+    applies: str
+    cli_type: Callable[[str], Any] | None  # None: not a command-line flag
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least(low: int, *, optional: bool = False) -> Check:
+    def check(name: str, value: Any) -> Any:
+        if (value is None and optional) or (_int(value) and value >= low):
+            return value
+        what = f"an int >= {low}" + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
+
+    return check
+
+
+def _number(*, positive: bool, optional: bool = False) -> Check:
+    def check(name: str, value: Any) -> Any:
+        if value is None and optional:
+            return value
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and math.isfinite(value) and (value > 0 if positive else value >= 0):
+            return float(value)
+        what = ("a number > 0" if positive else "a number >= 0") + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
+
+    return check
+
+
+def _seed(name: str, value: Any) -> Any:
+    if _int(value):
+        return value
+    raise ConfigurationError(f"{name} must be an int, got {value!r}")
+
+
+def _flag(name: str, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+
+
+def _aggregator(name: str, value: Any) -> Any:
+    from .aggregators import resolve
+
+    if not isinstance(value, str) and not callable(value):
+        raise ConfigurationError(f"{name} must be a registered name or a callable, got {value!r}")
+    resolve(value)  # an unknown name raises UnknownNameError with the available ones
+    return value
+
+
+def _prompt(name: str, value: Any) -> Any:
+    from .prompts import get_prompt
+
+    get_prompt(value)  # an unknown name or a non-prompt object raises ConfigurationError
+    return value
+
+
+def _retry(name: str, value: Any) -> Any:
+    if value is None:  # the default policy
+        return RetryPolicy()
+    if isinstance(value, RetryPolicy):
+        return value
+    raise ConfigurationError(f"{name} must be a RetryPolicy or None, got {type(value).__name__}")
+
+
+def _cache(name: str, value: Any) -> Any:
+    from .cache import ResponseCache
+
+    if value is None or isinstance(value, ResponseCache):
+        return value
+    raise ConfigurationError(
+        f"{name} must be None, MemoryCache(), SQLiteCache(path) or an object with aget/aset; "
+        f"got {type(value).__name__}"
+    )
+
+
+def _mapping(name: str, value: Any) -> Any:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return dict(value)
+    raise ConfigurationError(f"{name} must be a mapping of option names to values, got {value!r}")
+
+
+def _option(
+    default: Any,
+    help: str,
+    check: Check,
+    *,
+    applies: str = "all",
+    cli: Callable[[str], Any] | None = None,
+) -> Any:
+    meta = {"help": help, "check": check, "applies": applies, "cli": cli}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class RankingOptions:
+    """Every option of a PSC ranking, validated on construction (see the module docstring)."""
+
+    num_permutations: int = _option(20, "shuffled prompts per window (m)", _at_least(1), cli=int)
+    aggregator: Any = _option(
+        "kemeny",
+        "aggregator name (kemeny, borda, copeland, rrf, ...) or callable",
+        _aggregator,
+        cli=str,
+    )
+    prompt: Any = _option("rankgpt", "prompt name or Prompt object", _prompt, cli=str)
+    window_size: int = _option(20, "items per window (and per prompt)", _at_least(2), cli=int)
+    step: int = _option(10, "sliding-window step (1..window_size-1)", _at_least(1), cli=int)
+    top_k: int | None = _option(
+        None,
+        "settle the top k positions (more sliding passes when k > window_size - step)",
+        _at_least(1, optional=True),
+        cli=int,
+    )
+    seed: int = _option(0, "seed of the permutations", _seed, cli=int)
+    include_identity: bool = _option(False, "the first sample shows the input order", _flag)
+    temperature: float = _option(
+        0.0,
+        "sampling temperature (0: greedy, as in the paper)",
+        _number(positive=False),
+        applies="decoding",
+        cli=float,
+    )
+    max_tokens: int | None = _option(
+        None,
+        "answer token limit (None: the backend's default)",
+        _at_least(1, optional=True),
+        applies="decoding",
+        cli=int,
+    )
+    timeout: float | None = _option(
+        60.0,
+        "seconds per call (None: no limit)",
+        _number(positive=True, optional=True),
+        cli=float,
+    )
+    max_words: int | None = _option(
+        300,
+        "passage truncation in words, for prompts given by name (None: no cut)",
+        _at_least(1, optional=True),
+        cli=int,
+    )
+    max_concurrency: int = _option(
+        DEFAULT_MAX_CONCURRENCY,
+        "calls in flight at once, across everything this ranker runs",
+        _at_least(1),
+        cli=int,
+    )
+    request_concurrency: int | None = _option(
+        None,
+        "calls in flight at once per request (None: no extra cap)",
+        _at_least(1, optional=True),
+    )
+    retry: RetryPolicy = _option(
+        RetryPolicy(),
+        "attempts, backoff and time budget for retryable failures (None: the default)",
+        _retry,
+    )
+    reasks: int = _option(
+        1, "re-asks of an unparseable answer before the sample fails", _at_least(0), cli=int
+    )
+    min_successful: int | None = _option(
+        None,
+        "samples per window that must succeed (None: max(1, m // 2))",
+        _at_least(1, optional=True),
+        cli=int,
+    )
+    cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
+    backend_options: dict[str, Any] = _option(
+        {},
+        "options for a spec-string backend (base_url=, api_key=, device=, ...)",
+        _mapping,
+        applies="spec",
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = f.metadata["check"](f.name, getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+        if self.step >= self.window_size:
+            raise ConfigurationError(
+                f"step must be in 1..window_size-1 so that windows overlap and carry the best "
+                f"items forward; got step={self.step}, window_size={self.window_size}"
+            )
+        if self.min_successful is not None and self.min_successful > self.num_permutations:
+            raise ConfigurationError(
+                f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
+                f"got {self.min_successful}"
+            )
+
+    def __repr__(self) -> str:  # backend_options may hold secrets: show their names only
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.name != "backend_options" and getattr(self, f.name) != _default(f)
+        ]
+        if self.backend_options:
+            changed.append(f"backend_options=<{', '.join(sorted(self.backend_options))}>")
+        return f"RankingOptions({', '.join(changed)})"
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> RankingOptions:
+        """Options from keyword arguments; an unknown name is refused with suggestions."""
+        known = cls.names()
+        for name in kwargs:
+            if name not in known:
+                raise ConfigurationError(_unknown(name, known))
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> RankingOptions:
+        """A validated copy with ``changes`` (unknown names refused)."""
+        return self.from_kwargs(**{**self.as_dict(), **changes})
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option by name (shallow: objects such as the cache are not copied)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def generation(self) -> GenerationSettings:
+        """The decoding settings sent with every call."""
+        return GenerationSettings(
+            temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout
+        )
+
+    def build_prompt(self) -> Prompt:
+        """The prompt object; a prompt given by name gets ``max_words`` when it takes it."""
+        from .prompts import get_prompt
+
+        if not isinstance(self.prompt, str):
+            return get_prompt(self.prompt)
+        try:
+            return get_prompt(self.prompt, max_words=self.max_words)
+        except ConfigurationError:  # prompts without passage truncation (sorting tasks)
+            return get_prompt(self.prompt)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """Every option name, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def describe(cls) -> Iterator[OptionInfo]:
+        """What the declaration says of each option, in declaration order."""
+        for f in dataclasses.fields(cls):
+            meta = f.metadata
+            yield OptionInfo(f.name, _default(f), meta["help"], meta["applies"], meta["cli"])
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _unknown(name: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"unknown option {name!r}{hint}; options: {', '.join(known)}"
