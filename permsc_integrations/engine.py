@@ -2,7 +2,7 @@
 
 For each of the m input orders (drawn from a seed derived from the ranker's seed, the
 query, the window's items and its place in the plan) the engine renders a prompt, calls
-the backend under the shared :class:`anyio.CapacityLimiter` (and an optional per-request
+the backend under the shared :class:`~.limiter.CallLimiter` (and an optional per-request
 one), retries retryable failures (:mod:`.retry`), re-asks unparseable answers up to
 ``reasks`` times, maps each answer back to the original items and aggregates the samples
 that succeeded. A :class:`BatchBackend` gets each round of a window's prompts as one batch.
@@ -42,6 +42,7 @@ from .backends.base import Backend, BatchBackend, Completion, GenerationSettings
 from .cache import ResponseCache, cache_key
 from .errors import BackendError, ConfigurationError, InsufficientSamplesError, ParseError
 from .events import Event, EventHook, EventKind, emit
+from .limiter import Limiter
 from .permutations import sample_permutations
 from .prompts import get_prompt
 from .prompts.base import Prompt
@@ -93,7 +94,7 @@ class WindowEngine:
     reasks: int = 1
     min_successful: int | None = None
     cache: ResponseCache | None = None
-    limiter: anyio.CapacityLimiter | None = None
+    limiter: Limiter | None = None
 
     @classmethod
     def create(
@@ -135,7 +136,7 @@ class WindowEngine:
         hooks: Sequence[EventHook | None] = (),
         request_id: Any = None,
         window: int = 0,
-        request_limiter: anyio.CapacityLimiter | None = None,
+        request_limiter: Limiter | None = None,
     ) -> WindowResult:
         """PSC over ``indices`` (item indices into ``texts``, in the window's input order)."""
         local = [texts[i] for i in indices]
@@ -196,7 +197,7 @@ class _Run:
         hooks: Sequence[EventHook | None],
         request_id: Any,
         window: int,
-        request_limiter: anyio.CapacityLimiter | None,
+        request_limiter: Limiter | None,
     ) -> None:
         self.e, self.query, self.items, self.perms = engine, query, items, perms
         self.hooks, self.request_id, self.window = hooks, request_id, window
@@ -365,7 +366,7 @@ class _Run:
 class _Limited:
     """Hold a slot of the per-request limiter (if any), then of the shared one."""
 
-    def __init__(self, *limiters: anyio.CapacityLimiter | None) -> None:
+    def __init__(self, *limiters: Limiter | None) -> None:
         self.limiters = [lim for lim in limiters if lim is not None]
 
     async def __aenter__(self) -> None:

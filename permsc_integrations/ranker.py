@@ -34,6 +34,7 @@ from .engine import WindowEngine, add_note, derive_seed
 from .errors import ConfigurationError
 from .events import Event, EventHook, EventKind, emit
 from .items import normalize_items
+from .limiter import CallLimiter
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, WindowResult, scores_from_order
 from .windows import Window, plan_windows, run_windows
@@ -59,7 +60,7 @@ class _Request:
     hooks: tuple[EventHook | None, ...]
     request_id: Any
     total: int
-    limiter: anyio.CapacityLimiter | None
+    limiter: CallLimiter | None
     windows: list[WindowResult] = field(default_factory=list)
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
@@ -73,8 +74,10 @@ class PSCRanker:
     ``backend_options`` and closed by :meth:`aclose`; a backend object stays the caller's to
     close). The options are those of :class:`~permsc_integrations.options.RankingOptions`,
     given as keywords or as ``options=`` (keywords override it); an unknown one is refused.
-    Every call this ranker makes (all windows, all requests) shares one capacity limiter of
-    ``max_concurrency`` slots; ``request_concurrency`` caps each request further. Lists
+    Every call this ranker makes (all windows, all requests, from any thread or event loop)
+    shares one :class:`~.limiter.CallLimiter` of ``max_concurrency`` slots;
+    ``request_concurrency`` caps each request further. One ranker may be used from sync code,
+    async code and threads at once. Lists
     longer than ``window_size`` are ranked by sliding windows (:mod:`.windows`): one pass
     settles the top ``window_size - step``; ``top_k`` adds passes until the top ``k`` is
     settled. Each window needs ``min_successful`` good samples (default ``max(1, m // 2)``)
@@ -104,7 +107,7 @@ class PSCRanker:
                 f"object ({type(backend).__name__}) itself"
             )
         self.on_event = on_event
-        self.limiter = anyio.CapacityLimiter(o.max_concurrency)
+        self.limiter = CallLimiter(o.max_concurrency)
         self.engine = WindowEngine(
             backend=self.backend,
             prompt=o.build_prompt(),
@@ -141,7 +144,7 @@ class PSCRanker:
         o = self.options
         plan = plan_windows(len(texts), window_size=o.window_size, step=o.step, top_k=o.top_k)
         cap = o.request_concurrency
-        request_limiter = anyio.CapacityLimiter(cap) if cap else None
+        request_limiter = CallLimiter(cap) if cap else None
         req = _Request(
             query, texts, (self.on_event, on_event), request_id, len(plan), request_limiter
         )
