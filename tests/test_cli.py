@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.cli import main
+from permsc_integrations.errors import MissingDependencyError
 from permsc_integrations.testing import oracle_responder
 from permsc_integrations.windows import plan_windows
 
@@ -265,13 +266,34 @@ def test_demo_against_the_scripted_server(oracle, capsys):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_demo_on_the_embedded_model(capsys):
+def test_demo_on_the_small_embedded_model(capsys):
     pytest.importorskip("transformers")
-    assert main(["demo", "-m", "2"]) == 0
+    assert main(["demo", "-m", "2", "--backend", "embedded:smollm2-135m"]) == 0
     out = capsys.readouterr().out
     assert "Backend: embedded:smollm2-135m" in out
     assert re.search(r"Samples parsed: \d of 2", out)
     assert "ranks poorly" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_default_demo_ranks_with_the_model_that_can(capsys, monkeypatch):
+    """The README's main job: no key, no URL -> the embedded 1.5B model, and it ranks."""
+    pytest.importorskip("transformers")
+    from permsc_integrations.model_store import EMBEDDED_MODELS, part_files
+
+    try:
+        part_files(EMBEDDED_MODELS["qwen2.5-coder-1.5b"])
+    except MissingDependencyError:
+        pytest.skip("the qwen2.5-coder-1.5b parts are not installed")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["demo", "-m", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Backend: embedded:qwen2.5-coder-1.5b" in out
+    assert "Samples parsed: 3 of 3" in out
+    best = re.search(r"Aggregated ranking:\n\s+1\. (d\d)", out).group(1)
+    assert best in {"d2", "d4", "d7"}, out  # a passage that says how long goldfish live
 
 
 def test_no_command_prints_help_and_fails(capsys):

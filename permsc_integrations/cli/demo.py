@@ -1,10 +1,11 @@
 """``permsc demo``: PSC on a small shipped example, showing every sampled ranking.
 
-Runs on the default backend: the embedded SmolLM2-135M (offline, CPU) unless an OpenAI key
-or base URL is set. The embedded model is weak: expect partial and failed samples.
+Runs on the default backend: the embedded Qwen2.5-Coder-1.5B (offline, CPU) unless an OpenAI
+key or base URL is set. A 1.5B model disagrees with itself from one shuffle to the next: the
+consensus is steadier than any one sample, which is what the demo shows.
 
 Example:
-    $ permsc demo            # about a minute on 2 CPU cores, model load included
+    $ permsc demo            # about 30 s on 2 CPU cores, model load included
     $ permsc demo --backend openai:gpt-4o-mini -m 10
 """
 
@@ -110,9 +111,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         run_sync(backend.aclose)
     _print_result(query, result, backend.name, args.num_permutations, seconds)
-    if spec.startswith("embedded"):
+    if backend.name == "embedded:smollm2-135m":
         say(
             "\nNote: the embedded SmolLM2-135M shows the pipeline end to end but ranks poorly; "
-            "use --backend with a stronger model (see docs/local.md)."
+            "the default embedded model (qwen2.5-coder-1.5b) or --backend with a stronger model "
+            "ranks (see docs/local.md)."
         )
     return 0

@@ -57,6 +57,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--write-runs", help="folder for the produced TREC runs")
     parser.add_argument("--bias-map", help="sorting: heatmap PNG (a CSV is written beside it)")
+    parser.add_argument(
+        "--samples", help="sorting: save every raw answer to this JSONL file as it arrives"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the --samples file (same configuration)"
+    )
+    parser.add_argument(
+        "--from-samples", metavar="FILE", help="sorting: re-score a samples file, no model calls"
+    )
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the results as a markdown table")
     parser.add_argument("--no-progress", action="store_true")
@@ -153,43 +162,107 @@ def _dataset(args: argparse.Namespace) -> Any:
     return datasets.load_sorting(args.task, args.data).head(args.limit)
 
 
+def _samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The --samples log (new, or resumed with the lists it already holds)."""
+    from ..eval.samples import SampleLog
+
+    if not args.samples:
+        if args.resume:
+            raise ConfigurationError("--resume continues a --samples file: name it")
+        return None, {}
+    if len(args.temperature) > 1:
+        raise ConfigurationError("--samples holds one temperature: run one at a time")
+    if args.resume:
+        return SampleLog.resume(args.samples, config)
+    return SampleLog.create(args.samples, config), {}
+
+
+def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[str, Any]) -> Any:
+    from ..eval.runner import score_sorting
+
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    return score_sorting(
+        lists, aggregators=args.aggregators.split(","), m_sweep=sweep, task=task, config=config
+    )
+
+
 def _one_temperature(
     args: argparse.Namespace,
     dataset: Any,
     backend: Any,
     temperature: float,
     options: dict[str, Any],
-) -> tuple[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
-    """Collect and score one temperature; also the (permutation, ranking) observations."""
-    from ..eval.runner import acollect_samples, score_sorting
+) -> tuple[Any, list[Any]]:
+    """Collect (saving and resuming with --samples) and score one temperature."""
+    from ..eval.runner import acollect_samples
 
-    lists = run_sync(
-        acollect_samples,
-        dataset,
-        backend,
-        m=args.num_permutations,
-        seed=args.seed,
-        temperature=temperature,
-        max_concurrency=args.concurrency,
-        progress=_progress(args, f"{dataset.name} T={temperature}"),
-        **options,
-    )
-    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
-    config = {"backend": backend.name, "temperature": temperature, "dataset": dataset.name}
-    report = score_sorting(
-        lists,
-        aggregators=args.aggregators.split(","),
-        m_sweep=sweep,
-        task=f"{dataset.name} (T={temperature})",
-        config=config,
-    )
-    pairs = [(p, r) for s in lists for p, r in zip(s.permutations, s.rankings, strict=True) if r]
-    return report, pairs
+    config = {
+        "task": dataset.examples[0].task,
+        "dataset": dataset.name,
+        "backend": backend.name,
+        "m": args.num_permutations,
+        "seed": args.seed,
+        "temperature": temperature,
+        "prompt": dataset.examples[0].task,
+    }
+    log, done = _samples_log(args, config)
+    try:
+        lists = run_sync(
+            acollect_samples,
+            dataset,
+            backend,
+            m=args.num_permutations,
+            seed=args.seed,
+            temperature=temperature,
+            max_concurrency=args.concurrency,
+            progress=_progress(args, f"{dataset.name} T={temperature}"),
+            log=log,
+            done=done,
+            **options,
+        )
+    finally:
+        if log is not None:
+            log.close()
+    return _score(args, lists, f"{dataset.name} (T={temperature})", config), lists
+
+
+def _observations(lists: list[Any], n: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(permutation, ranking) of every parsed answer on the longest lists (for the bias map)."""
+    return [
+        (p, r)
+        for s in lists
+        for p, r in zip(s.permutations, s.rankings, strict=True)
+        if r and len(p) == n
+    ]
+
+
+def _from_samples(args: argparse.Namespace) -> int:
+    from ..eval.samples import read_samples
+
+    header, found = read_samples(args.from_samples)
+    lists = list(found.values())
+    if not lists:
+        raise ConfigurationError(f"{args.from_samples} holds no complete list")
+    task = f"{header.get('dataset', header.get('task', '?'))} (T={header.get('temperature')})"
+    report = _score(args, lists, task, {k: v for k, v in header.items() if k != "type"})
+    _bias_map(args, lists, header.get("backend", "?"))
+    _emit(args, [report])
+    return 0
+
+
+def _bias_map(args: argparse.Namespace, lists: list[Any], backend_name: str) -> None:
+    if not args.bias_map:
+        return
+    from ..eval.bias import bias_map
+
+    n = max(len(s.example.items) for s in lists)
+    bias = bias_map(_observations(lists, n), n)
+    name = lists[0].example.task
+    bias.to_png(args.bias_map, title=f"{name}, {backend_name}: reversal rate")
+    bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
 
 
 def _sorting(args: argparse.Namespace) -> int:
-    from ..eval.bias import bias_map
-
     dataset = _dataset(args)
     local = is_local(backend_spec(args))
     backend = build_backend(args)
@@ -198,18 +271,15 @@ def _sorting(args: argparse.Namespace) -> int:
         "timeout": args.timeout if args.timeout is not None else (None if local else 60.0),
         "max_tokens": args.max_tokens or (12 + 10 * n if local else None),
     }
-    reports, observations = [], []
+    reports, collected = [], []
     try:
         for temperature in args.temperature:
-            report, pairs = _one_temperature(args, dataset, backend, temperature, options)
+            report, lists = _one_temperature(args, dataset, backend, temperature, options)
             reports.append(report)
-            observations += [(p, r) for p, r in pairs if len(p) == n]  # the longest lists
+            collected += lists
     finally:
         run_sync(backend.aclose)
-    if args.bias_map:
-        bias = bias_map(observations, n)
-        bias.to_png(args.bias_map, title=f"{dataset.name}, {backend.name}: reversal rate")
-        bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
+    _bias_map(args, collected, backend.name)
     _emit(args, reports)
     return 0
 
@@ -258,6 +328,8 @@ def run(args: argparse.Namespace) -> int:
         get(name)  # an unknown name fails now, not after every model call
     if args.runs:
         return _offline(args)
+    if args.from_samples:
+        return _from_samples(args)
     if args.task is None:
         raise ConfigurationError("name a task (mathsort, wordsort, gsm8ksort, trec) or pass --runs")
     return _trec(args) if args.task == "trec" else _sorting(args)

@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -41,6 +40,7 @@ from ..errors import ConfigurationError, InsufficientSamplesError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
 from .report import EvalReport
+from .samples import ListSamples, SampleLog
 from .trec import Qrels, Query, Run
 
 __all__ = [
@@ -59,19 +59,6 @@ __all__ = [
 AGGREGATORS = ("kemeny", "rrf", "borda", "copeland")
 Progress = Callable[[int, int], None]
 """``progress(done, total)`` after each list (or query)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListSamples:
-    """The ``m`` answers for one list: shown permutations and rankings (original indices).
-
-    A failed answer has an empty ranking and status ``"invalid"`` or ``"error"``.
-    """
-
-    example: SortingExample
-    permutations: tuple[tuple[int, ...], ...]
-    rankings: tuple[tuple[int, ...], ...]
-    statuses: tuple[str, ...]
 
 
 def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: Any) -> Any:
@@ -101,6 +88,7 @@ async def _one(ranker: Any, example: SortingExample, m: int) -> ListSamples:
         tuple(s.permutation for s in samples),
         tuple(s.ranking if s.ok else () for s in samples),
         tuple(s.status.value for s in samples),
+        tuple(s.raw_text for s in samples),
     )
 
 
@@ -113,14 +101,22 @@ async def acollect_samples(
     temperature: float = 0.0,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     progress: Progress | None = None,
+    log: SampleLog | None = None,
+    done: Mapping[str, ListSamples] | None = None,
     **ranker_options: Any,
 ) -> list[ListSamples]:
-    """Ask the model for ``m`` shuffled answers per list, all lists concurrently."""
+    """Ask the model for ``m`` shuffled answers per list, all lists concurrently.
+
+    Each list's answers go to ``log`` as soon as they are in; lists found in ``done`` (a
+    resumed samples file) are not asked again.
+    """
     if not dataset.examples:
         raise ConfigurationError(f"dataset {dataset.name!r} has no examples to evaluate")
     task = dataset.examples[0].task
     n = max(len(e.items) for e in dataset.examples)
-    out: dict[int, ListSamples] = {}
+    out: dict[int, ListSamples] = {
+        i: done[e.id] for i, e in enumerate(dataset.examples) if done and e.id in done
+    }
     ranker = _ranker(
         backend,
         task,
@@ -131,16 +127,19 @@ async def acollect_samples(
         max_concurrency=max_concurrency,
         **ranker_options,
     )
+
+    async def run(index: int, example: SortingExample) -> None:
+        out[index] = await _one(ranker, example, m)
+        if log is not None:
+            log.write(out[index], index)
+        if progress is not None:
+            progress(len(out), len(dataset.examples))
+
     try:
         async with anyio.create_task_group() as group:
             for index, example in enumerate(dataset.examples):
-
-                async def run(index: int = index, example: SortingExample = example) -> None:
-                    out[index] = await _one(ranker, example, m)
-                    if progress is not None:
-                        progress(len(out), len(dataset.examples))
-
-                group.start_soon(run)
+                if index not in out:
+                    group.start_soon(run, index, example)
     finally:
         await ranker.aclose()
     return [out[i] for i in range(len(dataset.examples))]

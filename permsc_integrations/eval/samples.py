@@ -1,0 +1,184 @@
+"""Raw model answers saved as they arrive, so a run can resume and be re-scored offline.
+
+A samples file is JSON Lines: one ``run`` record (the configuration), then for each list as
+soon as its answers are in, one ``list`` record (its items and true sort keys) followed by one
+``sample`` record per answer: the permutation shown, the raw text, the parse status and the
+ranking it parsed to (original item indices). Every list is written and flushed whole, so a
+crash loses at most the lists in flight; a torn last line is ignored on reading.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from permsc_integrations.eval.datasets import SortingExample
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "samples.jsonl"
+    >>> ex = SortingExample("w1", ("b", "a"), ("b", "a"), "wordsort")
+    >>> log = SampleLog.create(path, {"task": "wordsort", "m": 1})
+    >>> log.write(ListSamples(ex, ((1, 0),), ((1, 0),), ("ok",), ("a, b",)), index=0)
+    >>> header, lists = read_samples(path)
+    >>> header["m"], lists["w1"].rankings, lists["w1"].raw_texts
+    (1, ((1, 0),), ('a, b',))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ConfigurationError
+from .datasets import SortingExample
+
+__all__ = ["ListSamples", "SampleLog", "read_samples", "RESUME_KEYS"]
+
+RESUME_KEYS = ("task", "dataset", "backend", "m", "seed", "temperature", "prompt")
+"""Configuration that must match for ``--resume`` to continue a samples file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListSamples:
+    """The ``m`` answers for one list: shown permutations and rankings (original indices).
+
+    A failed answer has an empty ranking and status ``"invalid"`` or ``"error"``.
+    """
+
+    example: SortingExample
+    permutations: tuple[tuple[int, ...], ...]
+    rankings: tuple[tuple[int, ...], ...]
+    statuses: tuple[str, ...]
+    raw_texts: tuple[str, ...] = ()
+
+
+class SampleLog:
+    """Appends lists of answers to a samples file (see the module docstring)."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> SampleLog:
+        """A new file (an existing one is refused: resume it or choose another name)."""
+        target = Path(path)
+        if target.exists() and target.stat().st_size > 0:
+            raise ConfigurationError(
+                f"{target} already holds samples: pass --resume to continue it, or another path"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        log = cls(target.open("w", encoding="utf-8"))
+        log._put([{"type": "run", **config}])
+        return log
+
+    @classmethod
+    def resume(
+        cls, path: str | os.PathLike[str], config: Mapping[str, Any]
+    ) -> tuple[SampleLog, dict[str, ListSamples]]:
+        """The file opened for appending and the lists it already holds (config checked)."""
+        header, done = read_samples(path)
+        differ = [k for k in RESUME_KEYS if k in config and header.get(k) != config[k]]
+        if differ:
+            shown = ", ".join(
+                f"{k}: {header.get(k)!r} in the file, {config[k]!r} now" for k in differ
+            )
+            raise ConfigurationError(f"cannot resume {path}: {shown}")
+        _drop_torn_tail(Path(path))
+        return cls(Path(path).open("a", encoding="utf-8")), done
+
+    def write(self, lists: ListSamples, index: int = 0) -> None:
+        """Append one list (``index``: its place in the dataset) and all its answers, then
+        flush them to disk."""
+        ex = lists.example
+        records: list[dict[str, Any]] = [
+            {
+                "type": "list",
+                "list_id": ex.id,
+                "index": index,
+                "task": ex.task,
+                "items": ex.items,
+                "keys": ex.keys,
+            }
+        ]
+        texts = lists.raw_texts or ("",) * len(lists.rankings)
+        for k, (perm, ranking, status, text) in enumerate(
+            zip(lists.permutations, lists.rankings, lists.statuses, texts, strict=True)
+        ):
+            records.append(
+                {
+                    "type": "sample",
+                    "list_id": ex.id,
+                    "k": k,
+                    "permutation": perm,
+                    "raw_text": text,
+                    "status": status,
+                    "ranking": ranking,
+                }
+            )
+        self._put(records)
+
+    def _put(self, records: list[dict[str, Any]]) -> None:
+        self._handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line left unfinished by a crash, so appends start on a fresh line."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, ListSamples]]:
+    """``(run configuration, {list_id: ListSamples})`` of the complete lists in a file, in
+    dataset order."""
+    source = Path(path)
+    if not source.is_file():
+        raise ConfigurationError(f"samples file not found: {source}")
+    header: dict[str, Any] | None = None
+    examples: dict[str, SortingExample] = {}
+    places: dict[str, int] = {}
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for line in source.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line
+        kind = record.get("type")
+        if kind == "run":
+            header = record
+        elif kind == "list":
+            ex = SortingExample(
+                record["list_id"],
+                tuple(record["items"]),
+                tuple(record["keys"]),
+                record.get("task", ""),
+            )
+            examples[ex.id] = ex
+            places[ex.id] = int(record.get("index", len(places)))
+            answers[ex.id] = []
+        elif kind == "sample":
+            answers.setdefault(record["list_id"], []).append(record)
+    if header is None:
+        raise ConfigurationError(f"{source} is not a samples file (no 'run' record)")
+    m = int(header.get("m", 0))
+    complete = sorted(
+        (lid for lid, found in answers.items() if lid in examples and len(found) >= m),
+        key=lambda lid: places[lid],
+    )
+    lists = {lid: _list(examples[lid], answers[lid]) for lid in complete}
+    return header, lists
+
+
+def _list(example: SortingExample, found: list[dict[str, Any]]) -> ListSamples:
+    found = sorted(found, key=lambda r: r["k"])
+    return ListSamples(
+        example,
+        tuple(tuple(r["permutation"]) for r in found),
+        tuple(tuple(r["ranking"]) for r in found),
+        tuple(r["status"] for r in found),
+        tuple(r.get("raw_text", "") for r in found),
+    )
