@@ -1,7 +1,8 @@
 """Response caches, so that a re-run or an evaluation sweep does not pay twice.
 
-The key is a stable SHA-256 of the backend name (which names the model), the messages and
-the generation settings. Only completed answers are stored, never errors. Both caches are
+The key is a stable SHA-256 of the backend's fingerprint (model, full endpoint, decoding and
+extra options: everything that can change an answer, secrets excluded), the messages and the
+generation settings. Only completed answers are stored, never errors. Both caches are
 safe to share between threads and event loops.
 
 Example:
@@ -9,7 +10,9 @@ Example:
     >>> from permsc_integrations.backends.base import Completion, GenerationSettings
     >>> cache = MemoryCache()
     >>> messages = [{"role": "user", "content": "hi"}]
-    >>> key = cache_key("openai:gpt-4o-mini", messages, GenerationSettings())
+    >>> class Model:
+    ...     name = fingerprint = "openai:gpt-4o-mini@api.openai.com"
+    >>> key = cache_key(Model(), messages, GenerationSettings())
     >>> anyio.run(cache.aset, key, Completion(text="[1] > [2]"))
     >>> anyio.run(cache.aget, key).text
     '[1] > [2]'
@@ -27,10 +30,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .backends.base import Completion, GenerationSettings
+from .backends.base import Backend, Completion, GenerationSettings
 from .results import Usage
 
-__all__ = ["ResponseCache", "MemoryCache", "SQLiteCache", "cache_key"]
+__all__ = ["ResponseCache", "MemoryCache", "SQLiteCache", "cache_key", "fingerprint"]
 
 
 @runtime_checkable
@@ -42,12 +45,20 @@ class ResponseCache(Protocol):
     async def aset(self, key: str, completion: Completion) -> None: ...
 
 
+def fingerprint(backend: Backend) -> str:
+    """What identifies ``backend``'s answers: its ``fingerprint`` (model, endpoint, decoding
+    options; never secrets), else its name."""
+    value = getattr(backend, "fingerprint", None)
+    return str(value) if value else backend.name
+
+
 def cache_key(
-    backend_name: str, messages: Sequence[Mapping[str, str]], settings: GenerationSettings
+    backend: Backend, messages: Sequence[Mapping[str, str]], settings: GenerationSettings
 ) -> str:
-    """A stable hex digest of backend, messages and settings (the timeout is not part of it)."""
+    """A stable hex digest of the backend's fingerprint, the messages and the settings (the
+    timeout is not part of it)."""
     payload = {
-        "backend": backend_name,
+        "backend": fingerprint(backend),
         "messages": [dict(sorted(m.items())) for m in messages],
         "settings": {k: v for k, v in dataclasses.asdict(settings).items() if k != "timeout"},
     }

@@ -29,35 +29,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
 from .aggregators import Aggregator, aggregate, resolve
-from .backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
-from .cache import ResponseCache, cache_key
-from .errors import BackendError, ConfigurationError, InsufficientSamplesError, ParseError
-from .events import Event, EventHook, EventKind, emit
+from .backends.base import Backend, GenerationSettings
+from .cache import ResponseCache
+from .errors import ConfigurationError, InsufficientSamplesError, PermscError
+from .events import EventHook
 from .limiter import Limiter
 from .permutations import sample_permutations
 from .prompts import get_prompt
 from .prompts.base import Prompt
-from .results import ParseStatus, Sample, Usage, WindowResult
-from .retry import RetryPolicy, call_with_retry
+from .results import Sample, WindowResult
+from .retry import RetryPolicy
+from .sampling import Breaker, WindowRun
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
-
-__all__ = ["WindowEngine", "derive_seed", "add_note", "REASK"]
-
-REASK = (
-    "Your answer could not be read as a ranking. Answer again with only the ranking of all "
-    "{n} items, in exactly the format asked for above, and nothing else."
-)
+__all__ = ["WindowEngine", "derive_seed", "add_note"]
 
 
 def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) -> int:
@@ -68,16 +59,6 @@ def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) ->
     """
     blob = json.dumps([seed, query, list(texts), repr(window)], ensure_ascii=False)
     return int.from_bytes(hashlib.blake2b(blob.encode("utf-8"), digest_size=8).digest(), "big") >> 1
-
-
-@dataclass
-class _Attempt:
-    """Mutable bookkeeping for one sample while it runs."""
-
-    messages: list[Message]
-    usage: Usage = field(default_factory=Usage)
-    asks: int = 0
-    raw_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +76,7 @@ class WindowEngine:
     min_successful: int | None = None
     cache: ResponseCache | None = None
     limiter: Limiter | None = None
+    breaker: Breaker = field(default_factory=Breaker)
 
     @classmethod
     def create(
@@ -139,22 +121,25 @@ class WindowEngine:
         request_limiter: Limiter | None = None,
     ) -> WindowResult:
         """PSC over ``indices`` (item indices into ``texts``, in the window's input order)."""
+        self.breaker.check()
         local = [texts[i] for i in indices]
         perms = sample_permutations(
             len(local), self.num_permutations, seed=seed, include_identity=self.include_identity
         )
-        run = _Run(self, query, local, perms, hooks, request_id, window, request_limiter)
+        run = WindowRun(self, query, local, perms, hooks, request_id, window, request_limiter)
         samples = await run.run()
         # exact Kemeny can take a while: keep the event loop free for other requests' calls
-        return await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
+        try:
+            return await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
+        except PermscError as error:
+            error.usage = run.spent
+            raise
 
     def _aggregate(self, indices: Sequence[int], start: int, samples: list[Sample]) -> WindowResult:
         good = [s.ranking for s in samples if s.ok]
         if len(good) < self.required:
             failures = [
-                f"sample {k}: {s.status.value}: {s.error}"
-                for k, s in enumerate(samples)
-                if not s.ok
+                s.exception or PermscError(s.error or "failed") for s in samples if not s.ok
             ]
             error = InsufficientSamplesError(len(good), self.required, failures)
             add_note(error, f"in the window at positions {start}..{start + len(indices) - 1}")
@@ -162,245 +147,31 @@ class WindowEngine:
         n = len(indices)
         consensus = aggregate(good, method=self.aggregator, n_items=n)
         confidence = _confidence(good, consensus)
-        to_global = _mapper(indices)
         return WindowResult(
             start=start,
             indices=tuple(indices),
-            order=to_global(consensus),
+            order=_to_items(consensus, indices),
             samples=tuple(
-                replace(s, permutation=to_global(s.permutation), ranking=to_global(s.ranking))
+                replace(
+                    s,
+                    permutation=_to_items(s.permutation, indices),
+                    ranking=_to_items(s.ranking, indices),
+                )
                 for s in samples
             ),
             confidence=confidence,
         )
 
 
-def _mapper(indices: Sequence[int]) -> Callable[[Sequence[int]], tuple[int, ...]]:
-    return lambda local: tuple(indices[j] for j in local)
+def _to_items(local: Sequence[int], indices: Sequence[int]) -> tuple[int, ...]:
+    """Window positions to the caller's item indices (``indices[j]`` is position ``j``)."""
+    return tuple(indices[j] for j in local)
 
 
 def _confidence(rankings: Sequence[Sequence[int]], consensus: Sequence[int]) -> float:
     from .metrics import consensus_confidence
 
     return float(consensus_confidence(rankings, consensus))
-
-
-class _Run:
-    """One window's samples in flight."""
-
-    def __init__(
-        self,
-        engine: WindowEngine,
-        query: str,
-        items: list[str],
-        perms: list[tuple[int, ...]],
-        hooks: Sequence[EventHook | None],
-        request_id: Any,
-        window: int,
-        request_limiter: Limiter | None,
-    ) -> None:
-        self.e, self.query, self.items, self.perms = engine, query, items, perms
-        self.hooks, self.request_id, self.window = hooks, request_id, window
-        self.request_limiter = request_limiter
-        self.samples: list[Sample | None] = [None] * len(perms)
-
-    async def run(self) -> list[Sample]:
-        try:
-            async with anyio.create_task_group() as tg:
-                if isinstance(self.e.backend, BatchBackend):
-                    tg.start_soon(self._batched)
-                else:
-                    for k in range(len(self.perms)):
-                        tg.start_soon(self._one, k)
-        except BaseExceptionGroup as group:  # surface a single failure as itself
-            raise _first(group) from None
-        return [s for s in self.samples if s is not None]
-
-    async def _emit(self, kind: EventKind, k: int, **detail: Any) -> None:
-        if any(self.hooks):
-            event = Event(kind, self.request_id, self.window, k, len(self.perms), detail)
-            await emit(self.hooks, event)
-
-    def _shown(self, k: int) -> list[str]:
-        return [self.items[j] for j in self.perms[k]]
-
-    async def _one(self, k: int) -> None:
-        await self._emit("sample_start", k)
-        state = _Attempt(self.e.prompt.render(self.query, self._shown(k)))
-        try:
-            sample = None
-            while sample is None:
-                completion, usage = await self._call(state.messages)
-                sample = self._digest(k, state, completion, usage)
-        except BackendError as exc:
-            sample = self._failed(k, state, exc)
-        await self._finish(k, sample)
-
-    async def _batched(self) -> None:
-        states = {}
-        for k in range(len(self.perms)):
-            await self._emit("sample_start", k)
-            states[k] = _Attempt(self.e.prompt.render(self.query, self._shown(k)))
-        while states:
-            keys = list(states)
-            try:
-                answers = await self._call_batch([states[k].messages for k in keys])
-            except BackendError as exc:
-                for k in keys:
-                    await self._finish(k, self._failed(k, states.pop(k), exc))
-                return
-            for k, (completion, usage) in zip(keys, answers, strict=True):
-                sample = self._digest(k, states[k], completion, usage)
-                if sample is not None:
-                    del states[k]
-                    await self._finish(k, sample)
-
-    def _digest(
-        self, k: int, state: _Attempt, completion: Completion, usage: Usage
-    ) -> Sample | None:
-        """The sample for this answer, or None after scheduling a re-ask."""
-        state.usage, state.asks, state.raw_text = (
-            state.usage + usage,
-            state.asks + 1,
-            completion.text,
-        )
-        perm = self.perms[k]
-        try:
-            parsed = self.e.prompt.parse(completion.text, len(perm), self._shown(k))
-        except ParseError as exc:
-            if state.asks <= self.e.reasks:
-                state.messages = [
-                    *state.messages,
-                    {"role": "assistant", "content": completion.text},
-                    {"role": "user", "content": REASK.format(n=len(perm))},
-                ]
-                return None
-            return Sample(
-                perm, (), completion.text, ParseStatus.INVALID, str(exc), state.usage, state.asks
-            )
-        ranking = tuple(perm[p] for p in parsed.ranking)
-        return Sample(perm, ranking, completion.text, parsed.status, None, state.usage, state.asks)
-
-    def _failed(self, k: int, state: _Attempt, exc: BackendError) -> Sample:
-        usage = state.usage + getattr(exc, "_permsc_usage", Usage())
-        error = f"{type(exc).__name__}: {exc}"
-        return Sample(
-            self.perms[k], (), state.raw_text, ParseStatus.ERROR, error, usage, state.asks + 1
-        )
-
-    async def _finish(self, k: int, sample: Sample) -> None:
-        self.samples[k] = sample
-        await self._emit(
-            "sample_end",
-            k,
-            status=sample.status.value,
-            attempts=sample.attempts,
-            error=sample.error,
-        )
-
-    async def _call(self, messages: list[Message]) -> tuple[Completion, Usage]:
-        key = None
-        if self.e.cache is not None:
-            key = cache_key(self.e.backend.name, messages, self.e.settings)
-            hit = await self.e.cache.aget(key)
-            if hit is not None:
-                return hit, Usage(cached_calls=1)
-        completion, usage = await self._timed(
-            lambda: self.e.backend.acomplete(messages, self.e.settings)
-        )
-        if key is not None and self.e.cache is not None:
-            await self.e.cache.aset(key, completion)
-        return completion, usage + _tokens(completion)
-
-    async def _timed(self, call: Callable[[], Awaitable[Any]]) -> tuple[Any, Usage]:
-        """``call()`` with retries, one limiter slot per attempt; usage counts attempts,
-        retries and the attempts' summed latency (not queueing, not backoff)."""
-        attempts, latency = 0, 0.0
-
-        async def counted() -> Any:
-            nonlocal attempts, latency
-            attempts += 1
-            began = time.perf_counter()
-            try:
-                return await call()
-            finally:
-                latency += time.perf_counter() - began
-
-        def slot() -> _Limited:
-            return _Limited(self.request_limiter, self.e.limiter)
-
-        try:
-            result, retries = await call_with_retry(
-                counted, self.e.retry, self.e.settings.timeout, guard=slot
-            )
-        except BackendError as exc:
-            exc._permsc_usage = Usage(  # type: ignore[attr-defined]
-                calls=attempts, retries=max(0, attempts - 1), latency_s=latency
-            )
-            raise
-        return result, Usage(calls=attempts, retries=retries, latency_s=latency)
-
-    async def _call_batch(self, batch: list[list[Message]]) -> list[tuple[Completion, Usage]]:
-        e = self.e
-        keys = [cache_key(e.backend.name, m, e.settings) for m in batch] if e.cache else []
-        hits = [await e.cache.aget(k) for k in keys] if e.cache else [None] * len(batch)
-        todo = [i for i, hit in enumerate(hits) if hit is None]
-        out: list[Any] = [None if h is None else (h, Usage(cached_calls=1)) for h in hits]
-        if todo:
-            backend: Any = e.backend
-            completions, usage = await self._timed(
-                lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings)
-            )
-            if len(completions) != len(todo):
-                raise BackendError(
-                    f"{e.backend.name}: batch of {len(todo)} gave {len(completions)} answers"
-                )
-            share = Usage(calls=usage.calls, retries=usage.retries, latency_s=usage.latency_s)
-            for i, completion in zip(todo, completions, strict=True):
-                out[i] = (completion, share + _tokens(completion))
-                if e.cache is not None:
-                    await e.cache.aset(keys[i], completion)
-        return out
-
-
-class _Limited:
-    """Hold a slot of the per-request limiter (if any), then of the shared one."""
-
-    def __init__(self, *limiters: Limiter | None) -> None:
-        self.limiters = [lim for lim in limiters if lim is not None]
-
-    async def __aenter__(self) -> None:
-        for i, lim in enumerate(self.limiters):
-            try:
-                await lim.acquire()
-            except BaseException:
-                for held in reversed(self.limiters[:i]):
-                    held.release()
-                raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        for lim in reversed(self.limiters):
-            lim.release()
-
-
-def _tokens(completion: Completion) -> Usage:
-    u = completion.usage
-    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:
-    """The first real failure in a task-group error (the others are noted on it)."""
-    flat: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            stack[:0] = list(exc.exceptions)
-        else:
-            flat.append(exc)
-    if len(flat) > 1 and isinstance(flat[0], Exception):
-        add_note(flat[0], f"{len(flat) - 1} other sample(s) of this window also failed")
-    return flat[0]
 
 
 def add_note(exc: BaseException, note: str) -> None:

@@ -11,6 +11,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .results import Usage
 
 __all__ = [
     "PermscError",
@@ -24,13 +28,23 @@ __all__ = [
     "BackendTimeoutError",
     "BackendConnectionError",
     "ContextLengthError",
+    "AuthenticationError",
+    "ModelNotFoundError",
+    "QuotaExceededError",
     "InsufficientSamplesError",
     "ModelIntegrityError",
 ]
 
 
 class PermscError(Exception):
-    """Base of every error raised by permsc-integrations."""
+    """Base of every error raised by permsc-integrations.
+
+    An error raised out of a ranking carries ``usage``: what the ranking had spent when it
+    failed (calls, tokens); ``arank_many`` sets ``request`` to the request that failed.
+    """
+
+    usage: Usage | None = None
+    request: Any = None
 
 
 class ConfigurationError(PermscError, ValueError):
@@ -79,10 +93,15 @@ class BackendError(PermscError):
     """A call to a model backend failed.
 
     ``retryable`` tells the engine whether trying again can help; ``retry_after`` is the
-    server's hint in seconds (``Retry-After``), when it gave one.
+    server's hint in seconds (``Retry-After``), when it gave one. A ``fatal`` error cannot
+    get better for any other call of the request (bad key, unknown model, prompt too long):
+    it cancels the request's other calls and is raised as itself; one that ``trips_breaker``
+    also stops every later call of the same ranker (see docs/architecture.md).
     """
 
     retryable: bool = False
+    fatal: ClassVar[bool] = False
+    trips_breaker: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -118,21 +137,57 @@ class BackendConnectionError(BackendError):
 
 
 class ContextLengthError(BackendError):
-    """The prompt does not fit the model's context window; never retried.
+    """The prompt does not fit the model's context window; never retried, fatal.
 
     Fix: a smaller ``window_size``, a lower ``max_words`` (passage truncation), or a model
     with a longer context.
     """
 
     retryable = False
+    fatal = True
+
+
+class AuthenticationError(BackendError):
+    """HTTP 401/403: the key is missing, wrong or lacks access; fatal, trips the breaker.
+
+    Fix: ``api_key=`` / ``OPENAI_API_KEY``, or the key's access to the model.
+    """
+
+    retryable = False
+    fatal = True
+    trips_breaker = True
+
+
+class ModelNotFoundError(BackendError):
+    """HTTP 404: no such model or endpoint; fatal, trips the breaker.
+
+    Fix: the model name, and a ``base_url`` that ends in ``/v1``.
+    """
+
+    retryable = False
+    fatal = True
+    trips_breaker = True
+
+
+class QuotaExceededError(RateLimitError):
+    """HTTP 429 ``insufficient_quota``: the account is out of credit; fatal, never retried,
+    trips the breaker (waiting does not help, unlike a rate limit)."""
+
+    retryable = False
+    fatal = True
+    trips_breaker = True
 
 
 class InsufficientSamplesError(PermscError):
-    """Fewer than ``min_successful`` permuted samples succeeded; ``failures`` lists each one."""
+    """Fewer than ``min_successful`` permuted samples succeeded.
 
-    def __init__(self, successful: int, required: int, failures: Sequence[str]) -> None:
+    ``failures`` holds the exception of each failed sample (a :class:`BackendError` after
+    retries, or the :class:`ParseError` of an unreadable answer).
+    """
+
+    def __init__(self, successful: int, required: int, failures: Sequence[BaseException]) -> None:
         self.successful, self.required, self.failures = successful, required, tuple(failures)
-        listed = "\n".join(f"  - {f}" for f in self.failures)
+        listed = "\n".join(f"  - {type(f).__name__}: {f}" for f in self.failures)
         super().__init__(
             f"only {successful} permuted samples succeeded, {required} required "
             f"(lower min_successful, or check the backend):\n{listed}"

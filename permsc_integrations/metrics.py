@@ -27,7 +27,6 @@ __all__ = [
     "ndcg_at_k",
     "mean_ndcg_at_k",
     "consensus_confidence",
-    "kendalls_w",
 ]
 
 
@@ -78,28 +77,6 @@ def consensus_confidence(rankings: Sequence[Sequence[int]], consensus: Sequence[
     if not taus:
         return 1.0 if len(consensus) <= 1 else 0.0
     return float(sum(taus) / len(taus))
-
-
-def kendalls_w(rankings: Sequence[Sequence[int]], n_items: int | None = None) -> float:
-    """Kendall's coefficient of concordance W in [0, 1] for full rankings (1 = unanimous).
-
-    >>> kendalls_w([[0, 1, 2], [0, 1, 2]])
-    1.0
-    """
-    m = len(rankings)
-    n = n_items if n_items is not None else max((len(r) for r in rankings), default=0)
-    if m == 0 or n < 2:
-        return 1.0
-    ranks = np.zeros((m, n))
-    for k, r in enumerate(rankings):
-        if sorted(r) != list(range(n)):
-            raise InvalidRankingError(
-                f"kendalls_w needs full rankings of 0..{n - 1}; got {list(r)}"
-            )
-        ranks[k, np.asarray(r, dtype=np.intp)] = np.arange(n)
-    totals = ranks.sum(0)
-    s = float(((totals - totals.mean()) ** 2).sum())
-    return 12.0 * s / (m * m * (n**3 - n))
 
 
 def ndcg_at_k(

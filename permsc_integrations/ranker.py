@@ -31,12 +31,13 @@ from .backends import resolve_backend
 from .backends.base import Backend
 from .bridge import run_sync
 from .engine import WindowEngine, add_note, derive_seed
-from .errors import ConfigurationError
+from .errors import ConfigurationError, PermscError
 from .events import Event, EventHook, EventKind, emit
 from .items import normalize_items
 from .limiter import CallLimiter
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, WindowResult, scores_from_order
+from .sampling import Breaker
 from .windows import Window, plan_windows, run_windows
 
 __all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
@@ -62,6 +63,10 @@ class _Request:
     total: int
     limiter: CallLimiter | None
     windows: list[WindowResult] = field(default_factory=list)
+
+    def usage(self) -> Usage:
+        """What the windows done so far cost."""
+        return sum((s.usage for w in self.windows for s in w.samples), Usage())
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
         await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
@@ -108,6 +113,7 @@ class PSCRanker:
             )
         self.on_event = on_event
         self.limiter = CallLimiter(o.max_concurrency)
+        self.breaker = Breaker()
         self.engine = WindowEngine(
             backend=self.backend,
             prompt=o.build_prompt(),
@@ -120,6 +126,7 @@ class PSCRanker:
             min_successful=o.min_successful,
             cache=o.cache,
             limiter=self.limiter,
+            breaker=self.breaker,
         )
 
     def __repr__(self) -> str:
@@ -154,13 +161,20 @@ class PSCRanker:
                 await run_windows(range(len(texts)), plan, functools.partial(self._window, req))
             )
         except Exception as exc:
-            await req.emit("request_end", n_items=len(texts), status="error", error=repr(exc))
+            spent = req.usage() + (getattr(exc, "usage", None) or Usage())
+            if isinstance(exc, PermscError):
+                exc.usage = spent
+            await req.emit(
+                "request_end", n_items=len(texts), status="error", error=repr(exc), usage=spent
+            )
             raise
-        usage = sum((s.usage for w in req.windows for s in w.samples), Usage())
+        usage = req.usage()
         confidence = (
             sum(w.confidence for w in req.windows) / len(req.windows) if req.windows else 1.0
         )
-        await req.emit("request_end", n_items=len(texts), status="ok", confidence=confidence)
+        await req.emit(
+            "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
+        )
         return RankingResult(order, scores_from_order(order), tuple(req.windows), confidence, usage)
 
     async def _window(
@@ -258,7 +272,10 @@ class PSCRanker:
                     request.query, request.items, on_event=on_event, request_id=rid
                 )
             except Exception as exc:
-                exc.request = request  # type: ignore[attr-defined]
+                if isinstance(exc, PermscError):
+                    exc.request = request
+                else:
+                    add_note(exc, f"while ranking request {rid!r}")
                 await send.send((number, exc))
             else:
                 await send.send((number, replace(result, request=request)))
@@ -285,6 +302,10 @@ class PSCRanker:
         if errors and not return_exceptions:
             raise _first_failure(errors)
         return out
+
+    def reset_breaker(self) -> None:
+        """Let calls go out again after a fatal error (a bad key, say) has been fixed."""
+        self.breaker.reset()
 
     async def aclose(self) -> None:
         """Close the backend if this ranker created it from a spec string."""

@@ -83,7 +83,8 @@ class Sample:
     """One permuted call: what was shown, what came back, what it meant.
 
     ``permutation[p]`` is the original index of the item shown at prompt position ``p``;
-    ``ranking`` is the answer mapped back to original indices (best first, maybe partial).
+    ``ranking`` is the answer mapped back to original indices (best first, maybe partial);
+    a failed sample keeps its ``exception`` (the ParseError or BackendError).
     """
 
     permutation: tuple[int, ...]
@@ -93,6 +94,7 @@ class Sample:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -24,23 +24,17 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from .errors import BackendError, BackendTimeoutError, ConfigurationError
 
-__all__ = ["RetryPolicy", "call_with_retry", "is_retryable"]
+__all__ = ["RetryPolicy", "Budget", "call_with_retry", "is_retryable"]
 
 T = TypeVar("T")
 
@@ -81,16 +75,19 @@ class RetryPolicy:
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
         hint = getattr(exc, "retry_after", None)
-        if hint is not None and hint >= 0:
+        if hint is not None and hint > 0:  # 0 or negative: no real hint, use the backoff
             return min(float(hint), self.max_retry_after)
         backoff = self.initial_backoff * 2.0 ** min(state.attempt_number - 1, 60)
         return min(backoff, self.max_backoff) + random.uniform(0.0, self.jitter)
 
-    def retrying(self) -> AsyncRetrying:
-        """A fresh tenacity ``AsyncRetrying`` for one call."""
+    def retrying(self, budget: Budget | None = None) -> AsyncRetrying:
+        """A fresh tenacity ``AsyncRetrying`` for one call; ``budget`` (when given) measures
+        ``max_total_time`` on the call's own attempts and backoff, not its queueing."""
         stop: Any = stop_after_attempt(self.max_attempts)
         if self.max_total_time is not None:
-            stop = stop | stop_before_delay(self.max_total_time)
+            clock = budget or Budget()
+            limit = self.max_total_time
+            stop = stop | (lambda state: clock.spent() + (state.upcoming_sleep or 0.0) >= limit)
         return AsyncRetrying(
             stop=stop,
             wait=self._wait,
@@ -98,6 +95,26 @@ class RetryPolicy:
             sleep=anyio.sleep,
             reraise=True,
         )
+
+
+class Budget:
+    """Seconds a call has spent on its own attempts and backoff: time spent waiting for a
+    slot (:meth:`waiting`) is left out."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._waited = 0.0
+
+    def spent(self) -> float:
+        return time.monotonic() - self._started - self._waited
+
+    @contextlib.asynccontextmanager
+    async def waiting(self, guard: AbstractAsyncContextManager[Any]) -> AsyncIterator[None]:
+        """Hold ``guard`` (a limiter slot), not counting the wait for it."""
+        began = time.monotonic()
+        async with guard:
+            self._waited += time.monotonic() - began
+            yield
 
 
 async def call_with_retry(
@@ -110,19 +127,19 @@ async def call_with_retry(
     """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries).
 
     ``guard()`` (a capacity-limiter slot, say) is held around each attempt but not during
-    backoff, and waiting for it does not count against the per-call timeout. The final
-    failure is re-raised as is (a :class:`BackendError` subclass for backend failures,
-    :class:`BackendTimeoutError` when the timeout cut the last attempt).
+    backoff, and waiting for it counts against neither the per-call timeout nor the policy's
+    ``max_total_time``: the budget covers the call's own attempts and backoff, never queueing.
+    The final failure is re-raised as is (a :class:`BackendError` subclass for backend
+    failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
     """
-    deadline = (
-        math.inf if policy.max_total_time is None else time.monotonic() + policy.max_total_time
-    )
+    budget = Budget()
+    total = math.inf if policy.max_total_time is None else policy.max_total_time
     attempts = 0
-    async for attempt in policy.retrying():
+    async for attempt in policy.retrying(budget):
         with attempt:
             attempts += 1
-            async with guard() if guard is not None else contextlib.nullcontext():
-                limit = min(math.inf if timeout is None else timeout, deadline - time.monotonic())
+            async with budget.waiting(guard() if guard is not None else contextlib.nullcontext()):
+                limit = min(math.inf if timeout is None else timeout, total - budget.spent())
                 result = await _attempt(fn, limit, timeout)
     return result, attempts - 1
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidRankingError
 
 __all__ = ["Window", "plan_windows", "settled_per_pass", "run_windows"]
 
@@ -103,7 +103,7 @@ async def run_windows(order: Sequence[int], plan: Sequence[Window], rank: RankWi
         inside = tuple(current[window.start : window.end])
         ranked = list(await rank(number, window, inside))
         if sorted(ranked) != sorted(inside):
-            raise RuntimeError(
+            raise InvalidRankingError(
                 f"window {number} returned {ranked}, not a reordering of {list(inside)}"
             )
         current[window.start : window.end] = ranked

@@ -14,18 +14,34 @@ from permsc_integrations.results import Usage
 MSGS = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] b"}]
 
 
+class Model:
+    """A backend stand-in: only its identity matters to the key."""
+
+    def __init__(self, name: str, fingerprint: str | None = None) -> None:
+        self.name, self.fingerprint = name, fingerprint
+
+
 def test_key_is_stable_and_sensitive_to_what_matters() -> None:
-    base = cache_key("openai:m", MSGS, GenerationSettings())
+    m = Model("openai:m")
+    base = cache_key(m, MSGS, GenerationSettings())
     assert base == cache_key(
-        "openai:m", [dict(reversed(list(m.items()))) for m in MSGS], GenerationSettings()
+        m, [dict(reversed(list(m.items()))) for m in MSGS], GenerationSettings()
     )
     assert len(base) == 64
-    assert base != cache_key("openai:other", MSGS, GenerationSettings())
-    assert base != cache_key("openai:m", MSGS[:1], GenerationSettings())
-    assert base != cache_key("openai:m", MSGS, GenerationSettings(temperature=0.7))
-    assert base != cache_key("openai:m", MSGS, GenerationSettings(max_tokens=5))
-    assert base == cache_key("openai:m", MSGS, GenerationSettings(timeout=5)), (
-        "timeout is not semantic"
+    assert base != cache_key(Model("openai:other"), MSGS, GenerationSettings())
+    assert base != cache_key(m, MSGS[:1], GenerationSettings())
+    assert base != cache_key(m, MSGS, GenerationSettings(temperature=0.7))
+    assert base != cache_key(m, MSGS, GenerationSettings(max_tokens=5))
+    assert base == cache_key(m, MSGS, GenerationSettings(timeout=5)), "timeout is not semantic"
+
+
+def test_the_key_follows_the_fingerprint_not_the_name() -> None:
+    one, other = Model("openai:m", '{"endpoint": "a"}'), Model("openai:m", '{"endpoint": "b"}')
+    assert cache_key(one, MSGS, GenerationSettings()) != cache_key(
+        other, MSGS, GenerationSettings()
+    )
+    assert cache_key(Model("x", "same"), MSGS, GenerationSettings()) == cache_key(
+        Model("y", "same"), MSGS, GenerationSettings()
     )
 
 

@@ -15,16 +15,18 @@ from hypothesis import strategies as st
 
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.cache import MemoryCache
-from permsc_integrations.engine import REASK, WindowEngine, derive_seed
+from permsc_integrations.engine import WindowEngine, derive_seed
 from permsc_integrations.errors import (
     BackendError,
     ConfigurationError,
     InsufficientSamplesError,
+    ParseError,
     RateLimitError,
 )
 from permsc_integrations.events import Event
 from permsc_integrations.results import ParseStatus, Usage
 from permsc_integrations.retry import RetryPolicy
+from permsc_integrations.sampling import REASK
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -226,7 +228,8 @@ async def test_below_min_successful_raises_listing_every_failure() -> None:
         await rank(make(Oracle(RELEVANCE, script=most_fail)))
     err = info.value
     assert (err.successful, err.required, len(err.failures)) == (3, 4, 5)
-    assert all("refused call" in f for f in err.failures)
+    assert all(isinstance(f, BackendError) and "refused call" in str(f) for f in err.failures)
+    assert "BackendError: refused call" in str(err)
 
 
 async def test_min_successful_can_demand_every_sample() -> None:
@@ -257,8 +260,9 @@ async def test_unparseable_answers_are_reasked_then_fail() -> None:
     async def always_garbage(number: int, messages) -> str:
         return "no idea"
 
-    with pytest.raises(InsufficientSamplesError, match="invalid"):
+    with pytest.raises(InsufficientSamplesError, match="ParseError") as info:
         await rank(make(Oracle(script=always_garbage), reasks=2))
+    assert all(isinstance(f, ParseError) and f.raw_text == "no idea" for f in info.value.failures)
 
 
 async def test_partial_answers_count_and_keep_missing_items_missing() -> None:
@@ -314,12 +318,17 @@ async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
         await rank(engine)
 
 
-async def test_a_bug_in_a_backend_surfaces_as_itself() -> None:
+async def test_a_bug_in_a_backend_fails_its_samples_with_a_typed_error() -> None:
     async def bug(number: int, messages) -> None:
-        raise ZeroDivisionError("backend bug")
+        if number < 3:
+            raise ZeroDivisionError("backend bug")
 
-    with pytest.raises(ZeroDivisionError):
-        await rank(make(Oracle(script=bug)))
+    result = await rank(make(Oracle(RELEVANCE, script=bug)))  # the other 5 samples stand
+    failed = result.failed
+    assert len(failed) == 3 and result.order == TRUTH
+    assert all(isinstance(s.exception, BackendError) for s in failed)
+    assert all(isinstance(s.exception.__cause__, ZeroDivisionError) for s in failed)
+    assert not any(s.exception.retryable for s in failed)
 
 
 async def test_events_per_sample_with_status() -> None:

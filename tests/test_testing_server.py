@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import anyio
 import httpx
 import openai
@@ -88,10 +86,8 @@ def test_dropped_connection_is_a_connection_error(scripted_server, after_headers
 
 def test_slow_answer_past_the_client_timeout(scripted_server):
     server = scripted_server(sequence(Reply("late", delay=2.0), then="quick"))
-    started = time.perf_counter()
     with pytest.raises(openai.APITimeoutError):
         ask(server, timeout=0.3)
-    assert time.perf_counter() - started < 1.5
     assert ask(server).choices[0].message.content == "quick"
 
 
@@ -125,23 +121,18 @@ async def test_async_context_manager_counts_concurrency():
                 answer = await c.chat.completions.create(model="m", messages=MESSAGES)
                 texts.append(answer.choices[0].message.content)
 
-            started = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for _ in range(8):
                     tg.start_soon(one)
-            elapsed = time.perf_counter() - started
     assert sorted(texts) == sorted(f"answer {i}" for i in range(8))
-    assert server.max_in_flight == 8 and server.in_flight == 0
-    assert elapsed < 8 * 0.3  # the eight delays overlapped
+    assert server.max_in_flight == 8 and server.in_flight == 0  # the eight delays overlapped
 
 
 def test_stop_does_not_wait_for_abandoned_answers():
     server = ScriptedOpenAIServer(lambda request: Reply("never", delay=30)).start()
     with pytest.raises(openai.APITimeoutError):
         ask(server, timeout=0.2)
-    started = time.perf_counter()
-    server.stop()
-    assert time.perf_counter() - started < 2.0
+    server.stop()  # does not wait 30 s for the abandoned answer (test timeout)
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.base_url + "/models")
 

@@ -7,7 +7,7 @@ import random
 import anyio
 import pytest
 
-from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError, InvalidRankingError
 from permsc_integrations.windows import Window, plan_windows, run_windows, settled_per_pass
 
 PAIRS = [
@@ -141,5 +141,5 @@ async def test_a_broken_window_ranker_is_caught() -> None:
     async def drops_one(number: int, window: Window, inside: tuple[int, ...]) -> list[int]:
         return list(inside[1:])
 
-    with pytest.raises(RuntimeError, match="not a reordering"):
+    with pytest.raises(InvalidRankingError, match="not a reordering"):
         await run_windows(range(5), plan_windows(5, window_size=3, step=1), drops_one)

@@ -13,8 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +76,33 @@ def order_from_matrix(X: np.ndarray) -> list[int]:
     return np.argsort(-np.rint(X).sum(1), kind="stable").tolist()
 
 
+_BANNER_LOCK = threading.Lock()
+_banner_shown = False
+
+
+def _silent_highs(hs: Any) -> Any:
+    """A ``Highs()`` with its output off. The first one in a process prints HiGHS's banner
+    from C++ straight to file descriptor 1, before any option can be set; so that first
+    construction runs with fd 1 pointed at /dev/null (a library prints nothing)."""
+    global _banner_shown
+    with _BANNER_LOCK:
+        if _banner_shown:
+            h = hs.Highs()
+        else:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            try:
+                with open(os.devnull, "w") as sink:
+                    os.dup2(sink.fileno(), 1)
+                    h = hs.Highs()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+            _banner_shown = True
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 class TriangleModel:
     """The pair-variable model of one block; ``cost[b, a]`` = price of ``a`` before ``b``."""
 
@@ -83,8 +114,7 @@ class TriangleModel:
         self._pair = np.full((self.k, self.k), -1, dtype=np.int32)
         self._pair[iu, ju] = np.arange(self.n_pairs)
         self.offset = float(cost[iu, ju].sum())  # all x = 0: every j before i
-        self.h = hs.Highs()
-        self.h.setOptionValue("output_flag", False)
+        self.h = _silent_highs(hs)
         self.h.setOptionValue("threads", 1)
         if self.k > IPM_FROM:  # simplex stalls on big degenerate 3-cycle LPs; IPM does not
             self.h.setOptionValue("solver", "ipm")
@@ -95,7 +125,6 @@ class TriangleModel:
         self.h.addCols(n, coef, np.zeros(n), np.ones(n), 0, empty_i, empty_i, empty_f)
         self._triples: list[np.ndarray] = []
         self.slowest_solve_s = 0.0  # the slowest LP solve so far: a MIP needs longer
-        self.integer = False
 
     def add_triangles(self, triples: np.ndarray) -> None:
         """Add the ranged rows ``0 <= x_ij + x_jl - x_il <= 1``."""
@@ -118,7 +147,6 @@ class TriangleModel:
         self.h.setOptionValue("solver", "choose")
         kinds = np.full(self.n_pairs, int(hs.HighsVarType.kInteger), dtype=np.uint8)
         self.h.changeColsIntegrality(self.n_pairs, np.arange(self.n_pairs, dtype=np.int32), kinds)
-        self.integer = True
 
     def solve(self, time_limit: float) -> LPResult:
         """Solve the current model (LP, or MIP after :meth:`make_integer`) within the limit."""

@@ -10,6 +10,8 @@ Example:
     >>> err = status_error(503, "server answered 503")
     >>> type(err).__name__, err.retryable
     ('BackendError', True)
+    >>> type(status_error(401, "bad key")).__name__, status_error(401, "bad key").fatal
+    ('AuthenticationError', True)
     >>> status_error(400, "maximum context length is 4096 tokens").__class__.__name__
     'ContextLengthError'
 """
@@ -22,10 +24,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import (
+    AuthenticationError,
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
     ContextLengthError,
+    ModelNotFoundError,
+    QuotaExceededError,
     RateLimitError,
 )
 
@@ -60,15 +65,15 @@ def status_error(
 ) -> BackendError:
     """The typed error for an HTTP ``status``; ``detail`` says who answered what."""
     if status == 429:
-        if code == "insufficient_quota":
-            return RateLimitError(
-                f"{detail}; add credit to the account", retryable=False, status_code=status
+        if code == "insufficient_quota" or "insufficient_quota" in detail:
+            return QuotaExceededError(
+                f"{detail}; the account is out of credit: add credit (retrying cannot help)",
+                status_code=status,
             )
         return RateLimitError(detail, status_code=status, retry_after=retry_after(response))
     if status in (401, 403):
-        return BackendError(
-            f"{detail}; check api_key / OPENAI_API_KEY and the model's access",
-            retryable=False,
+        return AuthenticationError(
+            f"{detail}; check api_key / OPENAI_API_KEY and the key's access to the model",
             status_code=status,
         )
     if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT.search(detail)):
@@ -78,9 +83,8 @@ def status_error(
             status_code=status,
         )
     if status == 404:
-        return BackendError(
+        return ModelNotFoundError(
             f"{detail}; check the model name and that base_url ends in /v1",
-            retryable=False,
             status_code=status,
         )
     retryable = status >= 500 or status in (408, 409)

@@ -100,6 +100,12 @@ class LlamaCppBackend:
         self.max_new_tokens = max_new_tokens
         self.name = name or f"llamacpp:{path}"
 
+    @property
+    def fingerprint(self) -> str:
+        """The model file and what changes its answers (cache keys)."""
+        k = self._key
+        return f"llamacpp:{k.path}|n_ctx={k.n_ctx}|max_new_tokens={self.max_new_tokens}"
+
     def load(self) -> None:
         """Load the model now (otherwise the first call does, in a worker thread)."""
         _load(self._key)

@@ -2,7 +2,11 @@
 
 Uses ``openai.AsyncOpenAI(max_retries=0)``: the engine owns retries, so SDK errors become
 typed :class:`~permsc_integrations.errors.BackendError` subclasses with ``retryable`` set.
-Needs the ``openai`` extra.
+Works with the openai SDK 1.x-3.x, over whichever HTTP library that SDK is built on
+(``httpx`` up to 2.x, ``httpx2`` from 3.0). Needs the ``openai`` extra.
+
+Secrets: the API key and any credentials in ``base_url`` never appear in the name, the repr,
+the fingerprint (cache keys) or an error message (:mod:`permsc_integrations.redaction`).
 
 Example:
     >>> from permsc_integrations.testing import ScriptedOpenAIServer
@@ -23,12 +27,13 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
+import importlib
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from ..errors import (
     BackendConnectionError,
@@ -37,20 +42,16 @@ from ..errors import (
     ConfigurationError,
     MissingDependencyError,
 )
+from ..redaction import is_secret_name, redact_text, redact_url
 from ..results import Usage
 from .base import Completion, GenerationSettings, Message
 from .http_errors import status_error
+from .loop_clients import LoopClients
 
-__all__ = ["OpenAIBackend", "map_openai_error"]
+__all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
-
-
-def _httpx() -> Any:
-    import httpx  # a dependency of openai
-
-    return httpx
 
 
 def _openai() -> Any:
@@ -61,13 +62,33 @@ def _openai() -> Any:
     return openai
 
 
+def _http() -> Any:
+    """The HTTP library the installed SDK is built on (``httpx`` or ``httpx2``)."""
+    for cls in _openai().DefaultAsyncHttpxClient.__mro__:
+        if cls.__name__ == "AsyncClient":
+            return importlib.import_module(cls.__module__.partition(".")[0])
+    raise MissingDependencyError("httpx", "openai", purpose="the openai SDK's HTTP client")
+
+
+def _checked_url(base_url: str | None) -> str | None:
+    if base_url is None:
+        return None
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"base_url must be an http(s) URL such as 'http://localhost:8000/v1', got "
+            f"{redact_url(base_url)!r}"
+        )
+    return base_url
+
+
 class OpenAIBackend:
     """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
     and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. One
-    ``AsyncOpenAI`` client is made per running event loop (an httpx client must not cross
-    loops); a ``client`` you pass is used as is and left open by :meth:`aclose`.
+    ``AsyncOpenAI`` client is made per running event loop and closed with that loop
+    (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
     'openai:llama3@localhost:11434'
@@ -92,54 +113,73 @@ class OpenAIBackend:
                 "no model given: use a spec like 'openai:gpt-4o-mini', pass model=, "
                 "or set OPENAI_MODEL"
             )
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if client is not None and not self.base_url:
-            self.base_url = str(getattr(client, "base_url", "")) or None
-        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        if self.api_key is None and client is None:
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if client is not None and not url:
+            url = str(getattr(client, "base_url", "")) or None
+        self.base_url = _checked_url(url)
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if self._api_key is None and client is None:
             if self.base_url is None:
                 raise ConfigurationError(
                     "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
                     "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
                 )
-            self.api_key = PLACEHOLDER_API_KEY
+            self._api_key = PLACEHOLDER_API_KEY
         self.organization = organization
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
         self.max_connections = max_connections
         self._client = client
-        self._clients: dict[int, tuple[Any, Any]] = {}  # id(loop) -> (loop, AsyncOpenAI)
-        host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
-        self.name = f"openai:{self.model}@{host}"
+        self._clients = LoopClients(self._new_client)
+        self.name = f"openai:{self.model}@{self._host()}"
+
+    def _host(self) -> str:
+        if not self.base_url:
+            return "api.openai.com"
+        parts = urlsplit(self.base_url)
+        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything that can change an answer, secrets excluded (part of cache keys)."""
+        headers = {k: v for k, v in (self.default_headers or {}).items() if not is_secret_name(k)}
+        extra = {k: v for k, v in (self.extra_body or {}).items() if not is_secret_name(k)}
+        return json.dumps(
+            {
+                "backend": "openai",
+                "model": self.model,
+                "endpoint": redact_url(self.base_url or "https://api.openai.com/v1"),
+                "organization": self.organization,
+                "extra_body": extra,
+                "headers": headers,
+            },
+            sort_keys=True,
+            default=repr,
+        )
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend({self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIBackend({self.model!r}, base_url={redact_url(self.base_url) or None!r})"
 
-    def client(self) -> Any:
-        """The ``AsyncOpenAI`` client for the running event loop (made on first use)."""
-        if self._client is not None:
-            return self._client
-        loop = asyncio.get_running_loop()
-        entry = self._clients.get(id(loop))
-        if entry is None or entry[0] is not loop:
-            self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
-            entry = (loop, self._new_client())
-            self._clients[id(loop)] = entry
-        return entry[1]
+    def _redact(self, text: str) -> str:
+        return redact_text(text, [self._api_key if self._api_key != PLACEHOLDER_API_KEY else None])
 
     def _new_client(self) -> Any:
-        openai, httpx = _openai(), _httpx()
-        limits = httpx.Limits(
+        openai, http = _openai(), _http()
+        limits = http.Limits(
             max_connections=self.max_connections, max_keepalive_connections=self.max_connections
         )
         return openai.AsyncOpenAI(
-            api_key=self.api_key,
+            api_key=self._api_key,
             base_url=self.base_url,
             organization=self.organization,
             default_headers=self.default_headers,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(limits=limits),
         )
+
+    async def client(self) -> Any:
+        """The ``AsyncOpenAI`` client for the running event loop (made on first use)."""
+        return self._client if self._client is not None else await self._clients.get()
 
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
@@ -151,21 +191,21 @@ class OpenAIBackend:
         most of its CPU transforming the many-message RankGPT prompt and building response
         models (see docs/benchmarks.md, section "engine").
         """
-        client, openai = self.client(), _openai()
+        client, openai = await self.client(), _openai()
         started = time.perf_counter()
         try:
             response = await client.post(
                 "/chat/completions",
                 body=self._body(messages, settings),
-                cast_to=_httpx().Response,
+                cast_to=_http().Response,
                 options={"timeout": settings.timeout},
             )
             data = response.json()
         except openai.APIError as exc:
-            raise map_openai_error(exc, self.base_url, settings.timeout) from exc
+            raise map_openai_error(exc, self.base_url, settings.timeout, self._redact) from exc
         except ValueError as exc:  # not JSON
             raise BackendError(f"{self.name} answered with no JSON: {exc}", retryable=True) from exc
-        return self._completion(data, time.perf_counter() - started)
+        return completion_from_json(data, self.name, self.model, time.perf_counter() - started)
 
     def _body(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -183,55 +223,77 @@ class OpenAIBackend:
             body.update(self.extra_body)
         return body
 
-    def _completion(self, data: Any, latency: float) -> Completion:
-        try:
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise BackendError(
-                f"{self.name} answered without choices[0].message: {str(data)[:200]}",
-                retryable=True,
-            ) from None
-        usage = data.get("usage") or {}
-        return Completion(
-            text=text,
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                calls=1,
-                latency_s=latency,
-            ),
-            model=data.get("model") or self.model,
-            finish_reason=choice.get("finish_reason"),
-        )
-
     async def awarmup(self, connections: int = 1) -> None:
         """Open ``connections`` keep-alive connections now (``GET /models`` each, at once),
         so the first PSC window does not pay for connection set-up."""
-        client = self.client()
+        import asyncio
+
+        client = await self.client()
         await asyncio.gather(*(self._ping(client) for _ in range(connections)))
 
     async def _ping(self, client: Any) -> None:
         openai = _openai()
         try:
-            await client.get("/models", cast_to=_httpx().Response)
+            await client.get("/models", cast_to=_http().Response)
         except openai.APIError as exc:
-            raise map_openai_error(exc, self.base_url, None) from exc
+            raise map_openai_error(exc, self.base_url, None, self._redact) from exc
 
     async def aclose(self) -> None:
         """Close the clients this backend made (on their own loops, when still running)."""
-        clients, self._clients = self._clients, {}
-        current = asyncio.get_running_loop()
-        for loop, client in clients.values():
-            if loop is current:
-                await client.close()
-            elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(client.close(), loop)
+        await self._clients.aclose()
 
 
-def map_openai_error(exc: Exception, base_url: str | None, timeout: float | None) -> BackendError:
-    """The library's typed error for an ``openai`` SDK error, with ``retryable`` set."""
-    openai, where = _openai(), base_url or "api.openai.com"
+def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BackendError(
+            f"{source} answered usage.{key}={value!r}, not a count; the answer was dropped "
+            "(a malformed provider response)",
+            retryable=False,
+        )
+    return value
+
+
+def completion_from_json(data: Any, source: str, model: str, latency: float) -> Completion:
+    """A :class:`Completion` from a chat-completions JSON answer; any malformed field is a
+    :class:`BackendError` that fails this one call, never a raw exception."""
+    try:
+        choice = data["choices"][0]
+        content = choice["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise BackendError(
+            f"{source} answered without choices[0].message: {str(data)[:200]}",
+            retryable=True,
+        ) from None
+    if isinstance(content, list):  # content parts: keep their text
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if content is not None and not isinstance(content, str):
+        raise BackendError(f"{source} answered a non-text message: {content!r:.80}")
+    usage = data.get("usage") or {}
+    if not isinstance(usage, Mapping):
+        raise BackendError(f"{source} answered usage={usage!r:.80}, not an object")
+    prompt, completion = (_count(usage, k, source) for k in ("prompt_tokens", "completion_tokens"))
+    reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+    answered = data.get("model")
+    return Completion(
+        text=content or "",
+        usage=Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency),
+        model=answered if isinstance(answered, str) and answered else model,
+        finish_reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def map_openai_error(
+    exc: Exception,
+    base_url: str | None,
+    timeout: float | None,
+    redact: Any = redact_text,
+) -> BackendError:
+    """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
+    text goes through ``redact`` (URLs and, from a backend, its key)."""
+    openai, where = _openai(), redact_url(base_url) or "api.openai.com"
     if isinstance(exc, openai.APITimeoutError):
         return BackendTimeoutError(
             f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
@@ -239,18 +301,15 @@ def map_openai_error(exc: Exception, base_url: str | None, timeout: float | None
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
         return BackendConnectionError(
-            f"connection to {where} failed ({type(cause).__name__}: {cause}); "
-            "check that the server is running and reachable, and that base_url is right"
+            redact(
+                f"connection to {where} failed ({type(cause).__name__}: {cause}); "
+                "check that the server is running and reachable, and that base_url is right"
+            )
         )
     if isinstance(exc, openai.APIStatusError):
-        return _status_error(exc, where)
-    return BackendError(f"unexpected answer from {where}: {exc}", retryable=False)
-
-
-def _status_error(exc: Any, where: str) -> BackendError:
-    body = exc.body
-    said = body.get("message") if isinstance(body, dict) else None
-    detail = f"{where} answered {exc.status_code}: {said or exc.message}"
-    return status_error(
-        exc.status_code, detail, code=getattr(exc, "code", None), response=exc.response
-    )
+        body = exc.body
+        said = body.get("message") if isinstance(body, dict) else None
+        detail = redact(f"{where} answered {exc.status_code}: {said or exc.message}")
+        code = getattr(exc, "code", None)
+        return status_error(exc.status_code, detail, code=code, response=exc.response)
+    return BackendError(redact(f"unexpected answer from {where}: {exc}"), retryable=False)

@@ -200,6 +200,15 @@ class TransformersBackend:
         self.name = name or "transformers:" + (str(Path(path) / gguf) if gguf else path)
 
     @property
+    def fingerprint(self) -> str:
+        """The model files and what changes their answers: dtype, device, answer cap."""
+        k = self._key
+        return (
+            f"transformers:{k.path}|gguf={k.gguf_file}|dtype={k.dtype}|device={k.device}"
+            f"|max_new_tokens={self.max_new_tokens}"
+        )
+
+    @property
     def device(self) -> str:
         return self._key.device
 

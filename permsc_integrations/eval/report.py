@@ -9,12 +9,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 __all__ = ["EvalReport", "paired_wilcoxon"]
@@ -106,11 +104,6 @@ class EvalReport:
             },
             "sweep": {str(m): dict(row) for m, row in self.sweep.items()},
         }
-
-    def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(
-            json.dumps(self.to_dict(), indent=2, default=str) + "\n", encoding="utf-8"
-        )
 
     def to_markdown(self, *, scale: float = 1.0, digits: int = 3) -> str:
         """A table: single median/max, then each method with its gain and p-value."""

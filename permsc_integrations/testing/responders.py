@@ -40,6 +40,8 @@ class ChatRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     body: Mapping[str, Any] = field(default_factory=dict)
+    path: str = "/v1/chat/completions"
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -50,11 +52,13 @@ class ChatRequest:
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A successful answer, sent after ``delay`` seconds (a delay past the client's timeout
-    makes a slow answer)."""
+    makes a slow answer). ``fields`` replace top-level fields of the JSON answer, to play a
+    misbehaving provider (``{"usage": "ten"}``)."""
 
     text: str
     delay: float = 0.0
     finish_reason: str = "stop"
+    fields: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

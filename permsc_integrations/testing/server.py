@@ -46,7 +46,8 @@ class _ChatEndpoint:
                 break
         try:
             payload = json.loads(body or b"{}")
-            request = self.server._admit(payload)
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            request = self.server._admit(payload, scope.get("path", ""), headers)
         except (ValueError, TypeError, AttributeError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
@@ -87,6 +88,11 @@ class _ChatEndpoint:
     def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, Any]:
         prompt, completion = _tokens(request.text), _tokens(reply.text)
         message = {"role": "assistant", "content": reply.text}
+        return {**self._standard(request, reply, message, prompt, completion), **reply.fields}
+
+    def _standard(
+        self, request: ChatRequest, reply: Reply, message: Any, prompt: int, completion: int
+    ) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-scripted-{request.index}",
             "object": "chat.completion",
@@ -184,7 +190,9 @@ class ScriptedOpenAIServer:
             self.in_flight = getattr(self, "in_flight", 0)
             self.max_in_flight = self.in_flight
 
-    def _admit(self, payload: Mapping[str, Any]) -> ChatRequest:
+    def _admit(
+        self, payload: Mapping[str, Any], path: str = "", headers: Mapping[str, str] | None = None
+    ) -> ChatRequest:
         messages = tuple(dict(m) for m in payload["messages"])
         with self._lock:
             request = ChatRequest(
@@ -194,6 +202,8 @@ class ScriptedOpenAIServer:
                 payload.get("temperature"),
                 payload.get("max_tokens"),
                 dict(payload),
+                path,
+                dict(headers or {}),
             )
             self.requests.append(request)
             self.in_flight += 1
@@ -219,9 +229,9 @@ class ScriptedOpenAIServer:
 
         return _with_transport(
             Starlette(
-                routes=[
-                    Route("/v1/chat/completions", _ChatEndpoint(self), methods=["POST"]),
-                    Route("/v1/models", models, methods=["GET"]),
+                routes=[  # any prefix, so that endpoints may differ only by path
+                    Route("/{prefix:path}/chat/completions", _ChatEndpoint(self), methods=["POST"]),
+                    Route("/{prefix:path}/models", models, methods=["GET"]),
                 ]
             )
         )

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from langchain_core.runnables import RunnableConfig
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
+from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
 __all__ = ["ChatModelBackend", "run_config"]
@@ -69,6 +71,16 @@ class ChatModelBackend:
             )
         self.model = model
         self.name = name or f"langchain:{_model_name(model)}"
+
+    @property
+    def fingerprint(self) -> str:
+        """The chat model's class and plain settings (model, endpoint, temperature, ...),
+        secrets left out: two models that can answer differently never share cache entries."""
+        settings = public_settings(self.model)
+        return json.dumps(
+            {"backend": "langchain", "class": type(self.model).__qualname__, "settings": settings},
+            sort_keys=True,
+        )
 
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings

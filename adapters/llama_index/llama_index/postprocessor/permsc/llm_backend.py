@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from llama_index.core.llms import LLM
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError
+from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
 __all__ = ["LlamaIndexLLMBackend"]
@@ -37,6 +39,16 @@ class LlamaIndexLLMBackend:
     def __init__(self, llm: LLM, *, name: str | None = None) -> None:
         self.llm = llm
         self.name = name or f"llama_index:{llm.metadata.model_name}"
+
+    @property
+    def fingerprint(self) -> str:
+        """The LLM's class and plain settings (model, api_base, temperature, ...), secrets
+        left out: two LLMs that can answer differently never share cache entries."""
+        settings = public_settings(self.llm)
+        return json.dumps(
+            {"backend": "llama_index", "class": type(self.llm).__qualname__, "settings": settings},
+            sort_keys=True,
+        )
 
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
