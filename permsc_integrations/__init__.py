@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import aggregators
 from .aggregators import aggregate
 from .errors import (
+    AuthenticationError,
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
@@ -25,8 +26,11 @@ from .errors import (
     InsufficientSamplesError,
     InvalidRankingError,
     MissingDependencyError,
+    ModelIntegrityError,
+    ModelNotFoundError,
     ParseError,
     PermscError,
+    QuotaExceededError,
     RateLimitError,
     UnknownNameError,
 )
@@ -90,7 +94,11 @@ __all__ = [
     "BackendTimeoutError",
     "BackendConnectionError",
     "ContextLengthError",
+    "AuthenticationError",
+    "ModelNotFoundError",
+    "QuotaExceededError",
     "InsufficientSamplesError",
+    "ModelIntegrityError",
 ]
 
 

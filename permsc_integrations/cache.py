@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -30,10 +31,15 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import anyio
+
 from .backends.base import Backend, Completion, GenerationSettings
+from .errors import ConfigurationError
 from .results import Usage
 
 __all__ = ["ResponseCache", "MemoryCache", "SQLiteCache", "cache_key", "fingerprint"]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -81,9 +87,13 @@ def _dump(completion: Completion) -> str:
 
 def _load(blob: str) -> Completion:
     d: dict[str, Any] = json.loads(blob)
-    usage = Usage(prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"])
+    usage = Usage(
+        prompt_tokens=int(d["prompt_tokens"]), completion_tokens=int(d["completion_tokens"])
+    )
+    if not isinstance(d["text"], str):
+        raise TypeError("text is not a string")
     return Completion(
-        text=d["text"], usage=usage, model=d["model"], finish_reason=d["finish_reason"]
+        text=d["text"], usage=usage, model=str(d["model"]), finish_reason=d["finish_reason"]
     )
 
 
@@ -114,39 +124,108 @@ class MemoryCache:
 
 
 class SQLiteCache:
-    """A cache in one SQLite file, kept across runs.
+    """A cache in one SQLite file, kept across runs and shareable between processes.
 
-    Queries are short and run inline under a lock (WAL journal, no fsync per write), so one
-    instance is safe across threads; several processes may share the file.
+    Every query runs in a worker thread (``anyio.to_thread``), never on the event loop, and
+    waits at most ``busy_timeout`` seconds for another process's lock. The cache never
+    fails a ranking: a locked database or a corrupt row is a miss, and a read-only file is a
+    read-only cache (each warns once). A file that is not an SQLite database is refused at
+    construction. New files are created readable by their owner only (0600).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 0.5) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._warned: set[str] = set()
+        self.read_only = False
+        _create_private(self.path)
+        self._conn = self._connect(self.path, busy_timeout)
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            self._conn = self._read_only(busy_timeout, exc)
+            self.read_only = True
+            message = f"{self.path} is read-only: cached answers are read, new ones not stored"
+            self._warn("read-only", message)
+
+    @staticmethod
+    def _connect(target: str, busy_timeout: float, uri: bool = False) -> sqlite3.Connection:
+        return sqlite3.connect(
+            target, timeout=busy_timeout, check_same_thread=False, isolation_level=None, uri=uri
+        )
+
+    def _read_only(self, busy_timeout: float, cause: Exception) -> sqlite3.Connection:
+        """A read-only connection to a file this process may not write, or a clear error."""
+        for mode in ("mode=ro", "immutable=1"):  # immutable: no -shm file in a read-only dir
+            try:
+                conn = self._connect(f"file:{self.path}?{mode}", busy_timeout, uri=True)
+                conn.execute("SELECT COUNT(*) FROM responses").fetchone()
+                return conn
+            except sqlite3.DatabaseError:
+                continue
+        raise ConfigurationError(
+            f"{self.path} is not a usable SQLite cache ({cause}); delete it or choose another path"
+        ) from cause
+
+    def _prepare(self) -> None:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
 
+    def _warn(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("SQLiteCache: %s", message)
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     async def aget(self, key: str) -> Completion | None:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return None if row is None else _load(row[0])
+        return await anyio.to_thread.run_sync(self._get, key)
 
     async def aset(self, key: str, completion: Completion) -> None:
-        blob = _dump(completion)
-        with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, blob)
-            )
+        if not self.read_only:
+            await anyio.to_thread.run_sync(self._set, key, _dump(completion))
+
+    def _get(self, key: str) -> Completion | None:
+        try:
+            with self._lock:
+                sql = "SELECT value FROM responses WHERE key = ?"
+                row = self._conn.execute(sql, (key,)).fetchone()
+        except sqlite3.Error as exc:  # locked by another process, or a damaged file
+            self._warn("get", f"read failed ({exc}); treated as a miss")
+            return None
+        if row is None:
+            return None
+        try:
+            return _load(row[0])
+        except (ValueError, KeyError, TypeError) as exc:
+            self._warn("row", f"a damaged entry ({type(exc).__name__}: {exc}) is a miss")
+            return None
+
+    def _set(self, key: str, blob: str) -> None:
+        try:
+            with self._lock:
+                sql = "INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)"
+                self._conn.execute(sql, (key, blob))
+        except sqlite3.Error as exc:
+            self._warn("set", f"write failed ({exc}); the answer was not cached")
 
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
             self._conn.close()
+
+
+def _create_private(path: str) -> None:
+    """Create ``path`` (if new) readable and writable by its owner only."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:  # a read-only folder, say: sqlite3 says it more precisely below
+        pass

@@ -74,6 +74,7 @@ class WindowEngine:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     reasks: int = 1
     min_successful: int | None = None
+    min_coverage: float = 0.0
     cache: ResponseCache | None = None
     limiter: Limiter | None = None
     breaker: Breaker = field(default_factory=Breaker)

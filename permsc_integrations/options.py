@@ -88,6 +88,13 @@ def _number(*, positive: bool, optional: bool = False) -> Check:
     return check
 
 
+def _share(name: str, value: Any) -> Any:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and 0.0 <= value <= 1.0:
+        return float(value)
+    raise ConfigurationError(f"{name} must be a number in 0..1, got {value!r}")
+
+
 def _seed(name: str, value: Any) -> Any:
     if _int(value):
         return value
@@ -229,6 +236,13 @@ class RankingOptions:
         "samples per window that must succeed (None: max(1, m // 2))",
         _at_least(1, optional=True),
         cli=int,
+    )
+    min_coverage: float = _option(
+        0.0,
+        "share of a window's items a partial answer must rank to count (0: any answer "
+        "that ranks some items votes; measured best, docs/aggregation.md)",
+        _share,
+        cli=float,
     )
     cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
     backend_options: dict[str, Any] = _option(

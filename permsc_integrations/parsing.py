@@ -4,8 +4,13 @@ Two answer styles: identifiers (``[4] > [2] > [1]``, or ``4 > 2 > 1``) for passa
 and the items' own text (``a, b, c`` or one item per line) for sorting prompts. Rules:
 
 - Only what the model wrote after its last ``</think>`` counts.
-- Only explicit identifiers count: ``[n]``, or bare numbers chained by ``>``. A number in
-  prose is not an id.
+- Only a ranking *form* counts: identifiers chained by separators (``[4] > [2] > [1]``,
+  ``[4], [2]``, one per line, a numbered list of ids) or bare numbers chained by ``>``. Ids
+  scattered in prose (``[1] is less relevant than [2]``) or echoed passages (``[1] alpha`` /
+  ``[2] beta``) are not a ranking; a lone id counts only when it is the whole answer's only id
+  and ends its line (``Ranking: [3]``). A number in prose is not an id.
+- An answer that is just the prompt's own format example (``examples``, e.g. ``[1] > [2]``)
+  is not a vote, unless it ranks every item.
 - Ids are 1-based in the text and 0-based in :attr:`ParsedAnswer.ranking`.
 - An out-of-range id is reported in ``out_of_range``, never clamped; a repeated item keeps
   its first place and is reported in ``duplicates``; missing items stay missing.
@@ -78,8 +83,11 @@ def _squeeze(text: str) -> str:
     return _WHITESPACE.sub(lambda m: "\n" if "\n" in m.group(0) else " ", text)
 
 
+_LINE_REST = re.compile(r"[ \t.!;:]*(?:\n|$)")
+
+
 def _choose(answer: str) -> list[str]:
-    """The longest chain (the last of equally long ones); scattered ``[n]`` if no chain."""
+    """The longest chain (the last of equally long ones); a lone id only as a whole answer."""
     answer = _squeeze(answer)
     chains = _candidates(answer)
     if not chains:
@@ -87,7 +95,10 @@ def _choose(answer: str) -> list[str]:
     best = max(reversed(chains), key=len)  # max keeps the first maximum: the last written
     if len(best) > 1:
         return best
-    return [m.group(0) for m in _BRACKET_ID.finditer(answer)] or best
+    ids = list(_BRACKET_ID.finditer(answer))
+    if len(ids) == 1 and _LINE_REST.match(answer, ids[0].end()):
+        return best
+    return []  # ids in prose or in echoed passages: not a ranking
 
 
 def _id_value(token: str) -> int | None:
@@ -114,8 +125,24 @@ def _answer(
     )
 
 
-def parse_identifiers(text: str, n_items: int) -> ParsedAnswer:
+def example_ids(example: str) -> tuple[int, ...]:
+    """The 1-based ids of a format example such as ``"[1] > [2]"``.
+
+    >>> example_ids("e.g., [4] > [2]")
+    (4, 2)
+    """
+    return tuple(
+        int(v)
+        for v in (_id_value(m.group(0)) for m in _BRACKET_ID.finditer(example))
+        if v is not None
+    )
+
+
+def parse_identifiers(text: str, n_items: int, examples: Sequence[str] = ()) -> ParsedAnswer:
     """Parse an identifier answer (``[4] > [2] > ...``) over ``n_items`` prompt positions.
+
+    ``examples`` are the prompt's own format examples (``"[1] > [2]"``): an answer that only
+    repeats one of them does not count (see the module docstring).
 
     >>> parse_identifiers("Ranking: 2 > 1 > 3", 3).ranking
     (1, 0, 2)
@@ -130,8 +157,11 @@ def parse_identifiers(text: str, n_items: int) -> ParsedAnswer:
     ranking: dict[int, None] = {}  # insertion-ordered set
     duplicates: dict[int, None] = {}
     rejected: list[str] = []
-    for token in _choose(strip_reasoning(text.replace("&gt;", ">"))):
-        value = _id_value(token)
+    tokens = _choose(strip_reasoning(text.replace("&gt;", ">")))
+    values = tuple(_id_value(t) for t in tokens)
+    if len(values) < n_items and values in {example_ids(e) for e in examples}:
+        raise ParseError("the answer only repeats the prompt's format example", text)
+    for token, value in zip(tokens, values, strict=True):
         if value is None or not 1 <= value <= n_items:
             rejected.append(token)
         elif value - 1 in ranking:

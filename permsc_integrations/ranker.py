@@ -124,6 +124,7 @@ class PSCRanker:
             retry=o.retry,
             reasks=o.reasks,
             min_successful=o.min_successful,
+            min_coverage=o.min_coverage,
             cache=o.cache,
             limiter=self.limiter,
             breaker=self.breaker,

@@ -67,9 +67,25 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 _PLAIN = (str, int, float, bool, type(None))
 _NOT_SEMANTIC = frozenset(
-    {"verbose", "callbacks", "callback_manager", "tags", "metadata", "cache", "rate_limiter",
-     "custom_get_token_ids", "max_retries", "timeout", "request_timeout", "http_client",
-     "http_async_client", "client", "async_client", "root_client", "root_async_client"}
+    {
+        "verbose",
+        "callbacks",
+        "callback_manager",
+        "tags",
+        "metadata",
+        "cache",
+        "rate_limiter",
+        "custom_get_token_ids",
+        "max_retries",
+        "timeout",
+        "request_timeout",
+        "http_client",
+        "http_async_client",
+        "client",
+        "async_client",
+        "root_client",
+        "root_async_client",
+    }
 )
 
 

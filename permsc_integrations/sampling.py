@@ -179,6 +179,7 @@ class WindowRun:
         perm = self.perms[k]
         try:
             parsed = self.e.prompt.parse(completion.text, len(perm), self._shown(k))
+            _check_coverage(parsed.ranking, len(perm), self.e.min_coverage, completion.text)
         except ParseError as exc:
             if state.asks <= self.e.reasks:
                 state.messages = [
@@ -296,6 +297,15 @@ class WindowRun:
             if e.cache is not None:
                 await e.cache.aset(keys[i], completion)
         return out
+
+
+def _check_coverage(ranking: Sequence[int], n: int, share: float, text: str) -> None:
+    if share > 0 and len(ranking) < share * n:
+        raise ParseError(
+            f"the answer ranks {len(ranking)} of {n} items, fewer than min_coverage={share:g} "
+            "asks for",
+            text,
+        )
 
 
 async def _guarded(call: Callable[[], Awaitable[Any]], source: str) -> Any:

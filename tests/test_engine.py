@@ -384,3 +384,14 @@ async def test_a_sample_that_exhausts_its_retries_records_every_attempt() -> Non
     assert failed.status is ParseStatus.ERROR and "503 overloaded" in failed.error
     assert (failed.usage.calls, failed.usage.retries) == (FAST_RETRY.max_attempts, 2)
     assert result.order == TRUTH
+
+
+async def test_min_coverage_turns_short_answers_into_reasks() -> None:
+    async def top_two(number: int, messages) -> str:
+        return "[3] > [5]" if messages[-1]["content"] != REASK.format(n=8) else None
+
+    backend = Oracle(RELEVANCE, script=top_two)
+    result = await rank(make(backend, min_coverage=0.5))
+    assert all(s.attempts == 2 and s.status is ParseStatus.OK for s in result.samples)
+    partial = await rank(make(Oracle(RELEVANCE, script=top_two)))  # the default: any ranks
+    assert all(s.status is ParseStatus.PARTIAL and s.attempts == 1 for s in partial.samples)

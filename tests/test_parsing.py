@@ -391,3 +391,50 @@ def test_round_trip_real_word_and_sentence_data(name: str, rows, join: str) -> N
             parsed = prompt.parse(text, len(shown), shown)
             assert parsed.status is ParseStatus.OK
             assert [row[i] for i in to_original(parsed.ranking, perm)] == [row[i] for i in truth]
+
+
+# ------------------------------------------------ prose, echoes and examples are no ranking
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1] is clearly less relevant than [2], and [4] is worse than [3].",
+        "[1] alpha\n[2] beta\n[3] gamma\n[4] delta",
+        "Passage [2] is about goldfish; [1] is not.",
+        "I would put [3] before [1].",
+    ],
+)
+def test_prose_and_echoed_passages_are_not_rankings(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_identifiers(text, 4)
+
+
+def test_a_lone_id_counts_only_as_the_whole_answer() -> None:
+    assert parse_identifiers("Ranking: [3]", 4).ranking == (2,)
+    assert parse_identifiers("[3].\n", 4).ranking == (2,)
+    with pytest.raises(ParseError):
+        parse_identifiers("[3] is the best passage", 4)
+
+
+def test_an_echoed_format_example_is_not_a_vote() -> None:
+    rankgpt = get_prompt("rankgpt")
+    with pytest.raises(ParseError, match="format example"):
+        rankgpt.parse("[1] > [2]", 4)
+    assert rankgpt.parse("[1] > [2]", 2).ranking == (0, 1)  # with two items it is an answer
+    assert rankgpt.parse("[1] > [2] > [4]", 4).ranking == (0, 1, 3)
+    echo = "".join(m["content"] + "\n" for m in rankgpt.render("q", ["a", "b", "c", "d"]))
+    with pytest.raises(ParseError):  # a mock LLM that echoes the whole prompt
+        rankgpt.parse(echo, 4)
+
+
+def test_a_template_prompt_knows_its_own_examples() -> None:
+    from permsc_integrations.prompts.template import TemplatePrompt
+
+    p = TemplatePrompt(user="{items}\nAnswer like [2] > [1], nothing else.")
+    assert p.examples == ("[2] > [1]",)
+    with pytest.raises(ParseError, match="format example"):
+        p.parse("[2] > [1]", 5)
+    echo = p.render("q", ["a", "b", "c", "d", "e"])[0]["content"]
+    with pytest.raises(ParseError):
+        p.parse(echo, 5)

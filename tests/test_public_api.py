@@ -9,14 +9,42 @@ import permsc_integrations
 from permsc_integrations import errors
 
 CORE_ALL = {
-    "__version__", "aggregate", "aggregators", "PSCRanker", "RankRequest", "RankingOptions",
+    "__version__",
+    "aggregate",
+    "aggregators",
+    "PSCRanker",
+    "RankRequest",
+    "RankingOptions",
     "RankingResult",
-    "WindowResult", "Sample", "ParsedAnswer", "ParseStatus", "Usage", "Backend", "Completion",
-    "GenerationSettings", "resolve_backend", "RetryPolicy", "MemoryCache", "SQLiteCache", "Event",
-    "PermscError", "ConfigurationError",
-    "UnknownNameError", "MissingDependencyError", "InvalidRankingError", "ParseError",
-    "BackendError", "RateLimitError", "BackendTimeoutError", "BackendConnectionError",
-    "ContextLengthError", "InsufficientSamplesError",
+    "WindowResult",
+    "Sample",
+    "ParsedAnswer",
+    "ParseStatus",
+    "Usage",
+    "Backend",
+    "Completion",
+    "GenerationSettings",
+    "resolve_backend",
+    "RetryPolicy",
+    "MemoryCache",
+    "SQLiteCache",
+    "Event",
+    "PermscError",
+    "ConfigurationError",
+    "UnknownNameError",
+    "MissingDependencyError",
+    "InvalidRankingError",
+    "ParseError",
+    "BackendError",
+    "RateLimitError",
+    "BackendTimeoutError",
+    "BackendConnectionError",
+    "ContextLengthError",
+    "InsufficientSamplesError",
+    "AuthenticationError",
+    "ModelNotFoundError",
+    "QuotaExceededError",
+    "ModelIntegrityError",
 }
 
 
@@ -52,8 +80,21 @@ def test_missing_dependency_names_the_install_line() -> None:
 
 def test_import_loads_no_heavy_dependency() -> None:
     """``import permsc_integrations`` must stay light: solvers, SDKs and torch load lazily."""
-    heavy = ["torch", "transformers", "openai", "highspy", "pulp", "scipy", "pydantic",
-             "matplotlib", "langchain_core", "llama_index", "uvicorn", "starlette", "tenacity"]
+    heavy = [
+        "torch",
+        "transformers",
+        "openai",
+        "highspy",
+        "pulp",
+        "scipy",
+        "pydantic",
+        "matplotlib",
+        "langchain_core",
+        "llama_index",
+        "uvicorn",
+        "starlette",
+        "tenacity",
+    ]
     code = (
         "import sys, permsc_integrations\n"
         f"print(','.join(m for m in {heavy!r} if m in sys.modules))"

@@ -120,6 +120,7 @@ _RANKING_FLAGS = (
     ("temperature",),
     ("max_concurrency", "--concurrency"),
     ("min_successful",),
+    ("min_coverage",),
     ("reasks",),
 )
 

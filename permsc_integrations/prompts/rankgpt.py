@@ -40,6 +40,8 @@ POST = (
     "most relevant passages should be listed first. The output format should be [] > [], "
     "e.g., [1] > [2]. Only response the ranking results, do not say any word or explain."
 )
+EXAMPLE = "[1] > [2]"
+"""The format example in the instruction: an answer that only repeats it is no vote."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,4 +66,4 @@ class RankGPTPrompt:
         return messages
 
     def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> ParsedAnswer:
-        return parse_identifiers(text, n_items)
+        return parse_identifiers(text, n_items, examples=(EXAMPLE,))

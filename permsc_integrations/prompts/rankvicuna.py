@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,7 +33,6 @@ POST = (
     "descending order of relevance. The output format should be [] > [], e.g., "
     "{example}, Only respond with the ranking results, do not say any word or explain."
 )
-_BRACKET_NUMBER = re.compile(r"\[(\d+)\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +52,11 @@ class RankVicunaPrompt:
         num = len(items)
         body = PREFIX.format(num=num, query=query) + "\n"
         for rank, item in enumerate(items, start=1):
-            content = _BRACKET_NUMBER.sub(r"(\1)", clean_passage(item, self.max_words))
+            content = clean_passage(item, self.max_words)
             body += f"[{rank}] {content}\n"
         body += POST.format(num=num, query=query, example=self.example)
         user: Message = {"role": "user", "content": body}
         return [{"role": "system", "content": self.system}, user] if self.system else [user]
 
     def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> ParsedAnswer:
-        return parse_identifiers(text, n_items)
+        return parse_identifiers(text, n_items, examples=(self.example,))

@@ -28,12 +28,13 @@ from ..backends.base import Message
 from ..errors import ConfigurationError
 from ..parsing import parse_identifiers, parse_items
 from ..results import ParsedAnswer
-from .truncate import truncate_words
+from .truncate import clean_passage, truncate_words
 
 __all__ = ["TemplatePrompt"]
 
 _PLACEHOLDER = re.compile(r"\{(query|items|num)\}")
 _ITEM_PLACEHOLDER = re.compile(r"\{(index|text)\}")
+_EXAMPLE = re.compile(r"\[[0-9]+\](?:\s*>\s*\[[0-9]+\])+")
 
 
 def _fill(pattern: re.Pattern[str], template: str, values: dict[str, str]) -> str:
@@ -75,7 +76,7 @@ class TemplatePrompt:
             _fill(
                 _ITEM_PLACEHOLDER,
                 self.item_format,
-                {"index": str(i), "text": truncate_words(text, self.max_words)},
+                {"index": str(i), "text": self._item_text(text)},
             )
             for i, text in enumerate(items, start=1)
         )
@@ -86,9 +87,23 @@ class TemplatePrompt:
         messages.append({"role": "user", "content": _fill(_PLACEHOLDER, self.user, values)})
         return messages
 
+    def _item_text(self, text: str) -> str:
+        """Items answered by id are passages: neutralised (docs/security.md); items answered
+        by their own text keep it, or the answer could not name them."""
+        if self.answer == "ids":
+            return clean_passage(text, self.max_words)
+        return truncate_words(text, self.max_words)
+
+    @property
+    def examples(self) -> tuple[str, ...]:
+        """The id chains the template itself shows (its format examples)."""
+        return tuple(
+            m.group(0) for t in (self.system or "", self.user) for m in _EXAMPLE.finditer(t)
+        )
+
     def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> ParsedAnswer:
         if self.answer == "ids":
-            return parse_identifiers(text, n_items)
+            return parse_identifiers(text, n_items, examples=self.examples)
         if items is None or len(items) != n_items:
             raise ConfigurationError("answer='items' parses the items' text: pass items to parse()")
         return parse_items(text, items)
