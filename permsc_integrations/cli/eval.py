@@ -49,6 +49,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--candidates", help="trec: JSONL candidates {qid, query, candidates}")
     parser.add_argument("--qrels", help="TREC qrels (trec task and --runs)")
     parser.add_argument("--depth", type=int, default=100, help="trec: candidates per query")
+    parser.add_argument(
+        "--max-words", type=int, default=300, help="trec: passage truncation in words"
+    )
     parser.add_argument("--window-size", type=int, default=20)
     parser.add_argument("--step", type=int, default=10)
     parser.add_argument("--runs", nargs="+", help="offline: TREC run files to aggregate per query")
@@ -243,9 +246,30 @@ def _from_samples(args: argparse.Namespace) -> int:
     lists = list(found.values())
     if not lists:
         raise ConfigurationError(f"{args.from_samples} holds no complete list")
+    if header.get("task") == "trec":
+        return _passages_offline(args, header, lists)
     task = f"{header.get('dataset', header.get('task', '?'))} (T={header.get('temperature')})"
     report = _score(args, lists, task, {k: v for k, v in header.items() if k != "type"})
     _bias_map(args, lists, header.get("backend", "?"))
+    _emit(args, [report])
+    return 0
+
+
+def _passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+    from ..eval.passages import score_passages
+    from ..eval.trec import read_qrels
+
+    if not args.qrels:
+        raise ConfigurationError("re-scoring passage samples needs --qrels")
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    config = {k: v for k, v in header.items() if k != "type"}
+    report = score_passages(
+        lists,
+        read_qrels(args.qrels),
+        aggregators=args.aggregators.split(","),
+        m_sweep=sweep,
+        config=config,
+    )
     _emit(args, [report])
     return 0
 
@@ -284,6 +308,52 @@ def _sorting(args: argparse.Namespace) -> int:
     return 0
 
 
+def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
+    """One window per query, every answer saved to --samples (resumable)."""
+    from ..eval.passages import acollect_passages, score_passages
+
+    backend = build_backend(args)
+    config = {
+        "task": "trec",
+        "dataset": Path(args.candidates).name,
+        "backend": backend.name,
+        "m": args.num_permutations,
+        "seed": args.seed,
+        "temperature": args.temperature[0],
+        "prompt": "rankgpt",
+        "depth": args.depth,
+        "max_words": args.max_words,
+    }
+    log, done = _samples_log(args, config)
+    local = is_local(backend_spec(args))
+    try:
+        lists = run_sync(
+            acollect_passages,
+            queries,
+            backend,
+            m=args.num_permutations,
+            log=log,
+            done=done,
+            progress=_progress(args, "queries"),
+            seed=args.seed,
+            temperature=args.temperature[0],
+            max_words=args.max_words,
+            max_concurrency=args.concurrency,
+            timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
+            max_tokens=args.max_tokens or (8 + 6 * args.depth if local else None),
+        )
+    finally:
+        if log is not None:
+            log.close()
+        run_sync(backend.aclose)
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    aggregators = args.aggregators.split(",")
+    _emit(
+        args, [score_passages(lists, qrels, aggregators=aggregators, m_sweep=sweep, config=config)]
+    )
+    return 0
+
+
 def _trec(args: argparse.Namespace) -> int:
     from ..eval.runner import aevaluate_trec
     from ..eval.trec import read_candidates, read_qrels
@@ -291,6 +361,8 @@ def _trec(args: argparse.Namespace) -> int:
     if not (args.candidates and args.qrels):
         raise ConfigurationError("the trec task needs --candidates and --qrels")
     queries = read_candidates(args.candidates, depth=args.depth)[: args.limit]
+    if args.samples:
+        return _passages(args, queries, read_qrels(args.qrels))
     spec = backend_spec(args)
     backend = build_backend(args)
     options = {

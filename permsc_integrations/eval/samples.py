@@ -48,6 +48,7 @@ class ListSamples:
     rankings: tuple[tuple[int, ...], ...]
     statuses: tuple[str, ...]
     raw_texts: tuple[str, ...] = ()
+    query: str = ""  # passage ranking: the query (sorting lists have none)
 
 
 class SampleLog:
@@ -94,6 +95,7 @@ class SampleLog:
                 "list_id": ex.id,
                 "index": index,
                 "task": ex.task,
+                "query": lists.query,
                 "items": ex.items,
                 "keys": ex.keys,
             }
@@ -141,6 +143,7 @@ def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
     header: dict[str, Any] | None = None
     examples: dict[str, SortingExample] = {}
     places: dict[str, int] = {}
+    queries: dict[str, str] = {}
     answers: dict[str, list[dict[str, Any]]] = {}
     for line in source.read_text(encoding="utf-8").splitlines():
         try:
@@ -158,6 +161,7 @@ def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
                 record.get("task", ""),
             )
             examples[ex.id] = ex
+            queries[ex.id] = str(record.get("query") or "")
             places[ex.id] = int(record.get("index", len(places)))
             answers[ex.id] = []
         elif kind == "sample":
@@ -169,11 +173,11 @@ def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
         (lid for lid, found in answers.items() if lid in examples and len(found) >= m),
         key=lambda lid: places[lid],
     )
-    lists = {lid: _list(examples[lid], answers[lid]) for lid in complete}
+    lists = {lid: _list(examples[lid], answers[lid], queries[lid]) for lid in complete}
     return header, lists
 
 
-def _list(example: SortingExample, found: list[dict[str, Any]]) -> ListSamples:
+def _list(example: SortingExample, found: list[dict[str, Any]], query: str) -> ListSamples:
     found = sorted(found, key=lambda r: r["k"])
     return ListSamples(
         example,
@@ -181,4 +185,5 @@ def _list(example: SortingExample, found: list[dict[str, Any]]) -> ListSamples:
         tuple(tuple(r["ranking"]) for r in found),
         tuple(r["status"] for r in found),
         tuple(r.get("raw_text", "") for r in found),
+        query,
     )

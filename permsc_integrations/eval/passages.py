@@ -1,0 +1,143 @@
+"""Passage ranking with saved samples: one PSC window per query, scored by nDCG@10.
+
+Every query's first-stage top ``n`` (``n`` <= the window) is shown ``m`` times; the first
+time in the first-stage order (a single RankGPT pass), then shuffled. Each answer alone is a
+single run (missing passages follow in first-stage order, as a reranker would return them);
+aggregating the answers is PSC. The answers are saved as they arrive
+(:mod:`.samples`: the passages' texts are the list's items, their docids its keys), so a run
+resumes and re-scores offline against the qrels.
+
+Example:
+    >>> from permsc_integrations.eval.datasets import SortingExample
+    >>> ex = SortingExample("q1", ("a", "b", "c"), ("d1", "d2", "d3"), "trec")
+    >>> lists = [ListSamples(ex, ((0, 1, 2),), ((2,),), ("partial",), query="q")]
+    >>> report = score_passages(lists, {"q1": {"d3": 1}}, aggregators=["borda"])
+    >>> report.methods["first-stage"], report.methods["borda"], report.singles
+    ((0.5,), (1.0,), ((1.0,),))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ..aggregators import aggregate
+from ..backends.base import Backend
+from ..errors import ConfigurationError, InsufficientSamplesError
+from ..metrics import ndcg_at_k
+from .datasets import SortingExample
+from .report import EvalReport
+from .samples import ListSamples, SampleLog
+from .trec import Qrels, Query
+
+__all__ = ["acollect_passages", "score_passages"]
+
+
+def _example(q: Query) -> SortingExample:
+    texts = tuple(c.text for c in q.candidates)
+    return SortingExample(q.qid, texts, tuple(c.docid for c in q.candidates), "trec")
+
+
+async def _one(ranker: Any, q: Query, m: int) -> ListSamples:
+    example = _example(q)
+    try:
+        result = await ranker.arank(q.query, list(example.items), request_id=q.qid)
+    except InsufficientSamplesError:
+        empty = tuple(() for _ in range(m))
+        return ListSamples(example, empty, empty, ("error",) * m, ("",) * m, q.query)
+    samples = result.samples
+    return ListSamples(
+        example,
+        tuple(s.permutation for s in samples),
+        tuple(s.ranking if s.ok else () for s in samples),
+        tuple(s.status.value for s in samples),
+        tuple(s.raw_text for s in samples),
+        q.query,
+    )
+
+
+async def acollect_passages(
+    queries: Sequence[Query],
+    backend: Backend | str,
+    *,
+    m: int = 10,
+    log: SampleLog | None = None,
+    done: Mapping[str, ListSamples] | None = None,
+    progress: Any = None,
+    **ranker_options: Any,
+) -> list[ListSamples]:
+    """``m`` answers per query (the first in first-stage order), one query after another."""
+    from ..ranker import PSCRanker
+
+    n = max((len(q.candidates) for q in queries), default=0)
+    if n < 2:
+        raise ConfigurationError("passage ranking needs at least two candidates per query")
+    options = {"window_size": n, "step": n - 1, "min_successful": 1, **ranker_options}
+    ranker = PSCRanker(backend, num_permutations=m, include_identity=True, **options)
+    out: list[ListSamples] = []
+    try:
+        for index, q in enumerate(queries):
+            lists = (done or {}).get(q.qid)
+            if lists is None:
+                lists = await _one(ranker, q, m)
+                if log is not None:
+                    log.write(lists, index)
+            out.append(lists)
+            if progress is not None:
+                progress(len(out), len(queries))
+            await anyio.lowlevel.checkpoint()
+    finally:
+        await ranker.aclose()
+    return out
+
+
+def _completed(ranking: Sequence[int], n: int) -> list[int]:
+    """A partial answer as a run: the passages it names, then the rest in first-stage order."""
+    named = list(dict.fromkeys(ranking))
+    return named + [i for i in range(n) if i not in set(named)]
+
+
+def _ndcg(order: Sequence[int], lists: ListSamples, qrels: Qrels) -> float:
+    docids = lists.example.keys
+    run = [str(docids[i]) for i in _completed(order, len(docids))]
+    return ndcg_at_k(run, qrels.get(lists.example.id, {}), 10)
+
+
+def _psc(lists: ListSamples, method: str, m: int | None = None) -> list[int]:
+    good = [r for r in lists.rankings[:m] if r]
+    n = len(lists.example.items)
+    return aggregate(good, method=method, n_items=n) if good else list(range(n))
+
+
+def score_passages(
+    lists: Sequence[ListSamples],
+    qrels: Qrels,
+    *,
+    aggregators: Sequence[str] = ("kemeny",),
+    m_sweep: Sequence[int] = (),
+    config: Mapping[str, Any] | None = None,
+) -> EvalReport:
+    """nDCG@10 per query of the first stage, of every single answer and of each aggregator."""
+    judged = [s for s in lists if s.example.id in qrels]
+    if not judged:
+        raise ConfigurationError("no evaluated query has judgements in the qrels")
+    m = min(len(s.rankings) for s in judged)
+    singles = tuple(tuple(_ndcg(s.rankings[k], s, qrels) for s in judged) for k in range(m))
+    methods = {
+        "first-stage": tuple(_ndcg((), s, qrels) for s in judged),
+        "single pass (first-stage order)": singles[0],
+    }
+    methods |= {a: tuple(_ndcg(_psc(s, a), s, qrels) for s in judged) for a in aggregators}
+    sweep = {
+        k: {
+            a: sum(_ndcg(_psc(s, a, k), s, qrels) for s in judged) / len(judged)
+            for a in aggregators
+        }
+        for k in m_sweep
+        if 1 <= k <= m
+    }
+    statuses = [status for s in judged for status in s.statuses]
+    stats = {"answers": {st: statuses.count(st) for st in sorted(set(statuses))}}
+    return EvalReport("trec", "ndcg@10", singles, methods, sweep, dict(config or {}, m=m), stats)
