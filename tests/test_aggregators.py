@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,18 +55,29 @@ def test_deterministic_tie_break_by_index(method: str) -> None:
     assert aggregate([[0, 1, 2], [1, 2, 0], [2, 0, 1]], method=method) == [0, 1, 2]
 
 
-def test_rrf_is_the_papers_formula() -> None:
+def test_rrf_is_the_papers_formula_on_full_rankings() -> None:
     from permsc_integrations.aggregators.rrf import rrf_scores
 
-    scores = rrf_scores([[2, 0], [0, 1, 2]], 4)
-    assert scores.tolist() == pytest.approx([1 / 62 + 1 / 61, 1 / 62, 1 / 61 + 1 / 63, 0.0])
-    assert aggregate([[2, 0], [0, 1, 2]], method="rrf", n_items=4) == [0, 2, 1, 3]
+    full = [[2, 0, 1], [0, 1, 2]]
+    scores = rrf_scores(full, 3)
+    assert scores.tolist() == pytest.approx(
+        [(1 / 62 + 1 / 61) / 2, (1 / 63 + 1 / 62) / 2, (1 / 61 + 1 / 63) / 2]
+    )
+    assert aggregate(full, method="rrf", n_items=3) == [0, 2, 1]
 
 
-def test_borda_counts_only_items_listed_after() -> None:
+def test_rrf_and_borda_average_over_the_rankings_that_list_an_item() -> None:
+    """An item left out of a partial answer is neither rewarded nor punished for it: the
+    often-listed item does not win by being listed often."""
     from permsc_integrations.aggregators.borda import borda_scores
+    from permsc_integrations.aggregators.rrf import rrf_scores
 
-    assert borda_scores([[2, 0], [0, 1, 2]], 3).tolist() == [2, 1, 1]
+    answers = [[1, 0, 2, 3], [1, 0, 2, 3], [0, 2], [0, 3], [2, 3]]  # 1 listed twice, first
+    for method in ("rrf", "borda"):
+        assert aggregate(answers, method=method, n_items=5)[:2] == [1, 0], method
+        assert aggregate(answers, method=method, n_items=5)[-1] == 4  # never listed: last
+    assert rrf_scores([[2, 0], [0, 1, 2]], 4)[3] == -np.inf
+    assert borda_scores([[0, 2], [0, 1, 2]], 3).tolist() == [1.0, 0.5, 0.0]
 
 
 @settings(max_examples=60, deadline=None)

@@ -307,3 +307,83 @@ def test_samples_are_saved_resumed_and_rescored_offline(
     scores = [json.loads(p.read_text()) for p in (live, tmp_path / "again.json", offline)]
     assert scores[0]["methods"] == scores[1]["methods"] == scores[2]["methods"]
     assert scores[0]["single"] == scores[2]["single"]
+
+
+def test_passage_samples_one_window_per_query_resume_and_rescore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DL19-style: every answer saved, the first in first-stage order; resumable; re-scored
+    offline against the qrels exactly as live."""
+    pytest.importorskip("openai")
+    from permsc_integrations.cli import main
+    from permsc_integrations.eval.samples import read_samples
+    from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    lines, qrels = [], []
+    for q in range(3):
+        cands = [{"docid": f"q{q}d{j}", "text": f"passage {j} " + "fish " * j} for j in range(6)]
+        lines.append(json.dumps({"qid": f"q{q}", "query": "fish?", "candidates": cands}))
+        qrels += [f"q{q} 0 q{q}d5 3", f"q{q} 0 q{q}d4 2", f"q{q} 0 q{q}d0 0"]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "qrels.txt").write_text("\n".join(qrels) + "\n")
+    samples = tmp_path / "s.jsonl"
+    args = [
+        "eval",
+        "trec",
+        "--candidates",
+        str(tmp_path / "c.jsonl"),
+        "--qrels",
+        str(tmp_path / "qrels.txt"),
+        "--depth",
+        "6",
+        "-m",
+        "4",
+        "--backend",
+        "openai:scripted",
+        "--aggregators",
+        "kemeny,borda",
+        "--no-progress",
+        "--samples",
+        str(samples),
+    ]
+    with ScriptedOpenAIServer(oracle_responder(lambda t: t.count("fish"))) as server:
+        live = tmp_path / "live.json"
+        assert (
+            main([*args, "--base-url", server.base_url, "--limit", "2", "--json", str(live)]) == 0
+        )
+        assert server.request_count == 8
+        header, lists = read_samples(samples)
+        first = lists["q0"]
+        assert first.query == "fish?" and first.permutations[0] == tuple(range(6))
+        server.reset()
+        again = [
+            *args,
+            "--base-url",
+            server.base_url,
+            "--resume",
+            "--json",
+            str(tmp_path / "a.json"),
+        ]
+        assert main(again) == 0 and server.request_count == 4  # only q2 was asked
+    offline = tmp_path / "off.json"
+    assert (
+        main(
+            [
+                "eval",
+                "--from-samples",
+                str(samples),
+                "--qrels",
+                str(tmp_path / "qrels.txt"),
+                "--aggregators",
+                "kemeny,borda",
+                "--json",
+                str(offline),
+            ]
+        )
+        == 0
+    )
+    again_scores, off_scores = (json.loads(p.read_text()) for p in (tmp_path / "a.json", offline))
+    assert again_scores["methods"] == off_scores["methods"]
+    assert off_scores["methods"]["kemeny"]["mean"] == pytest.approx(1.0)  # the oracle ranks
+    assert off_scores["methods"]["first-stage"]["mean"] < 1.0

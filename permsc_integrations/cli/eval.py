@@ -69,6 +69,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--from-samples", metavar="FILE", help="sorting: re-score a samples file, no model calls"
     )
+    parser.add_argument("--sweep-png", help="plot the m sweep (score against m) as a PNG")
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the results as a markdown table")
     parser.add_argument("--no-progress", action="store_true")
@@ -106,6 +107,10 @@ def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
             parts.append(r.to_markdown(scale=100.0 if ndcg else 1.0, digits=2 if ndcg else 3))
     markdown = "\n".join(parts)
     sys.stdout.write(markdown)
+    if args.sweep_png:
+        from ..eval.plots import sweep_png
+
+        sweep_png(reports[-1], args.sweep_png)
     if args.markdown:
         Path(args.markdown).write_text(markdown, encoding="utf-8")
     if args.json:
@@ -115,40 +120,6 @@ def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
         Path(args.json).write_text(
             json.dumps(payload if len(payload) > 1 else payload[0], indent=2) + "\n"
         )
-
-
-def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
-    if not args.write_runs:
-        return
-    from ..eval.trec import write_run
-
-    folder = Path(args.write_runs)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, run in runs.items():
-        write_run(run, folder / f"{name}.txt", tag=name)
-
-
-def _offline(args: argparse.Namespace) -> int:
-    from ..eval.runner import aggregate_runs
-    from ..eval.trec import read_qrels, read_run
-
-    if not args.qrels:
-        raise ConfigurationError("--runs needs --qrels to score against")
-    runs: dict[str, Any] = {}
-    for number, path in enumerate(args.runs, 1):
-        name = Path(path).stem
-        runs[name if name not in runs else f"{name}-{number}"] = read_run(path)
-    first_stage = read_run(args.first_stage) if args.first_stage else None
-    report, merged = aggregate_runs(
-        runs,
-        read_qrels(args.qrels),
-        aggregators=args.aggregators.split(","),
-        first_stage=first_stage,
-        progress=_progress(args, "aggregating"),
-    )
-    _write_runs(args, merged)
-    _emit(args, [report])
-    return 0
 
 
 def _dataset(args: argparse.Namespace) -> Any:
@@ -247,29 +218,12 @@ def _from_samples(args: argparse.Namespace) -> int:
     if not lists:
         raise ConfigurationError(f"{args.from_samples} holds no complete list")
     if header.get("task") == "trec":
-        return _passages_offline(args, header, lists)
+        from .eval_trec import passages_offline
+
+        return passages_offline(args, header, lists)
     task = f"{header.get('dataset', header.get('task', '?'))} (T={header.get('temperature')})"
     report = _score(args, lists, task, {k: v for k, v in header.items() if k != "type"})
     _bias_map(args, lists, header.get("backend", "?"))
-    _emit(args, [report])
-    return 0
-
-
-def _passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
-    from ..eval.passages import score_passages
-    from ..eval.trec import read_qrels
-
-    if not args.qrels:
-        raise ConfigurationError("re-scoring passage samples needs --qrels")
-    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
-    config = {k: v for k, v in header.items() if k != "type"}
-    report = score_passages(
-        lists,
-        read_qrels(args.qrels),
-        aggregators=args.aggregators.split(","),
-        m_sweep=sweep,
-        config=config,
-    )
     _emit(args, [report])
     return 0
 
@@ -308,100 +262,18 @@ def _sorting(args: argparse.Namespace) -> int:
     return 0
 
 
-def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
-    """One window per query, every answer saved to --samples (resumable)."""
-    from ..eval.passages import acollect_passages, score_passages
-
-    backend = build_backend(args)
-    config = {
-        "task": "trec",
-        "dataset": Path(args.candidates).name,
-        "backend": backend.name,
-        "m": args.num_permutations,
-        "seed": args.seed,
-        "temperature": args.temperature[0],
-        "prompt": "rankgpt",
-        "depth": args.depth,
-        "max_words": args.max_words,
-    }
-    log, done = _samples_log(args, config)
-    local = is_local(backend_spec(args))
-    try:
-        lists = run_sync(
-            acollect_passages,
-            queries,
-            backend,
-            m=args.num_permutations,
-            log=log,
-            done=done,
-            progress=_progress(args, "queries"),
-            seed=args.seed,
-            temperature=args.temperature[0],
-            max_words=args.max_words,
-            max_concurrency=args.concurrency,
-            timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
-            max_tokens=args.max_tokens or (8 + 6 * args.depth if local else None),
-        )
-    finally:
-        if log is not None:
-            log.close()
-        run_sync(backend.aclose)
-    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
-    aggregators = args.aggregators.split(",")
-    _emit(
-        args, [score_passages(lists, qrels, aggregators=aggregators, m_sweep=sweep, config=config)]
-    )
-    return 0
-
-
-def _trec(args: argparse.Namespace) -> int:
-    from ..eval.runner import aevaluate_trec
-    from ..eval.trec import read_candidates, read_qrels
-
-    if not (args.candidates and args.qrels):
-        raise ConfigurationError("the trec task needs --candidates and --qrels")
-    queries = read_candidates(args.candidates, depth=args.depth)[: args.limit]
-    if args.samples:
-        return _passages(args, queries, read_qrels(args.qrels))
-    spec = backend_spec(args)
-    backend = build_backend(args)
-    options = {
-        "timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
-        "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None),
-    }
-    try:
-        report, runs = run_sync(
-            aevaluate_trec,
-            queries,
-            read_qrels(args.qrels),
-            backend,
-            m=args.num_permutations,
-            window_size=args.window_size,
-            step=args.step,
-            temperature=args.temperature[0],
-            seed=args.seed,
-            aggregator=args.aggregators.split(",")[0],
-            max_concurrency=args.concurrency,
-            progress=_progress(args, "queries"),
-            **options,
-        )
-    finally:
-        run_sync(backend.aclose)
-    _write_runs(args, runs)
-    _emit(args, [report])
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the offline, sorting or TREC evaluation."""
     from ..aggregators import get
 
     for name in args.aggregators.split(","):
         get(name)  # an unknown name fails now, not after every model call
+    from .eval_trec import offline_runs, trec
+
     if args.runs:
-        return _offline(args)
+        return offline_runs(args)
     if args.from_samples:
         return _from_samples(args)
     if args.task is None:
         raise ConfigurationError("name a task (mathsort, wordsort, gsm8ksort, trec) or pass --runs")
-    return _trec(args) if args.task == "trec" else _sorting(args)
+    return trec(args) if args.task == "trec" else _sorting(args)

@@ -10,12 +10,13 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EvalReport", "paired_wilcoxon"]
+__all__ = ["EvalReport", "paired_wilcoxon", "bootstrap_ci"]
 
 
 def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
@@ -30,6 +31,23 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
     from scipy.stats import wilcoxon
 
     return float(wilcoxon(differences, zero_method="wilcox").pvalue)
+
+
+def bootstrap_ci(
+    scores: Sequence[float], *, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``scores`` (seeded: reproducible).
+
+    >>> bootstrap_ci([1.0, 1.0, 1.0])
+    (1.0, 1.0)
+    """
+    if not scores:
+        return math.nan, math.nan
+    rng = random.Random(seed)
+    n = len(scores)
+    means = sorted(statistics.fmean(rng.choices(scores, k=n)) for _ in range(resamples))
+    cut = (1.0 - level) / 2
+    return means[int(cut * (resamples - 1))], means[int((1.0 - cut) * (resamples - 1))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +99,20 @@ class EvalReport:
             else math.nan
         )
 
+    @property
+    def best_single(self) -> tuple[float, ...]:
+        """Per list, the scores of the single run with the best mean (the best single run)."""
+        best = max(range(len(self.singles)), key=lambda k: self.single_means[k])
+        return self.singles[best]
+
+    def p_value_vs_best(self, method: str) -> float:
+        """Wilcoxon signed-rank p-value, per list: the best single run vs ``method``."""
+        return paired_wilcoxon(self.best_single, self.methods[method]) if self.singles else math.nan
+
+    def ci(self, method: str, *, level: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+        """A percentile bootstrap confidence interval of ``method``'s mean over the lists."""
+        return bootstrap_ci(self.methods[method], level=level, resamples=resamples)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task,
@@ -97,7 +129,9 @@ class EvalReport:
             "methods": {
                 name: {
                     "mean": self.mean(name),
+                    "ci95": list(self.ci(name)),
                     "p_value_vs_single": self.p_value(name),
+                    "p_value_vs_best_single": self.p_value_vs_best(name),
                     "per_list": list(scores),
                 }
                 for name, scores in self.methods.items()
@@ -112,18 +146,27 @@ class EvalReport:
             f"**{self.task}**: {self.metric}, {self.n_lists} lists, "
             f"{len(self.singles)} single runs",
             "",
-            "| method | score | vs single median | p (Wilcoxon, vs mean single) |",
-            "| --- | ---: | ---: | ---: |",
+            "| method | score | 95% CI | vs single median | p vs mean single | p vs best single |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         if self.singles:
             lines.append(
-                f"| single (median of runs) | {fmt.format(self.single_median * scale)} | | |"
+                f"| single (median of runs) | {fmt.format(self.single_median * scale)} | | | | |"
             )
-            lines.append(f"| single (max of runs) | {fmt.format(self.single_max * scale)} | | |")
+            lines.append(
+                f"| single (max of runs) | {fmt.format(self.single_max * scale)} | | | | |"
+            )
         for name in self.methods:
             score = self.mean(name)
             gain = (score - self.single_median) * scale if self.singles else math.nan
-            cells = [fmt.format(score * scale), f"{gain:+.{digits}f}", f"{self.p_value(name):.3g}"]
+            low, high = self.ci(name)
+            cells = [
+                fmt.format(score * scale),
+                f"{fmt.format(low * scale)}..{fmt.format(high * scale)}",
+                f"{gain:+.{digits}f}",
+                f"{self.p_value(name):.3g}",
+                f"{self.p_value_vs_best(name):.3g}",
+            ]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if self.sweep:
             names = list(next(iter(self.sweep.values())))

@@ -1,0 +1,152 @@
+"""``permsc eval`` on passage ranking: TREC runs aggregated offline, PSC with the sliding
+window, and one window per query with every answer saved (``--samples``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..bridge import run_sync
+from ..errors import ConfigurationError
+from ._common import backend_spec, build_backend, is_local
+from .eval import _emit, _progress, _samples_log
+
+__all__ = ["offline_runs", "trec", "passages_offline"]
+
+
+def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
+    if not args.write_runs:
+        return
+    from ..eval.trec import write_run
+
+    folder = Path(args.write_runs)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, run in runs.items():
+        write_run(run, folder / f"{name}.txt", tag=name)
+
+
+def offline_runs(args: argparse.Namespace) -> int:
+    from ..eval.runner import aggregate_runs
+    from ..eval.trec import read_qrels, read_run
+
+    if not args.qrels:
+        raise ConfigurationError("--runs needs --qrels to score against")
+    runs: dict[str, Any] = {}
+    for number, path in enumerate(args.runs, 1):
+        name = Path(path).stem
+        runs[name if name not in runs else f"{name}-{number}"] = read_run(path)
+    first_stage = read_run(args.first_stage) if args.first_stage else None
+    report, merged = aggregate_runs(
+        runs,
+        read_qrels(args.qrels),
+        aggregators=args.aggregators.split(","),
+        first_stage=first_stage,
+        progress=_progress(args, "aggregating"),
+    )
+    _write_runs(args, merged)
+    _emit(args, [report])
+    return 0
+
+
+def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+    from ..eval.passages import score_passages
+    from ..eval.trec import read_qrels
+
+    if not args.qrels:
+        raise ConfigurationError("re-scoring passage samples needs --qrels")
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    config = {k: v for k, v in header.items() if k != "type"}
+    report = score_passages(
+        lists,
+        read_qrels(args.qrels),
+        aggregators=args.aggregators.split(","),
+        m_sweep=sweep,
+        config=config,
+    )
+    _emit(args, [report])
+    return 0
+
+
+def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
+    """One window per query, every answer saved to --samples (resumable)."""
+    from ..eval.passages import acollect_passages, score_passages
+
+    backend = build_backend(args)
+    config = {
+        "task": "trec",
+        "dataset": Path(args.candidates).name,
+        "backend": backend.name,
+        "m": args.num_permutations,
+        "seed": args.seed,
+        "temperature": args.temperature[0],
+        "prompt": "rankgpt",
+        "depth": args.depth,
+        "max_words": args.max_words,
+    }
+    log, done = _samples_log(args, config)
+    local = is_local(backend_spec(args))
+    try:
+        lists = run_sync(
+            acollect_passages,
+            queries,
+            backend,
+            m=args.num_permutations,
+            log=log,
+            done=done,
+            progress=_progress(args, "queries"),
+            seed=args.seed,
+            temperature=args.temperature[0],
+            max_words=args.max_words,
+            max_concurrency=args.concurrency,
+            timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
+            max_tokens=args.max_tokens or (8 + 6 * args.depth if local else None),
+        )
+    finally:
+        if log is not None:
+            log.close()
+        run_sync(backend.aclose)
+    sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
+    aggregators = args.aggregators.split(",")
+    _emit(
+        args, [score_passages(lists, qrels, aggregators=aggregators, m_sweep=sweep, config=config)]
+    )
+    return 0
+
+
+def trec(args: argparse.Namespace) -> int:
+    from ..eval.runner import aevaluate_trec
+    from ..eval.trec import read_candidates, read_qrels
+
+    if not (args.candidates and args.qrels):
+        raise ConfigurationError("the trec task needs --candidates and --qrels")
+    queries = read_candidates(args.candidates, depth=args.depth)[: args.limit]
+    if args.samples:
+        return _passages(args, queries, read_qrels(args.qrels))
+    spec = backend_spec(args)
+    backend = build_backend(args)
+    options = {
+        "timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
+        "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None),
+    }
+    try:
+        report, runs = run_sync(
+            aevaluate_trec,
+            queries,
+            read_qrels(args.qrels),
+            backend,
+            m=args.num_permutations,
+            window_size=args.window_size,
+            step=args.step,
+            temperature=args.temperature[0],
+            seed=args.seed,
+            aggregator=args.aggregators.split(",")[0],
+            max_concurrency=args.concurrency,
+            progress=_progress(args, "queries"),
+            **options,
+        )
+    finally:
+        run_sync(backend.aclose)
+    _write_runs(args, runs)
+    _emit(args, [report])
+    return 0
