@@ -35,16 +35,17 @@ from typing import Any
 
 import anyio
 
+from .adaptive import Adaptive, waves
 from .aggregators import Aggregator, aggregate, resolve
 from .backends.base import Backend, GenerationSettings
 from .cache import ResponseCache
 from .errors import ConfigurationError, InsufficientSamplesError, PermscError
-from .events import EventHook
+from .events import Event, EventHook, emit
 from .limiter import Limiter
 from .permutations import sample_permutations
 from .prompts import get_prompt
 from .prompts.base import Prompt
-from .results import Sample, WindowResult
+from .results import Sample, Usage, WindowResult
 from .retry import RetryPolicy
 from .sampling import Breaker, WindowRun
 
@@ -75,6 +76,7 @@ class WindowEngine:
     reasks: int = 1
     min_successful: int | None = None
     min_coverage: float = 0.0
+    adaptive: Adaptive | None = None
     cache: ResponseCache | None = None
     limiter: Limiter | None = None
     breaker: Breaker = field(default_factory=Breaker)
@@ -105,8 +107,11 @@ class WindowEngine:
     @property
     def required(self) -> int:
         """Samples that must succeed: ``min_successful`` or ``max(1, m // 2)``."""
-        m = self.num_permutations
-        return max(1, m // 2) if self.min_successful is None else self.min_successful
+        return self.needed(self.num_permutations)
+
+    def needed(self, drawn: int) -> int:
+        """Good samples needed among ``drawn``: ``min_successful`` or ``max(1, drawn // 2)``."""
+        return max(1, drawn // 2) if self.min_successful is None else self.min_successful
 
     async def rank_window(
         self,
@@ -127,22 +132,59 @@ class WindowEngine:
         perms = sample_permutations(
             len(local), self.num_permutations, seed=seed, include_identity=self.include_identity
         )
-        run = WindowRun(self, query, local, perms, hooks, request_id, window, request_limiter)
-        samples = await run.run()
+        samples: list[Sample] = []
+        spent = Usage()
+        for wave, (first, end) in enumerate(waves(self.adaptive, len(perms))):
+            run = WindowRun(
+                self,
+                query,
+                local,
+                perms[first:end],
+                hooks,
+                request_id,
+                window,
+                request_limiter,
+                offset=first,
+                total=len(perms),
+            )
+            try:
+                samples += await run.run()
+            except PermscError as error:
+                error.usage = spent + (error.usage or Usage())
+                raise
+            spent += run.spent
+            if end < len(perms) and await self._settled(samples, len(local)):
+                await _emit_wave(hooks, request_id, window, wave, end, len(perms), "stable")
+                break
+            if self.adaptive is not None:
+                why = "cap" if end == len(perms) else "unsettled"
+                await _emit_wave(hooks, request_id, window, wave, end, len(perms), why)
         # exact Kemeny can take a while: keep the event loop free for other requests' calls
         try:
-            return await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
+            result = await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
         except PermscError as error:
-            error.usage = run.spent
+            error.usage = spent
             raise
+        return replace(result, saved_calls=len(perms) - len(samples))
+
+    async def _settled(self, samples: list[Sample], n: int) -> bool:
+        """Whether adaptive m may stop: enough good samples and a stable consensus."""
+        good = [s.ranking for s in samples if s.ok]
+        if self.adaptive is None or len(good) < self.needed(len(samples)):
+            return False
+        policy = self.adaptive
+        return await anyio.to_thread.run_sync(
+            lambda: policy.stable(good, n_items=n, aggregator=self.aggregator)
+        )
 
     def _aggregate(self, indices: Sequence[int], start: int, samples: list[Sample]) -> WindowResult:
         good = [s.ranking for s in samples if s.ok]
-        if len(good) < self.required:
+        required = self.needed(len(samples)) if self.adaptive else self.required
+        if len(good) < required:
             failures = [
                 s.exception or PermscError(s.error or "failed") for s in samples if not s.ok
             ]
-            error = InsufficientSamplesError(len(good), self.required, failures)
+            error = InsufficientSamplesError(len(good), required, failures)
             add_note(error, f"in the window at positions {start}..{start + len(indices) - 1}")
             raise error
         n = len(indices)
@@ -162,6 +204,20 @@ class WindowEngine:
             ),
             confidence=confidence,
         )
+
+
+async def _emit_wave(
+    hooks: Sequence[EventHook | None],
+    request_id: Any,
+    window: int,
+    wave: int,
+    drawn: int,
+    cap: int,
+    why: str,
+) -> None:
+    """``wave_end``: samples drawn so far and why sampling stops (stable, cap) or goes on."""
+    detail = {"wave": wave, "samples": drawn, "cap": cap, "stopped": why != "unsettled"}
+    await emit(hooks, Event("wave_end", request_id, window, None, cap, {**detail, "why": why}))
 
 
 def _to_items(local: Sequence[int], indices: Sequence[int]) -> tuple[int, ...]:

@@ -26,7 +26,13 @@ __all__ = ["Event", "EventKind", "EventHook", "emit"]
 logger = logging.getLogger(__name__)
 
 EventKind = Literal[
-    "request_start", "request_end", "window_start", "window_end", "sample_start", "sample_end"
+    "request_start",
+    "request_end",
+    "window_start",
+    "window_end",
+    "wave_end",
+    "sample_start",
+    "sample_end",
 ]
 
 

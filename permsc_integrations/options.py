@@ -95,6 +95,20 @@ def _share(name: str, value: Any) -> Any:
     raise ConfigurationError(f"{name} must be a number in 0..1, got {value!r}")
 
 
+def _adaptive(name: str, value: Any) -> Any:
+    from .adaptive import Adaptive
+
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Adaptive()
+    if isinstance(value, str):
+        return Adaptive.parse(value)
+    if isinstance(value, Adaptive):
+        return value
+    raise ConfigurationError(f"{name} must be None, True, an Adaptive or a string, got {value!r}")
+
+
 def _seed(name: str, value: Any) -> Any:
     if _int(value):
         return value
@@ -243,6 +257,13 @@ class RankingOptions:
         "that ranks some items votes; measured best, docs/aggregation.md)",
         _share,
         cli=float,
+    )
+    adaptive: Any = _option(
+        None,
+        "sample in waves and stop once the consensus is stable (True, an Adaptive or "
+        "'FIRST,WAVE[,TOP_K]'); num_permutations is the cap",
+        _adaptive,
+        cli=str,
     )
     cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
     backend_options: dict[str, Any] = _option(

@@ -66,7 +66,8 @@ class _Request:
 
     def usage(self) -> Usage:
         """What the windows done so far cost."""
-        return sum((s.usage for w in self.windows for s in w.samples), Usage())
+        spent = sum((s.usage for w in self.windows for s in w.samples), Usage())
+        return spent + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
         await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
@@ -125,6 +126,7 @@ class PSCRanker:
             reasks=o.reasks,
             min_successful=o.min_successful,
             min_coverage=o.min_coverage,
+            adaptive=o.adaptive,
             cache=o.cache,
             limiter=self.limiter,
             breaker=self.breaker,
@@ -203,7 +205,12 @@ class PSCRanker:
         )
         req.windows.append(result)
         await req.emit(
-            "window_end", number, **where, confidence=result.confidence, failed=len(result.failed)
+            "window_end",
+            number,
+            **where,
+            confidence=result.confidence,
+            failed=len(result.failed),
+            samples=len(result.samples),
         )
         return result.order
 

@@ -34,6 +34,7 @@ class Usage:
     retries: int = 0
     cached_calls: int = 0
     latency_s: float = 0.0
+    saved_calls: int = 0  # samples adaptive m did not need to draw
 
     @property
     def total_tokens(self) -> int:
@@ -47,6 +48,7 @@ class Usage:
             self.retries + other.retries,
             self.cached_calls + other.cached_calls,
             self.latency_s + other.latency_s,
+            self.saved_calls + other.saved_calls,
         )
 
 
@@ -110,6 +112,7 @@ class WindowResult:
     order: tuple[int, ...]
     samples: tuple[Sample, ...]
     confidence: float
+    saved_calls: int = 0  # samples of the cap that adaptive m did not draw
 
     @property
     def failed(self) -> tuple[Sample, ...]:

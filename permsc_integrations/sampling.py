@@ -108,8 +108,12 @@ class WindowRun:
         request_id: Any,
         window: int,
         request_limiter: Limiter | None,
+        *,
+        offset: int = 0,
+        total: int | None = None,
     ) -> None:
         self.e, self.query, self.items, self.perms = engine, query, items, perms
+        self.offset, self.total = offset, len(perms) if total is None else total
         self.hooks, self.request_id, self.window = hooks, request_id, window
         self.limiters = [lim for lim in (request_limiter, engine.limiter) if lim is not None]
         self.samples: list[Sample | None] = [None] * len(perms)
@@ -132,7 +136,7 @@ class WindowRun:
 
     async def _emit(self, kind: EventKind, k: int, **detail: Any) -> None:
         if any(self.hooks):
-            event = Event(kind, self.request_id, self.window, k, len(self.perms), detail)
+            event = Event(kind, self.request_id, self.window, self.offset + k, self.total, detail)
             await emit(self.hooks, event)
 
     def _shown(self, k: int) -> list[str]:

@@ -121,6 +121,7 @@ _RANKING_FLAGS = (
     ("max_concurrency", "--concurrency"),
     ("min_successful",),
     ("min_coverage",),
+    ("adaptive",),
     ("reasks",),
 )
 
