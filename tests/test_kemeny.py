@@ -226,3 +226,61 @@ def test_bad_options_are_configuration_errors() -> None:
         aggregate([[0, 1]], method="kemeny", time_limt=2)
     with pytest.raises(ConfigurationError, match="pulp:CBC"):
         aggregate([[0, 1]], method="kemeny", solver="cbc")
+
+
+_FIRST_LP = """
+import sys
+from permsc_integrations.aggregators.kemeny import kemeny_solve
+sol = kemeny_solve([[0, 1, 2], [1, 2, 0], [2, 0, 1]], n_items=3, dp_max=0)
+sys.stderr.write(sol.method)
+"""
+
+
+def _child_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+
+
+@pytest.mark.skipif(not has_highspy, reason="highspy not installed")
+def test_the_first_lp_in_a_process_prints_nothing() -> None:
+    """HiGHS's banner used to reach stdout the first time a Highs object was built."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_LP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "lp" in done.stderr  # the LP really ran in this fresh interpreter
+    assert done.stdout == ""
+
+
+@pytest.mark.skipif(not has_highspy, reason="highspy not installed")
+def test_permsc_rank_writes_only_jsonl_to_stdout(scripted_server, tmp_path) -> None:  # noqa: ANN001
+    """Shuffled answers over 14 items: Kemeny needs its LP in the CLI's own process."""
+    import json
+    import subprocess
+
+    pytest.importorskip("openai")
+    from permsc_integrations.testing import noisy_responder
+
+    server = scripted_server(noisy_responder(len, keep=0.0, seed=1))
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"query": "q", "items": [f"item {k}" for k in range(14)]}) + "\n")
+    argv = (
+        f"rank -i {path} -m 6 --no-progress --backend openai:scripted --base-url {server.base_url}"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "permsc_integrations.cli", *argv.split()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and sorted(json.loads(lines[0])["order"]) == list(range(14))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,18 @@ def _highspy():  # noqa: ANN202 - the module itself
     except ImportError:
         raise MissingDependencyError("highspy", "highs", purpose="exact Kemeny (LP/MIP)") from None
     return highspy
+
+
+def quiet_highs(hs: Any) -> Any:
+    """A HiGHS instance that writes nothing to stdout, not even the licence banner.
+
+    highspy's Python ``Highs()`` registers its callbacks in ``__init__``, which prints the
+    banner once per process before ``output_flag`` can be switched off; the core class it
+    extends prints nothing until told to, and has every method used here.
+    """
+    h = getattr(hs, "_Highs", hs.Highs)()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +96,7 @@ class TriangleModel:
         self._pair = np.full((self.k, self.k), -1, dtype=np.int32)
         self._pair[iu, ju] = np.arange(self.n_pairs)
         self.offset = float(cost[iu, ju].sum())  # all x = 0: every j before i
-        self.h = hs.Highs()
-        self.h.setOptionValue("output_flag", False)
+        self.h = quiet_highs(hs)
         self.h.setOptionValue("threads", 1)
         if self.k > IPM_FROM:  # simplex stalls on big degenerate 3-cycle LPs; IPM does not
             self.h.setOptionValue("solver", "ipm")
