@@ -107,7 +107,6 @@ class TriangleModel:
         self.h.addCols(n, coef, np.zeros(n), np.ones(n), 0, empty_i, empty_i, empty_f)
         self._triples: list[np.ndarray] = []
         self.slowest_solve_s = 0.0  # the slowest LP solve so far: a MIP needs longer
-        self.integer = False
 
     def add_triangles(self, triples: np.ndarray) -> None:
         """Add the ranged rows ``0 <= x_ij + x_jl - x_il <= 1``."""
@@ -130,7 +129,6 @@ class TriangleModel:
         self.h.setOptionValue("solver", "choose")
         kinds = np.full(self.n_pairs, int(hs.HighsVarType.kInteger), dtype=np.uint8)
         self.h.changeColsIntegrality(self.n_pairs, np.arange(self.n_pairs, dtype=np.int32), kinds)
-        self.integer = True
 
     def solve(self, time_limit: float) -> LPResult:
         """Solve the current model (LP, or MIP after :meth:`make_integer`) within the limit."""
