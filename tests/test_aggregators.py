@@ -54,18 +54,49 @@ def test_deterministic_tie_break_by_index(method: str) -> None:
     assert aggregate([[0, 1, 2], [1, 2, 0], [2, 0, 1]], method=method) == [0, 1, 2]
 
 
-def test_rrf_is_the_papers_formula() -> None:
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), m=st.integers(1, 6), data=st.data())
+def test_on_full_rankings_rrf_and_borda_are_the_classic_formulas(
+    n: int, m: int, data: st.DataObject
+) -> None:
+    """The paper's RRF sum and the classic Borda points, computed here independently."""
+    rankings = [list(data.draw(st.permutations(range(n)))) for _ in range(m)]
+    rrf_sum = [sum(1 / (60 + r.index(i) + 1) for r in rankings) for i in range(n)]
+    points = [sum(n - 1 - r.index(i) for r in rankings) for i in range(n)]
+    for method, score in (("rrf", rrf_sum), ("borda", points)):
+        order = aggregate(rankings, method=method, n_items=n)
+        assert [score[i] for i in order] == sorted(score, reverse=True), method
+        ties = [a < b for a, b in zip(order, order[1:], strict=False) if score[a] == score[b]]
+        assert all(ties), method  # equal scores keep index order
+
+
+def test_rrf_averages_over_the_rankings_that_list_an_item() -> None:
     from permsc_integrations.aggregators.rrf import rrf_scores
 
     scores = rrf_scores([[2, 0], [0, 1, 2]], 4)
-    assert scores.tolist() == pytest.approx([1 / 62 + 1 / 61, 1 / 62, 1 / 61 + 1 / 63, 0.0])
+    expected = [(1 / 62 + 1 / 61) / 2, 1 / 62, (1 / 61 + 1 / 63) / 2, 0.0]
+    assert scores.tolist() == pytest.approx(expected)
     assert aggregate([[2, 0], [0, 1, 2]], method="rrf", n_items=4) == [0, 2, 1, 3]
+    # listed ten times at rank 2 does not beat listed once at rank 1
+    assert aggregate([[0, 2]] + [[3, 1]] * 10, method="rrf")[:2] == [0, 3]
 
 
-def test_borda_counts_only_items_listed_after() -> None:
+def test_borda_is_the_share_of_comparisons_won() -> None:
     from permsc_integrations.aggregators.borda import borda_scores
 
-    assert borda_scores([[2, 0], [0, 1, 2]], 3).tolist() == [2, 1, 1]
+    assert borda_scores([[2, 0], [0, 1, 2]], 3).tolist() == pytest.approx([2 / 3, 1 / 2, 1 / 3])
+    # listed but never compared: no evidence either way
+    assert borda_scores([[1], [0, 2]], 3).tolist() == [1.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize("method", BUILTIN)
+def test_being_listed_more_often_is_no_merit(method: str) -> None:
+    """0 beat everything it met, 3 included; 3 is listed four times as often (partial
+    answers, or blocks of a long list). Counting listings instead of outcomes put 3 first."""
+    rankings = [[0, 3], [3, 4, 5, 6, 7], [3, 4, 5, 6, 7], [3, 4, 5, 6, 7], [1, 2]]
+    order = aggregate(rankings, method=method)
+    assert order.index(0) < order.index(3)
+    assert order.index(3) < order.index(4) < order.index(5) < order.index(6) < order.index(7)
 
 
 @settings(max_examples=60, deadline=None)
