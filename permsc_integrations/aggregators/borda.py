@@ -22,15 +22,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["borda", "borda_scores", "listed"]
+from ._pairwise import listed
 
-
-def listed(rankings: Sequence[Sequence[int]], n_items: int) -> np.ndarray:
-    """A boolean mask of the items that appear in at least one ranking."""
-    seen = np.zeros(n_items, dtype=bool)
-    for r in rankings:
-        seen[np.asarray(r, dtype=np.intp)] = True
-    return seen
+__all__ = ["borda", "borda_scores"]
 
 
 def borda_scores(rankings: Sequence[Sequence[int]], n_items: int) -> np.ndarray:

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._pairwise import pairwise_counts
-from .borda import listed
+from ._pairwise import listed, pairwise_counts
 
 __all__ = ["copeland", "copeland_scores"]
 
