@@ -66,7 +66,9 @@ def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -
     lower = float(pairs_bound(W))
     if upper <= lower:
         return Part(start, upper, lower, "bound")
-    packing = cycle_packing(W, start, deadline=_midway(deadline, 0.3))
+    k = W.shape[0]
+    lp_fits = deadline - time.perf_counter() > 2 * LP_SECONDS_PER_PAIR * k * (k - 1) / 2
+    packing = cycle_packing(W, start, deadline=_midway(deadline, 0.3 if lp_fits else 1.0))
     lower += packing.value
     if upper <= lower:
         return Part(start, upper, lower, "bound")
@@ -74,7 +76,6 @@ def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -
     try:
         from ._lp import TriangleModel
 
-        k = W.shape[0]
         if deadline - time.perf_counter() < LP_SECONDS_PER_PAIR * k * (k - 1) / 2:
             return best  # not even one LP solve would finish: the packing is the bound
         model = TriangleModel(perturbed(W))
