@@ -181,7 +181,8 @@ def order_parts(W: np.ndarray, parts: Sequence[np.ndarray]) -> list[np.ndarray]:
         return list(parts)
     flat = np.concatenate(parts)
     starts = np.cumsum([0, *(len(p) for p in parts[:-1])])
-    strict = W[np.ix_(flat, flat)] > W[np.ix_(flat, flat)].T
+    sub = W[np.ix_(flat, flat)]
+    strict = sub > sub.T
     before = np.logical_or.reduceat(np.logical_or.reduceat(strict, starts, 0), starts, 1)
     np.fill_diagonal(before, False)
     waiting = before.sum(0)
