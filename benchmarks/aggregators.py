@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations.aggregators import _lp  # noqa: E402
+from permsc_integrations.aggregators._large import perturbed  # noqa: E402
 from permsc_integrations.aggregators._pairwise import pairwise_counts  # noqa: E402
-from permsc_integrations.aggregators.kemeny import _perturbed, kemeny_solve  # noqa: E402
+from permsc_integrations.aggregators.kemeny import kemeny_solve  # noqa: E402
 
 Rankings = list[list[int]]
 
@@ -107,10 +108,10 @@ def paper_model(rankings: Rankings, n: int, time_limit: float) -> tuple[float | 
 def full_lp_bound(rankings: Rankings, n: int) -> float:
     """The complete 3-cycle LP relaxation bound (no time limit): the reference for the gap."""
     W = pairwise_counts(rankings, n)
-    model = _lp.TriangleModel(_perturbed(W))
+    model = _lp.TriangleModel(perturbed(W))
     while True:
         res = model.solve(600)
-        found = _lp.violated_triangles(_lp.pair_matrix(res.x, n), limit=10 * n)
+        found, _ = _lp.violated_triangles(_lp.pair_matrix(res.x, n), limit=10 * n)
         if len(found) == 0:
             return res.objective
         model.add_triangles(found)

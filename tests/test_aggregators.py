@@ -66,6 +66,20 @@ def test_rrf_is_the_papers_formula_on_full_rankings() -> None:
     assert aggregate(full, method="rrf", n_items=3) == [0, 2, 1]
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), m=st.integers(1, 6), data=st.data())
+def test_on_full_rankings_rrf_and_borda_are_the_classic_formulas(
+    n: int, m: int, data: st.DataObject
+) -> None:
+    """The paper's RRF sum and the classic Borda points, computed here independently."""
+    rankings = [list(data.draw(st.permutations(range(n)))) for _ in range(m)]
+    rrf_sum = [sum(1 / (60 + r.index(i) + 1) for r in rankings) for i in range(n)]
+    points = [sum(n - 1 - r.index(i) for r in rankings) for i in range(n)]
+    for method, score in (("rrf", rrf_sum), ("borda", points)):
+        order = aggregate(rankings, method=method, n_items=n)
+        assert [score[i] for i in order] == pytest.approx(sorted(score, reverse=True)), method
+
+
 def test_rrf_and_borda_average_over_the_rankings_that_list_an_item() -> None:
     """An item left out of a partial answer is neither rewarded nor punished for it: the
     often-listed item does not win by being listed often."""
@@ -78,6 +92,16 @@ def test_rrf_and_borda_average_over_the_rankings_that_list_an_item() -> None:
         assert aggregate(answers, method=method, n_items=5)[-1] == 4  # never listed: last
     assert rrf_scores([[2, 0], [0, 1, 2]], 4)[3] == -np.inf
     assert borda_scores([[0, 2], [0, 1, 2]], 3).tolist() == [1.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize("method", BUILTIN)
+def test_being_listed_more_often_is_no_merit(method: str) -> None:
+    """0 beat everything it met, 3 included; 3 is listed four times as often (partial
+    answers, or blocks of a long list). Counting listings instead of outcomes put 3 first."""
+    rankings = [[0, 3], [3, 4, 5, 6, 7], [3, 4, 5, 6, 7], [3, 4, 5, 6, 7], [1, 2]]
+    order = aggregate(rankings, method=method)
+    assert order.index(0) < order.index(3)
+    assert order.index(3) < order.index(4) < order.index(5) < order.index(6) < order.index(7)
 
 
 @settings(max_examples=60, deadline=None)

@@ -2,7 +2,8 @@
 
 One variable ``x[i, j]`` per unordered pair ``i < j`` (1 = ``i`` before ``j``). Transitivity
 is ``0 <= x[i, j] + x[j, l] - x[i, l] <= 1`` for ``i < j < l``; those rows are added only
-when the current solution violates them, so the O(k^3) model is never built.
+when the current solution violates them, found by a lazy scan, so neither the O(k^3) model
+nor an O(k^3) array is ever built.
 
 Example:
     >>> import numpy as np
@@ -13,9 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +26,7 @@ __all__ = ["TriangleModel", "LPResult", "violated_triangles", "order_from_matrix
 
 _TOL = 1e-6
 IPM_FROM = 60  # blocks larger than this solve their LPs by interior point, no crossover
+_POOL = 50  # candidates held per row wanted: the worst are chosen from up to 50 x limit
 
 
 def _highspy():  # noqa: ANN202 - the module itself
@@ -36,6 +35,18 @@ def _highspy():  # noqa: ANN202 - the module itself
     except ImportError:
         raise MissingDependencyError("highspy", "highs", purpose="exact Kemeny (LP/MIP)") from None
     return highspy
+
+
+def quiet_highs(hs: Any) -> Any:
+    """A HiGHS instance that writes nothing to stdout, not even the licence banner.
+
+    highspy's Python ``Highs()`` registers its callbacks in ``__init__``, which prints the
+    banner once per process before ``output_flag`` can be switched off; the core class it
+    extends prints nothing until told to, and has every method used here.
+    """
+    h = getattr(hs, "_Highs", hs.Highs)()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,50 +68,48 @@ def pair_matrix(x: np.ndarray, k: int) -> np.ndarray:
     return X
 
 
-def violated_triangles(X: np.ndarray, limit: int) -> np.ndarray:
-    """Up to ``limit`` triples ``(i < j < l)`` whose 3-cycle row ``X`` violates, worst first."""
-    T = X[:, :, None] + X[None, :, :] + X.T[:, None, :]  # T[a,b,c] = X[a,b] + X[b,c] + X[c,a]
-    a, b, c = np.nonzero(T > 2.0 + _TOL)
-    keep = (a < b) & (a < c)  # one rotation of each cycle
-    a, b, c = a[keep], b[keep], c[keep]
-    if len(a) == 0:
-        return np.empty((0, 3), dtype=np.intp)
-    worst = -T[a, b, c]
+def _violated_from(X: np.ndarray, a: int) -> tuple[np.ndarray, np.ndarray]:
+    """Violated 3-cycles ``(a, b, c)`` with ``a < b, c``, and how far each is violated."""
+    after = a + 1 + np.flatnonzero(X[a, a + 1 :] > _TOL)  # b: a before b, a little at least
+    before = a + 1 + np.flatnonzero(X[a + 1 :, a] > _TOL)  # c: c before a
+    if len(after) == 0 or len(before) == 0:
+        return np.empty((0, 3), dtype=np.intp), np.empty(0)
+    T = X[a, after][:, None] + X[np.ix_(after, before)] + X[before, a][None, :]
+    bi, ci = np.nonzero(T > 2.0 + _TOL)
+    triples = np.stack([np.full(len(bi), a), after[bi], before[ci]], axis=1)
+    return triples, T[bi, ci] - 2.0
+
+
+def violated_triangles(
+    X: np.ndarray, limit: int, *, start: int = 0, deadline: float | None = None
+) -> tuple[np.ndarray, bool]:
+    """Up to ``limit`` triples ``(i < j < l)`` whose 3-cycle row ``X`` violates, worst first.
+
+    Lazy: scans one first item at a time (O(k^2) memory, never the O(k^3) cube), from
+    ``start`` round to ``start - 1``, until it holds ``_POOL * limit`` candidates or passes
+    ``deadline``. Returns the triples and whether the scan covered every item (so that an
+    empty answer proves no row is violated).
+    """
+    k = X.shape[0]
+    parts, excess, held, scanned = [], [], 0, 0
+    while scanned < k and held < _POOL * limit:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        triples, over = _violated_from(X, (start + scanned) % k)
+        parts.append(triples)
+        excess.append(over)
+        held, scanned = held + len(over), scanned + 1
+    if held == 0:
+        return np.empty((0, 3), dtype=np.intp), scanned == k
+    a, b, c = np.concatenate(parts).T
     spread = (a * 7919 + b * 104729 + c * 1299709) % 1000003  # deterministic diversity
-    pick = np.lexsort((spread, np.round(worst, 6)))[:limit]
-    return np.sort(np.stack([a[pick], b[pick], c[pick]], axis=1), axis=1)
+    pick = np.lexsort((spread, -np.round(np.concatenate(excess), 6)))[:limit]
+    return np.sort(np.stack([a[pick], b[pick], c[pick]], axis=1), axis=1), scanned == k
 
 
 def order_from_matrix(X: np.ndarray) -> list[int]:
     """The order of a transitive 0/1 precedence matrix (most wins first, ties by index)."""
     return np.argsort(-np.rint(X).sum(1), kind="stable").tolist()
-
-
-_BANNER_LOCK = threading.Lock()
-_banner_shown = False
-
-
-def _silent_highs(hs: Any) -> Any:
-    """A ``Highs()`` with its output off. The first one in a process prints HiGHS's banner
-    from C++ straight to file descriptor 1, before any option can be set; so that first
-    construction runs with fd 1 pointed at /dev/null (a library prints nothing)."""
-    global _banner_shown
-    with _BANNER_LOCK:
-        if _banner_shown:
-            h = hs.Highs()
-        else:
-            sys.stdout.flush()
-            saved = os.dup(1)
-            try:
-                with open(os.devnull, "w") as sink:
-                    os.dup2(sink.fileno(), 1)
-                    h = hs.Highs()
-            finally:
-                os.dup2(saved, 1)
-                os.close(saved)
-            _banner_shown = True
-    h.setOptionValue("output_flag", False)
-    return h
 
 
 class TriangleModel:
@@ -114,7 +123,7 @@ class TriangleModel:
         self._pair = np.full((self.k, self.k), -1, dtype=np.int32)
         self._pair[iu, ju] = np.arange(self.n_pairs)
         self.offset = float(cost[iu, ju].sum())  # all x = 0: every j before i
-        self.h = _silent_highs(hs)
+        self.h = quiet_highs(hs)
         self.h.setOptionValue("threads", 1)
         if self.k > IPM_FROM:  # simplex stalls on big degenerate 3-cycle LPs; IPM does not
             self.h.setOptionValue("solver", "ipm")
@@ -124,13 +133,18 @@ class TriangleModel:
         empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0)
         self.h.addCols(n, coef, np.zeros(n), np.ones(n), 0, empty_i, empty_i, empty_f)
         self._triples: list[np.ndarray] = []
+        self._keys = np.empty(0, dtype=np.intp)
         self.slowest_solve_s = 0.0  # the slowest LP solve so far: a MIP needs longer
 
     def add_triangles(self, triples: np.ndarray) -> None:
-        """Add the ranged rows ``0 <= x_ij + x_jl - x_il <= 1``."""
-        t = len(triples)
+        """Add the ranged rows ``0 <= x_ij + x_jl - x_il <= 1`` (rows already in: skipped)."""
+        triples = np.unique(np.asarray(triples, dtype=np.intp).reshape(-1, 3), axis=0)
+        keys = (triples[:, 0] * self.k + triples[:, 1]) * self.k + triples[:, 2]
+        fresh = ~np.isin(keys, self._keys)
+        triples, t = triples[fresh], int(fresh.sum())
         if not t:
             return
+        self._keys = np.concatenate([self._keys, keys[fresh]])
         i, j, h = triples[:, 0], triples[:, 1], triples[:, 2]
         idx = np.stack([self._pair[i, j], self._pair[j, h], self._pair[i, h]], axis=1).ravel()
         vals = np.tile([1.0, 1.0, -1.0], t)

@@ -14,12 +14,24 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
 
-__all__ = ["positions", "pairwise_counts", "kendall_cost", "condorcet_blocks", "net_order"]
+__all__ = [
+    "positions",
+    "pairwise_counts",
+    "kendall_cost",
+    "condorcet_blocks",
+    "net_order",
+    "split_by_order",
+    "order_parts",
+    "listed",
+]
+
+_CHUNK = 1 << 22  # elements per temporary array while counting (a few MiB)
 
 
 def positions(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
@@ -43,15 +55,53 @@ def positions(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
     return pos
 
 
+def listed(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
+    """A boolean mask of the items that appear in at least one ranking (alone counts too)."""
+    seen = np.zeros(n, dtype=bool)
+    for r in rankings:
+        seen[np.asarray(r, dtype=np.intp)] = True
+    return seen
+
+
 def pairwise_counts(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
-    """``W[i, j]`` = number of rankings with ``i`` before ``j`` (both present)."""
-    if not rankings:
-        return np.zeros((n, n), dtype=np.int64)
-    pos = positions(rankings, n)
-    before = pos[:, :, None] < pos[:, None, :]
-    if int(pos.max()) >= n:  # partial rankings: j must be present too
-        before &= (pos < n)[:, None, :]
-    return before.sum(0, dtype=np.int64)
+    """``W[i, j]`` = number of rankings with ``i`` before ``j`` (both present).
+
+    Memory stays O(n^2) whatever the number of rankings: long rankings are compared by
+    position a few at a time, short ones (partial rankings of a block of items) scatter
+    their own pairs, grouped by length.
+    """
+    W = np.zeros((n, n), dtype=np.int64)
+    long = [r for r in rankings if len(r) > 1 and 2 * len(r) >= n]
+    short = [r for r in rankings if len(r) > 1 and 2 * len(r) < n]
+    if long:
+        _count_by_position(long, n, W)
+    if short:
+        _count_by_pairs(short, n, W)
+    return W
+
+
+def _count_by_position(rankings: Sequence[Sequence[int]], n: int, W: np.ndarray) -> None:
+    rows = max(1, _CHUNK // (n * n))
+    for start in range(0, len(rankings), rows):
+        pos = positions(rankings[start : start + rows], n)
+        before = pos[:, :, None] < pos[:, None, :]
+        if int(pos.max()) >= n:  # partial rankings: j must be present too
+            before &= (pos < n)[:, None, :]
+        W += before.sum(0, dtype=np.int64)
+
+
+def _count_by_pairs(rankings: Sequence[Sequence[int]], n: int, W: np.ndarray) -> None:
+    by_length: dict[int, list[Sequence[int]]] = {}
+    for r in rankings:
+        by_length.setdefault(len(r), []).append(r)
+    flat = W.reshape(-1)  # a view: W is C-contiguous
+    for length, group in by_length.items():
+        first, second = np.triu_indices(length, 1)
+        rows = max(1, _CHUNK // len(first))
+        for start in range(0, len(group), rows):
+            items = np.asarray(group[start : start + rows], dtype=np.intp)
+            pairs = (items[:, first] * n + items[:, second]).ravel()
+            flat += np.bincount(pairs, minlength=n * n)
 
 
 def kendall_cost(order: Sequence[int], W: np.ndarray) -> int:
@@ -91,3 +141,60 @@ def condorcet_blocks(W: np.ndarray, items: np.ndarray) -> list[np.ndarray]:
     is_cut = suffix[cuts - 1, cuts] == cuts * (k - cuts)
     bounds = [0, *cuts[is_cut].tolist(), k]
     return [np.sort(items[order[a:b]]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def split_by_order(W: np.ndarray, order: Sequence[int]) -> list[np.ndarray]:
+    """Cut ``order`` into consecutive parts that can be solved one by one, in this order.
+
+    A cut between two positions is safe when no item after it met an item before it and
+    won at least as often (a strict majority or a tie): every pair across the cut is then
+    ordered by a strict majority or was never compared, so keeping the parts in order
+    costs nothing. On sparse inputs (partial rankings where most pairs never meet) this
+    finds the independent parts that :func:`condorcet_blocks` cannot: there, a pair that
+    never met ties, and ties join blocks.
+
+    >>> W = pairwise_counts([[0, 1], [2, 3]], 4)
+    >>> [p.tolist() for p in split_by_order(W, [0, 1, 2, 3])]
+    [[0], [1], [2], [3]]
+    """
+    o = np.asarray(order, dtype=np.intp)
+    k = len(o)
+    if k <= 1:
+        return [o]
+    A = W[np.ix_(o, o)]
+    back = np.tril((A >= A.T) & ((A + A.T) > 0), -1)  # back[t, s]: t (later) beats or ties s
+    low = np.where(back.any(1), back.argmax(1), np.arange(k))  # earliest such s, per t
+    reach = np.minimum.accumulate(low[::-1])[::-1]  # earliest s tied to any t >= c
+    cuts = np.flatnonzero(reach[1:] >= np.arange(1, k)) + 1
+    bounds = [0, *cuts.tolist(), k]
+    return [o[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def order_parts(W: np.ndarray, parts: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Reorder parts from :func:`split_by_order`: every strict majority between two parts
+    keeps them in order; where none does, the part holding the smaller index goes first.
+
+    This is the index-order tie-break for parts that the data does not order.
+    """
+    count = len(parts)
+    if count <= 1:
+        return list(parts)
+    flat = np.concatenate(parts)
+    starts = np.cumsum([0, *(len(p) for p in parts[:-1])])
+    sub = W[np.ix_(flat, flat)]
+    strict = sub > sub.T
+    before = np.logical_or.reduceat(np.logical_or.reduceat(strict, starts, 0), starts, 1)
+    np.fill_diagonal(before, False)
+    waiting = before.sum(0)
+    key = [int(p.min()) for p in parts]
+    ready = [(key[j], j) for j in np.flatnonzero(waiting == 0).tolist()]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, j = heapq.heappop(ready)
+        out.append(parts[j])
+        after = np.flatnonzero(before[j])
+        waiting[after] -= 1
+        for t in after[waiting[after] == 0].tolist():
+            heapq.heappush(ready, (key[t], t))
+    return out

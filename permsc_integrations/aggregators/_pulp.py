@@ -109,7 +109,7 @@ def solve_pulp(
         )
         proven = getattr(prob, "sol_status", prob.status) == 1
         X = pair_matrix(np.rint(values), k)
-        found = violated_triangles(X, limit=max(100, 10 * k))
+        found, _ = violated_triangles(X, limit=max(100, 10 * k))
         if len(found) == 0:
             obj = float(pulp.value(prob.objective) or 0.0)
             return PulpResult(order_from_matrix(X), obj, proven, name)

@@ -1,7 +1,10 @@
-"""Copeland: one point per pairwise majority win, half a point per tie.
+"""Copeland: pairwise majority wins (half a point per tie), as a share of the items met.
 
 A pair counts only in the rankings where both items appear; a pair that never appears
-together scores nothing. Ties break by item index; items absent everywhere go last.
+together is no contest. The score is ``(wins + ties / 2) / opponents met``, so on partial
+rankings an item is not rewarded for meeting more opponents; on full rankings everyone
+meets everyone and the order is classic Copeland's. An item that met nobody scores 1/2;
+items absent everywhere go last. Ties break by item index.
 
 Example:
     >>> copeland([[0, 1, 2], [1, 2, 0], [2, 0, 1]], n_items=3)
@@ -15,23 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from ._pairwise import pairwise_counts
+from ._pairwise import listed, pairwise_counts
 
 __all__ = ["copeland", "copeland_scores"]
 
 
 def copeland_scores(W: np.ndarray) -> np.ndarray:
-    """Wins plus half the ties, from the pairwise count matrix ``W``."""
+    """Wins plus half the ties over opponents met (1/2 if none), from pairwise counts ``W``."""
     met = (W + W.T) > 0
-    return (W > W.T).sum(1) + 0.5 * ((W == W.T) & met).sum(1)
+    points = ((W > W.T) & met).sum(1) + 0.5 * ((W == W.T) & met).sum(1)
+    games = met.sum(1)
+    return np.divide(points, games, out=np.full(W.shape[0], 0.5), where=games > 0)
 
 
 def copeland(rankings: Sequence[Sequence[int]], *, n_items: int, **_: Any) -> list[int]:
     """Items by Copeland score, best first; ties by index, absent items last."""
-    W = pairwise_counts(rankings, n_items)
-    scores = copeland_scores(W)
-    seen = np.zeros(n_items, dtype=bool)
-    for r in rankings:
-        seen[np.asarray(r, dtype=np.intp)] = True
-    scores[~seen] = -np.inf
+    scores = copeland_scores(pairwise_counts(rankings, n_items))
+    scores[~listed(rankings, n_items)] = -np.inf
     return np.argsort(-scores, kind="stable").tolist()
