@@ -78,15 +78,24 @@ class Adaptive:
     def _target(self, order: Sequence[int]) -> tuple[int, ...]:
         return tuple(order if self.top_k is None else order[: self.top_k])
 
-    def stable(self, rankings: Sequence[Sequence[int]], *, n_items: int, aggregator: Any) -> bool:
-        """True when every leave-one-out consensus is within ``tolerance`` of the consensus."""
+    def stable(
+        self, rankings: Sequence[Any], *, n_items: int, aggregator: Any, grouped: bool = False
+    ) -> bool:
+        """True when every leave-one-out consensus is within ``tolerance`` of the consensus.
+
+        ``grouped``: ``rankings`` is a list of groups (the blocks of one shuffle), left out a
+        group at a time."""
         from .aggregators import aggregate
 
-        if len(rankings) < 2:
+        groups = list(rankings) if grouped else [[r] for r in rankings]
+        if len(groups) < 2:
             return False
-        target = self._target(aggregate(rankings, method=aggregator, n_items=n_items))
-        for k in range(len(rankings)):
-            rest = [r for j, r in enumerate(rankings) if j != k]
+        flat = [r for g in groups for r in g]
+        target = self._target(aggregate(flat, method=aggregator, n_items=n_items))
+        for k in range(len(groups)):
+            rest = [r for j, g in enumerate(groups) if j != k for r in g]
+            if not rest:
+                return False
             other = self._target(aggregate(rest, method=aggregator, n_items=n_items))
             if self._distance(other, target) > self.tolerance:
                 return False

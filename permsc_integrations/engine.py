@@ -42,7 +42,7 @@ from .cache import ResponseCache
 from .errors import ConfigurationError, InsufficientSamplesError, PermscError
 from .events import Event, EventHook, emit
 from .limiter import Limiter
-from .permutations import sample_permutations
+from .permutations import cut_blocks, sample_permutations
 from .prompts import get_prompt
 from .prompts.base import Prompt
 from .results import Sample, Usage, WindowResult
@@ -132,20 +132,70 @@ class WindowEngine:
         perms = sample_permutations(
             len(local), self.num_permutations, seed=seed, include_identity=self.include_identity
         )
+        samples, spent, units = await self._draw(
+            query, local, [[p] for p in perms], hooks, request_id, window, request_limiter
+        )
+        return await self._result(indices, start, samples, spent, len(perms) - units)
+
+    async def rank_blocks(
+        self,
+        query: str,
+        texts: Sequence[str],
+        indices: Sequence[int],
+        seed: int,
+        *,
+        block_size: int,
+        hooks: Sequence[EventHook | None] = (),
+        request_id: Any = None,
+        window: int = 0,
+        request_limiter: Limiter | None = None,
+    ) -> WindowResult:
+        """PSC over blocks: each of the m shuffles of ``indices`` is cut into balanced blocks
+        of at most ``block_size`` items, every block of every shuffle is one call, all at once;
+        the consensus of all the blocks' partial rankings is the order (see strategies.py)."""
+        self.breaker.check()
+        local = [texts[i] for i in indices]
+        perms = sample_permutations(len(local), self.num_permutations, seed=seed)
+        units = [cut_blocks(p, block_size) for p in perms]
+        head = self.adaptive and replace(self.adaptive, top_k=self.adaptive.top_k or block_size)
+        samples, spent, drawn = await self._draw(
+            query, local, units, hooks, request_id, window, request_limiter, head or None
+        )
+        saved = sum(len(u) for u in units[drawn:])
+        return await self._result(indices, 0, samples, spent, saved, per_unit=len(units[0]))
+
+    async def _draw(
+        self,
+        query: str,
+        local: list[str],
+        units: list[list[tuple[int, ...]]],
+        hooks: Sequence[EventHook | None],
+        request_id: Any,
+        window: int,
+        request_limiter: Limiter | None,
+        policy: Adaptive | None = None,
+    ) -> tuple[list[Sample], Usage, int]:
+        """The samples of ``units`` (a shuffle: one shown list, or its blocks), in waves when
+        adaptive (``policy``, else the engine's); returns the samples, what they cost and how
+        many units were drawn. The blocks round waits for a stable head (its top
+        ``block_size``), the part the second round refines."""
+        policy = policy or self.adaptive
+        shown = [s for u in units for s in u]
+        per_unit = len(units[0])
         samples: list[Sample] = []
         spent = Usage()
-        for wave, (first, end) in enumerate(waves(self.adaptive, len(perms))):
+        for wave, (first, end) in enumerate(waves(policy, len(units))):
             run = WindowRun(
                 self,
                 query,
                 local,
-                perms[first:end],
+                shown[first * per_unit : end * per_unit],
                 hooks,
                 request_id,
                 window,
                 request_limiter,
-                offset=first,
-                total=len(perms),
+                offset=first * per_unit,
+                total=len(shown),
             )
             try:
                 samples += await run.run()
@@ -153,33 +203,63 @@ class WindowEngine:
                 error.usage = spent + (error.usage or Usage())
                 raise
             spent += run.spent
-            if end < len(perms) and await self._settled(samples, len(local)):
-                await _emit_wave(hooks, request_id, window, wave, end, len(perms), "stable")
-                break
-            if self.adaptive is not None:
-                why = "cap" if end == len(perms) else "unsettled"
-                await _emit_wave(hooks, request_id, window, wave, end, len(perms), why)
+            if end < len(units) and await self._settled(samples, len(local), per_unit, policy):
+                await _emit_wave(hooks, request_id, window, wave, end, len(units), "stable")
+                return samples, spent, end
+            if policy is not None:
+                why = "cap" if end == len(units) else "unsettled"
+                await _emit_wave(hooks, request_id, window, wave, end, len(units), why)
+        return samples, spent, len(units)
+
+    async def _result(
+        self,
+        indices: Sequence[int],
+        start: int,
+        samples: list[Sample],
+        spent: Usage,
+        saved: int,
+        per_unit: int = 1,
+    ) -> WindowResult:
         # exact Kemeny can take a while: keep the event loop free for other requests' calls
         try:
-            result = await anyio.to_thread.run_sync(self._aggregate, indices, start, samples)
+            result = await anyio.to_thread.run_sync(
+                self._aggregate, indices, start, samples, per_unit
+            )
         except PermscError as error:
             error.usage = spent
             raise
-        return replace(result, saved_calls=len(perms) - len(samples))
+        return replace(result, saved_calls=saved)
 
-    async def _settled(self, samples: list[Sample], n: int) -> bool:
-        """Whether adaptive m may stop: enough good samples and a stable consensus."""
-        good = [s.ranking for s in samples if s.ok]
-        if self.adaptive is None or len(good) < self.needed(len(samples)):
+    async def _settled(
+        self, samples: list[Sample], n: int, per_unit: int, policy: Adaptive | None
+    ) -> bool:
+        """Whether adaptive m may stop: enough good samples and a stable consensus
+        (leave-one-out over shuffles: one shuffle's samples at a time)."""
+        if policy is None or self._good(samples) < self._needed(len(samples), per_unit):
             return False
-        policy = self.adaptive
+        groups = [
+            [s.ranking for s in samples[u : u + per_unit] if s.ok]
+            for u in range(0, len(samples), per_unit)
+        ]
         return await anyio.to_thread.run_sync(
-            lambda: policy.stable(good, n_items=n, aggregator=self.aggregator)
+            lambda: policy.stable(groups, n_items=n, aggregator=self.aggregator, grouped=True)
         )
 
-    def _aggregate(self, indices: Sequence[int], start: int, samples: list[Sample]) -> WindowResult:
+    @staticmethod
+    def _good(samples: Sequence[Sample]) -> int:
+        return sum(s.ok for s in samples)
+
+    def _needed(self, drawn: int, per_unit: int = 1) -> int:
+        """Good samples a window needs among ``drawn`` (blocks: per shuffle's blocks)."""
+        if self.min_successful is not None:
+            return self.min_successful * per_unit
+        return self.needed(drawn) if self.adaptive or per_unit > 1 else self.required
+
+    def _aggregate(
+        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int = 1
+    ) -> WindowResult:
         good = [s.ranking for s in samples if s.ok]
-        required = self.needed(len(samples)) if self.adaptive else self.required
+        required = self._needed(len(samples), per_unit)
         if len(good) < required:
             failures = [
                 s.exception or PermscError(s.error or "failed") for s in samples if not s.ok

@@ -130,6 +130,13 @@ def _aggregator(name: str, value: Any) -> Any:
     return value
 
 
+def _strategy(name: str, value: Any) -> Any:
+    from .strategies import get
+
+    get(value)  # an unknown name raises UnknownNameError with the available ones
+    return value
+
+
 def _prompt(name: str, value: Any) -> Any:
     from .prompts import get_prompt
 
@@ -190,6 +197,14 @@ class RankingOptions:
         cli=str,
     )
     prompt: Any = _option("rankgpt", "prompt name or Prompt object", _prompt, cli=str)
+    strategy: Any = _option(
+        "sliding",
+        "how a list longer than a window is ranked: sliding (RankGPT windows, one "
+        "after another) or blocks (every shuffle cut into blocks, all at once; "
+        "docs/strategies.md)",
+        _strategy,
+        cli=str,
+    )
     window_size: int = _option(20, "items per window (and per prompt)", _at_least(2), cli=int)
     step: int = _option(10, "sliding-window step (1..window_size-1)", _at_least(1), cli=int)
     top_k: int | None = _option(

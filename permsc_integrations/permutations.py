@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from .errors import ConfigurationError, InvalidRankingError
 
-__all__ = ["sample_permutations", "to_original", "invert"]
+__all__ = ["sample_permutations", "cut_blocks", "to_original", "invert"]
 
 
 def sample_permutations(
@@ -58,6 +58,23 @@ def _check_permutation(permutation: Sequence[int]) -> None:
             f"not a permutation of 0..{len(permutation) - 1}: {list(permutation)}; "
             "pass the order exactly as it was shown to the model"
         )
+
+
+def cut_blocks(order: Sequence[int], size: int) -> list[tuple[int, ...]]:
+    """``order`` cut into the fewest blocks of at most ``size`` items, as equal as can be.
+
+    >>> cut_blocks(range(10), 4)
+    [(0, 1, 2, 3), (4, 5, 6), (7, 8, 9)]
+    """
+    order = list(order)
+    count = max(1, -(-len(order) // size))
+    base, extra = divmod(len(order), count)
+    blocks, at = [], 0
+    for b in range(count):
+        width = base + (b < extra)
+        blocks.append(tuple(order[at : at + width]))
+        at += width
+    return blocks
 
 
 def to_original(positions: Sequence[int], permutation: Sequence[int]) -> tuple[int, ...]:

@@ -19,9 +19,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -30,15 +29,16 @@ from .aggregators import resolve
 from .backends import resolve_backend
 from .backends.base import Backend
 from .bridge import run_sync
-from .engine import WindowEngine, add_note, derive_seed
+from .engine import WindowEngine, add_note
 from .errors import ConfigurationError, PermscError
-from .events import Event, EventHook, EventKind, emit
+from .events import EventHook
 from .items import normalize_items
 from .limiter import CallLimiter
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
-from .results import RankingResult, Usage, WindowResult, scores_from_order
+from .request import RequestRun
+from .results import RankingResult, Usage, scores_from_order
 from .sampling import Breaker
-from .windows import Window, plan_windows, run_windows
+from .strategies import get as get_strategy
 
 __all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
 
@@ -50,27 +50,6 @@ class RankRequest:
     query: str
     items: Sequence[Any]
     id: Any = None
-
-
-@dataclass
-class _Request:
-    """One request while it runs: its texts, hooks and the windows done so far."""
-
-    query: str
-    texts: list[str]
-    hooks: tuple[EventHook | None, ...]
-    request_id: Any
-    total: int
-    limiter: CallLimiter | None
-    windows: list[WindowResult] = field(default_factory=list)
-
-    def usage(self) -> Usage:
-        """What the windows done so far cost."""
-        spent = sum((s.usage for w in self.windows for s in w.samples), Usage())
-        return spent + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
-
-    async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
-        await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
 
 
 class PSCRanker:
@@ -152,17 +131,22 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         o = self.options
-        plan = plan_windows(len(texts), window_size=o.window_size, step=o.step, top_k=o.top_k)
+        strategy = get_strategy(o.strategy)
+        total = strategy.planned(len(texts), window_size=o.window_size, step=o.step, top_k=o.top_k)
         cap = o.request_concurrency
-        request_limiter = CallLimiter(cap) if cap else None
-        req = _Request(
-            query, texts, (self.on_event, on_event), request_id, len(plan), request_limiter
+        req = RequestRun(
+            self.engine,
+            o,
+            query,
+            texts,
+            (self.on_event, on_event),
+            request_id,
+            total,
+            CallLimiter(cap) if cap else None,
         )
         await req.emit("request_start", n_items=len(texts))
         try:
-            order = tuple(
-                await run_windows(range(len(texts)), plan, functools.partial(self._window, req))
-            )
+            order = tuple(await strategy(req))
         except Exception as exc:
             spent = req.usage() + (getattr(exc, "usage", None) or Usage())
             if isinstance(exc, PermscError):
@@ -179,40 +163,6 @@ class PSCRanker:
             "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
         )
         return RankingResult(order, scores_from_order(order), tuple(req.windows), confidence, usage)
-
-    async def _window(
-        self, req: _Request, number: int, window: Window, inside: tuple[int, ...]
-    ) -> tuple[int, ...]:
-        """PSC over one window of the plan, with its events."""
-        where = {"start": window.start, "end": window.end, "pass": window.pass_index}
-        await req.emit("window_start", number, **where)
-        seed = derive_seed(
-            self.options.seed,
-            req.query,
-            [req.texts[i] for i in inside],
-            (window.pass_index, window.start),
-        )
-        result = await self.engine.rank_window(
-            req.query,
-            req.texts,
-            inside,
-            seed,
-            start=window.start,
-            hooks=req.hooks,
-            request_id=req.request_id,
-            window=number,
-            request_limiter=req.limiter,
-        )
-        req.windows.append(result)
-        await req.emit(
-            "window_end",
-            number,
-            **where,
-            confidence=result.confidence,
-            failed=len(result.failed),
-            samples=len(result.samples),
-        )
-        return result.order
 
     def rank(
         self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None

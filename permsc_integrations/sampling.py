@@ -1,4 +1,7 @@
-"""One window's m samples in flight: prompts, calls under the limiters, retries, re-asks.
+"""One window's samples in flight: prompts, calls under the limiters, retries, re-asks.
+
+Each sample shows a list of the window's items in some order: all of them, shuffled (a PSC
+window), or a block of them (the blocks strategy); answers are mapped back to those items.
 
 :class:`WindowRun` renders each shuffled prompt, calls the backend (one call per sample, or
 one batch for a :class:`BatchBackend`), retries what is retryable (:mod:`.retry`), re-asks
@@ -32,7 +35,6 @@ from .cache import cache_key
 from .errors import BackendError, ParseError, PermscError
 from .events import Event, EventHook, EventKind, emit
 from .limiter import Limiter
-from .permutations import to_original
 from .results import ParseStatus, Sample, Usage
 from .retry import call_with_retry
 
@@ -202,7 +204,7 @@ class WindowRun:
                 state.asks,
                 exception=exc,
             )
-        ranking = to_original(parsed.ranking, perm)
+        ranking = tuple(perm[p] for p in parsed.ranking)  # prompt positions -> items
         return Sample(perm, ranking, completion.text, parsed.status, None, state.usage, state.asks)
 
     def _failed(self, k: int, state: _Sample, exc: BackendError) -> Sample:

@@ -112,6 +112,7 @@ _RANKING_FLAGS = (
     ("num_permutations", "-m"),
     ("aggregator",),
     ("prompt",),
+    ("strategy",),
     ("window_size",),
     ("step",),
     ("top_k",),

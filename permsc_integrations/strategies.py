@@ -1,0 +1,134 @@
+"""How a list longer than one window is ranked: strategies, by name.
+
+- ``"sliding"`` (RankGPT): windows of ``window_size`` move by ``step`` from the back of the
+  list to the front, one after another, PSC in each (:mod:`.windows`). One pass settles the
+  top ``window_size - step``; ``top_k`` adds passes.
+- ``"blocks"``: two rounds. Each of the m shuffles of the *whole* list is cut into balanced
+  blocks of at most ``window_size`` items (every item once per shuffle, with new neighbours
+  each time); every block of every shuffle is one call, all in the first round; the consensus
+  of all the blocks' partial rankings orders the list. The second round is one PSC window
+  over the consensus's top ``window_size``. So the wall time is about two calls' latency
+  whatever the length (sliding: one per window), for ``m * ceil(n / window_size) + m`` calls
+  (sliding, one pass: ``m`` per window). ``top_k`` up to ``window_size`` is settled by the
+  second round; below it the order is the first round's consensus.
+
+A list that fits one window is one PSC window under either strategy. A strategy is a callable
+``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``planned`` method;
+``strategies.register(name, obj)`` (or the entry-point group
+``permsc_integrations.strategies``) adds one.
+
+Example:
+    >>> available()
+    ['blocks', 'sliding']
+    >>> get("blocks").planned(100, window_size=20, step=10, top_k=None)
+    2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .registry import Registry
+from .windows import Window, plan_windows, run_windows
+
+__all__ = [
+    "RankContext",
+    "Strategy",
+    "Sliding",
+    "Blocks",
+    "register",
+    "available",
+    "get",
+]
+
+
+class RankContext(Protocol):
+    """What a strategy can ask of the ranker for one request."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def window_size(self) -> int: ...
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def top_k(self) -> int | None: ...
+
+    async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
+        """PSC over the items ``inside`` (in that input order): the same items, best first."""
+        ...
+
+    async def blocks(self, number: int, inside: tuple[int, ...]) -> Sequence[int]:
+        """PSC over blocks of ``inside``: the consensus order of those items."""
+        ...
+
+
+class Strategy(Protocol):
+    """``await strategy(ctx)`` ranks a request; ``planned`` says how many PSC windows it
+    takes (for progress events)."""
+
+    async def __call__(self, ctx: RankContext) -> Sequence[int]: ...
+
+    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int: ...
+
+
+class Sliding:
+    """RankGPT's sliding windows, back to front (see the module docstring)."""
+
+    async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        plan = plan_windows(ctx.n, window_size=ctx.window_size, step=ctx.step, top_k=ctx.top_k)
+        return await run_windows(range(ctx.n), plan, ctx.window)
+
+    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
+        return len(plan_windows(n, window_size=window_size, step=step, top_k=top_k))
+
+
+class Blocks:
+    """Blocks of every shuffle at once, then one window over the head (module docstring)."""
+
+    async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        everything = tuple(range(ctx.n))
+        if ctx.n <= 1:
+            return everything
+        if ctx.n <= ctx.window_size:
+            return await ctx.window(0, Window(0, ctx.n), everything)
+        first = list(await ctx.blocks(0, everything))
+        head = tuple(first[: ctx.window_size])
+        refined = await ctx.window(1, Window(0, ctx.window_size, pass_index=1), head)
+        return [*refined, *first[ctx.window_size :]]
+
+    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
+        return 0 if n <= 1 else 1 if n <= window_size else 2
+
+
+SLIDING, BLOCKS = Sliding(), Blocks()
+
+
+_registry: Registry[Strategy] = Registry(
+    "strategy",
+    "permsc_integrations.strategies",
+    {
+        "sliding": "permsc_integrations.strategies:SLIDING",
+        "blocks": "permsc_integrations.strategies:BLOCKS",
+    },
+    normalize=lambda name: name.strip().lower(),
+)
+
+
+def register(name: str, strategy: Strategy) -> None:
+    """Register ``strategy`` (see :class:`Strategy`) as ``name``."""
+    _registry.register(name, strategy)
+
+
+def available() -> list[str]:
+    """Every strategy name, sorted."""
+    return _registry.available()
+
+
+def get(name: str | Strategy) -> Strategy:
+    """The strategy registered as ``name`` (an object is returned as is)."""
+    return _registry.get(name) if isinstance(name, str) else name

@@ -1,0 +1,105 @@
+"""The blocks strategy beside the sliding window, through the real openai client and the
+loopback server: one round of blocks then one head window, balanced blocks, the same
+failure semantics, and names resolved by the registry."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from permsc_integrations import PSCRanker
+from permsc_integrations.errors import InsufficientSamplesError, UnknownNameError
+from permsc_integrations.events import Event
+from permsc_integrations.permutations import cut_blocks
+from permsc_integrations.testing import Fault, Reply, oracle_responder
+
+pytest.importorskip("openai")
+pytestmark = pytest.mark.timeout(60)
+
+ITEMS = [f"doc {'x' * ((k * 37) % 50 + 1)}" for k in range(50)]  # distinct lengths
+TRUTH = sorted(range(50), key=lambda i: -len(ITEMS[i]))
+
+
+def ranker(server, **options) -> PSCRanker:
+    return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
+
+
+def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
+    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=0.05))
+    events: list[Event] = []
+    with ranker(
+        server,
+        strategy="blocks",
+        num_permutations=4,
+        window_size=10,
+        step=5,
+        max_concurrency=64,
+        on_event=events.append,
+    ) as r:
+        result = r.rank("longest?", ITEMS)
+    assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
+    assert server.request_count == 4 * 5 + 4  # m blocks of each shuffle, then m for the head
+    assert server.max_in_flight == 20  # every block of every shuffle in one round
+    first, head = result.windows
+    for unit in range(4):  # each shuffle shows every item exactly once, in blocks of 10
+        shown = [s.permutation for s in first.samples[unit * 5 : unit * 5 + 5]]
+        assert sorted(i for block in shown for i in block) == list(range(50))
+        assert {len(block) for block in shown} == {10}
+    assert set(head.indices) == set(TRUTH[:10])
+    kinds = Counter(e.kind for e in events)
+    assert kinds["window_start"] == kinds["window_end"] == 2
+
+
+def test_a_list_that_fits_one_window_is_plain_psc(scripted_server) -> None:
+    server = scripted_server(oracle_responder(len))
+    with ranker(server, strategy="blocks", num_permutations=3) as r:
+        blocks = r.rank("q", ITEMS[:12])
+    with ranker(server, strategy="sliding", num_permutations=3) as r:
+        sliding = r.rank("q", ITEMS[:12])
+    assert blocks.order == sliding.order and server.request_count == 6
+    assert [s.permutation for s in blocks.samples] == [s.permutation for s in sliding.samples]
+
+
+def test_blocks_need_half_of_their_answers(scripted_server) -> None:
+    def flaky(request):  # every third call fails for good
+        if request.index % 3 == 0:
+            return Fault.status(400, message="no")
+        return oracle_responder(len)(request)
+
+    server = scripted_server(flaky)
+    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+        result = r.rank("q", ITEMS)
+    assert len(result.failures) > 0 and sorted(result.order) == list(range(50))
+    server.responder = lambda request: Fault.status(400, message="no")
+    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+        with pytest.raises(InsufficientSamplesError) as caught:
+            r.rank("q", ITEMS)
+    assert caught.value.required == 10  # half of the 4 x 5 block answers
+
+
+def test_blocks_with_adaptive_m_stop_early_on_a_consistent_model(scripted_server) -> None:
+    server = scripted_server(oracle_responder(len))
+    with ranker(
+        server, strategy="blocks", num_permutations=12, window_size=10, step=5, adaptive=True
+    ) as r:
+        result = r.rank("q", ITEMS)
+    assert list(result.order[:10]) == TRUTH[:10]
+    assert server.request_count < 12 * 5 + 12 and result.usage.saved_calls > 0
+
+
+def test_unknown_strategy_is_refused_with_the_available_ones() -> None:
+    class Idle:
+        name = "idle"
+
+        async def acomplete(self, messages, settings): ...
+
+        async def aclose(self) -> None: ...
+
+    with pytest.raises(UnknownNameError, match="blocks, sliding"):
+        PSCRanker(Idle(), strategy="tournament")
+
+
+def test_blocks_are_balanced() -> None:
+    assert [len(b) for b in cut_blocks(range(45), 20)] == [15, 15, 15]
+    assert [len(b) for b in cut_blocks(range(41), 20)] == [14, 14, 13]
