@@ -15,6 +15,8 @@ MODULES = sorted(
     for m in pkgutil.walk_packages(permsc_integrations.__path__, "permsc_integrations.")
     if ".cli" not in m.name
 )
+# Modules that import fine without their extra but whose examples run it.
+NEEDS = {"permsc_integrations.backends.transformers": ("torch", "transformers")}
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,5 +25,7 @@ def test_docstring_examples(name: str) -> None:
         module = importlib.import_module(name)
     except ImportError as exc:  # an optional extra that is not installed (e.g. llama-cpp-python)
         pytest.skip(f"{name} needs an optional dependency: {exc}")
+    for dependency in NEEDS.get(name, ()):
+        pytest.importorskip(dependency)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

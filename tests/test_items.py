@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from langchain_core.documents import Document
-from llama_index.core.schema import NodeWithScore, TextNode
 
 from permsc_integrations.errors import InvalidRankingError
 from permsc_integrations.items import normalize_items
@@ -28,11 +26,15 @@ def test_mappings_use_text_and_docid_or_id() -> None:
 
 
 def test_real_langchain_documents() -> None:
+    # the frameworks are the adapters' dependencies, not the core's: skipped without them
+    Document = pytest.importorskip("langchain_core.documents").Document  # noqa: N806
     docs = [Document(page_content="goldfish grow", id="g"), Document(page_content="cats purr")]
     assert normalize_items(docs) == (["goldfish grow", "cats purr"], ["g", None])
 
 
 def test_real_llama_index_nodes() -> None:
+    schema = pytest.importorskip("llama_index.core.schema")
+    NodeWithScore, TextNode = schema.NodeWithScore, schema.TextNode  # noqa: N806
     nodes = [NodeWithScore(node=TextNode(text="goldfish", id_="n1"), score=0.3)]
     assert normalize_items([TextNode(text="cats", id_="n2")] + nodes) == (
         ["cats", "goldfish"], ["n2", "n1"],
