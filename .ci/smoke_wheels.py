@@ -37,8 +37,18 @@ RELEVANCE = {  # passage -> true relevance; shown to the model in shuffled order
 PASSAGES = list(RELEVANCE)
 BEST_FIRST = sorted(PASSAGES, key=lambda text: -RELEVANCE[text])
 TOP_N = 3
-SHOWN = ("openai", "httpx", "httpx2", "anyio", "tenacity", "numpy", "langchain-core",
-         "langchain-openai", "llama-index-core", "llama-index-llms-openai-like")
+SHOWN = (
+    "openai",
+    "httpx",
+    "httpx2",
+    "anyio",
+    "tenacity",
+    "numpy",
+    "langchain-core",
+    "langchain-openai",
+    "llama-index-core",
+    "llama-index-llms-openai-like",
+)
 
 
 def installed() -> str:
@@ -61,6 +71,16 @@ def check_installed_not_checkout() -> None:
     assert version("permsc-integrations") == permsc_integrations.__version__
 
 
+def check_adapters_typed() -> None:
+    import langchain_permsc
+    import llama_index.postprocessor.permsc as li
+
+    for module in (langchain_permsc, li):
+        where = Path(module.__file__).resolve().parent
+        assert "site-packages" in where.parts, f"{module.__name__} imported from {where}"
+        assert (where / "py.typed").is_file(), f"py.typed missing from {module.__name__}'s wheel"
+
+
 def core(base_url: str) -> None:
     from permsc_integrations import PSCRanker
 
@@ -71,9 +91,7 @@ def core(base_url: str) -> None:
     assert result.usage.calls == 4, result.usage
 
     async def arank() -> list[str]:
-        async with PSCRanker(
-            "openai:smoke", num_permutations=4, backend_options=options
-        ) as ranker:
+        async with PSCRanker("openai:smoke", num_permutations=4, backend_options=options) as ranker:
             result = await ranker.arank(QUERY, PASSAGES)
         return [PASSAGES[i] for i in result.order]
 
@@ -87,9 +105,12 @@ def core_errors(base_url: str) -> None:
     from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
 
     responder = sequence(Fault.status(429, retry_after=0), then=oracle_responder(RELEVANCE.get))
-    with ScriptedOpenAIServer(responder) as server, PSCRanker(
-        "openai:smoke", num_permutations=2, backend_options={"base_url": server.base_url}
-    ) as ranker:
+    with (
+        ScriptedOpenAIServer(responder) as server,
+        PSCRanker(
+            "openai:smoke", num_permutations=2, backend_options={"base_url": server.base_url}
+        ) as ranker,
+    ):
         result = ranker.rank(QUERY, PASSAGES)
     expect([PASSAGES[i] for i in result.order], BEST_FIRST, "PSCRanker.rank after a 429")
     assert result.usage.retries == 1, result.usage
@@ -166,10 +187,15 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
             ("core: SDK errors become typed errors", lambda: core_errors(base_url)),
         ],
         "adapters": [
-            ("LangChain: PSCReranker over the core's openai backend",
-             lambda: langchain(core_backend(base_url))),
-            ("LlamaIndex: PSCRerank over the core's openai backend",
-             lambda: llama_index(core_backend(base_url))),
+            ("both adapter wheels ship py.typed", check_adapters_typed),
+            (
+                "LangChain: PSCReranker over the core's openai backend",
+                lambda: langchain(core_backend(base_url)),
+            ),
+            (
+                "LlamaIndex: PSCRerank over the core's openai backend",
+                lambda: llama_index(core_backend(base_url)),
+            ),
         ],
         "frameworks": [
             ("LangChain: PSCReranker over ChatOpenAI", lambda: langchain(chat_openai(base_url))),

@@ -34,7 +34,13 @@ from .retry import RetryPolicy
 if TYPE_CHECKING:
     from .prompts.base import Prompt
 
-__all__ = ["RankingOptions", "OptionInfo", "DEFAULT_MAX_CONCURRENCY", "APPLIES_TO"]
+__all__ = [
+    "RankingOptions",
+    "OptionInfo",
+    "DEFAULT_MAX_CONCURRENCY",
+    "APPLIES_TO",
+    "unknown_option",
+]
 
 DEFAULT_MAX_CONCURRENCY = 32
 """Calls in flight at once by default: above the default m = 20, so a window is one round."""
@@ -106,6 +112,11 @@ def _adaptive(name: str, value: Any) -> Any:
         return Adaptive.parse(value)
     if isinstance(value, Adaptive):
         return value
+    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
+        try:
+            return Adaptive(**value)
+        except (TypeError, ConfigurationError) as exc:
+            raise ConfigurationError(f"{name}: {exc}") from None
     raise ConfigurationError(f"{name} must be None, True, an Adaptive or a string, got {value!r}")
 
 
@@ -149,6 +160,11 @@ def _retry(name: str, value: Any) -> Any:
         return RetryPolicy()
     if isinstance(value, RetryPolicy):
         return value
+    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
+        try:
+            return RetryPolicy(**value)
+        except (TypeError, ConfigurationError) as exc:
+            raise ConfigurationError(f"{name}: {exc}") from None
     raise ConfigurationError(f"{name} must be a RetryPolicy or None, got {type(value).__name__}")
 
 
@@ -319,7 +335,7 @@ class RankingOptions:
         known = cls.names()
         for name in kwargs:
             if name not in known:
-                raise ConfigurationError(_unknown(name, known))
+                raise ConfigurationError(unknown_option(name, known))
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> RankingOptions:
@@ -349,6 +365,25 @@ class RankingOptions:
             return get_prompt(self.prompt)
 
     @classmethod
+    def pydantic_fields(cls, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """``{name: (annotation, Field)}`` for ``pydantic.create_model``: the options as
+        pydantic fields (same names, defaults and help), for the framework adapters. Values
+        are validated by constructing :class:`RankingOptions`, never by pydantic."""
+        from pydantic import Field  # only the adapters call this: pydantic is theirs
+
+        fields: dict[str, Any] = {}
+        for info in cls.describe():
+            if info.name in exclude:
+                continue
+            default = info.default
+            if isinstance(default, dict):
+                spec = Field(default_factory=dict, description=info.help)
+            else:
+                spec = Field(default=default, description=info.help)
+            fields[info.name] = (Any, spec)
+        return fields
+
+    @classmethod
     def names(cls) -> tuple[str, ...]:
         """Every option name, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))
@@ -367,7 +402,7 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     return f.default
 
 
-def _unknown(name: str, known: tuple[str, ...]) -> str:
+def unknown_option(name: str, known: tuple[str, ...]) -> str:
     close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     return f"unknown option {name!r}{hint}; options: {', '.join(known)}"

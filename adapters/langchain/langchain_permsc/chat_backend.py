@@ -1,12 +1,18 @@
-"""A core backend over any LangChain chat model: each permuted prompt is one ``ainvoke`` call.
+"""LangChain models as core backends, and core backends as LangChain runs.
 
-Decoding settings (temperature, max tokens) are those configured on the chat model; the
-engine's per-call timeout applies. Usage comes from the answer's ``usage_metadata``. Errors
-become the core's typed :class:`~permsc_integrations.errors.BackendError` tree so that the
-engine retries only what is retryable: turn the model's own retries off (``max_retries=0``).
+:class:`ChatModelBackend` completes each permuted prompt with one ``ainvoke`` of a chat model,
+or of any Runnable around one (``bind``, ``with_config``, ``with_retry``, ``with_fallbacks``,
+a configurable ``init_chat_model``). Ranking calls never stream (``stream=False``: a chain's
+``astream_events`` shows no ranking tokens, and a server that cannot stream still answers)
+and carry the tag ``permsc`` so that tracers can tell them apart. Errors become the core's
+typed :class:`~permsc_integrations.errors.BackendError` tree so that the engine retries only
+what is retryable: turn the model's own retries off (``max_retries=0``).
 
-Calls run inside the LangChain run that started the ranking (see :func:`run_config`), so
-callback handlers and tracers see every LLM call as a child run.
+:class:`TracedBackend` wraps a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
+so that each of its calls is a chat-model run of the LangChain run that started the ranking,
+with its token usage: LangChain's usage callbacks and tracers see them like any model call.
+
+Calls run inside the run that started the ranking (see :func:`run_config`).
 
 Example:
     >>> from langchain_core.language_models import FakeListChatModel
@@ -25,27 +31,33 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
+from langchain_core.callbacks import AsyncCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.runnables import Runnable, RunnableConfig
 
-from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.backends.base import Backend, Completion, GenerationSettings, Message
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
-__all__ = ["ChatModelBackend", "run_config"]
+__all__ = ["ChatModelBackend", "TracedBackend", "run_config", "TAG"]
+
+TAG = "permsc"
+"""The tag on every ranking call, for tracers and callback handlers."""
 
 _RUN_CONFIG: ContextVar[RunnableConfig | None] = ContextVar(
     "langchain_permsc_run_config", default=None
 )
 _ROLES = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+_WRAPPED = ("bound", "runnable", "default")  # RunnableBinding, fallbacks/retry, configurable
 
 
 @contextmanager
 def run_config(config: RunnableConfig | None) -> Iterator[None]:
-    """Make ``config`` the parent of every chat-model call started inside the block."""
+    """Make ``config`` the parent of every model call started inside the block."""
     token = _RUN_CONFIG.set(config)
     try:
         yield
@@ -53,43 +65,67 @@ def run_config(config: RunnableConfig | None) -> Iterator[None]:
         _RUN_CONFIG.reset(token)
 
 
-def _model_name(model: BaseChatModel) -> str:
+def _config() -> RunnableConfig:
+    """The parent run's config, with the ranking tag added."""
+    parent = dict(_RUN_CONFIG.get() or {})
+    return {**parent, "tags": [*(parent.get("tags") or []), TAG]}  # type: ignore[typeddict-item]
+
+
+def chat_model(model: Any) -> BaseChatModel | None:
+    """The chat model inside ``model`` (itself, or unwrapped from bindings and wrappers)."""
+    for _ in range(8):
+        if isinstance(model, BaseChatModel):
+            return model
+        model = next((getattr(model, a) for a in _WRAPPED if hasattr(model, a)), None)
+    return None
+
+
+def _model_name(model: Any) -> str:
+    inner = chat_model(model)
     for attr in ("model_name", "model"):
-        value = getattr(model, attr, None)
+        value = getattr(inner, attr, None)
         if isinstance(value, str) and value:
             return value
-    return type(model).__name__
+    return type(inner or model).__name__
+
+
+def _messages(messages: Sequence[Message]) -> list[BaseMessage]:
+    return [_ROLES[m["role"]](content=m["content"]) for m in messages]
 
 
 class ChatModelBackend:
     """Complete the engine's chat messages with ``model.ainvoke`` (see the module docstring)."""
 
-    def __init__(self, model: BaseChatModel, *, name: str | None = None) -> None:
-        if not isinstance(model, BaseChatModel):
+    def __init__(self, model: Runnable[Any, Any], *, name: str | None = None) -> None:
+        if not isinstance(model, Runnable) or chat_model(model) is None:
             raise ConfigurationError(
-                f"ChatModelBackend needs a LangChain BaseChatModel, got {type(model).__name__}"
+                "ChatModelBackend needs a LangChain BaseChatModel (or a Runnable around one: "
+                f"bind, with_config, with_retry, with_fallbacks), got {type(model).__name__}"
             )
         self.model = model
         self.name = name or f"langchain:{_model_name(model)}"
 
     @property
     def fingerprint(self) -> str:
-        """The chat model's class and plain settings (model, endpoint, temperature, ...),
-        secrets left out: two models that can answer differently never share cache entries."""
-        settings = public_settings(self.model)
-        return json.dumps(
-            {"backend": "langchain", "class": type(self.model).__qualname__, "settings": settings},
-            sort_keys=True,
-        )
+        """The model's class and plain settings (and a binding's arguments), secrets left
+        out: two models that can answer differently never share cache entries."""
+        inner = chat_model(self.model)
+        bound = getattr(self.model, "kwargs", None)
+        described = {
+            "backend": "langchain",
+            "class": type(inner).__qualname__,
+            "settings": public_settings(inner),
+            "bound": public_settings(type("Bound", (), dict(bound))()) if bound else {},
+        }
+        return json.dumps(described, sort_keys=True, default=repr)
 
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
-        chat: list[BaseMessage] = [_ROLES[m["role"]](content=m["content"]) for m in messages]
         started = time.perf_counter()
         try:
             with anyio.fail_after(settings.timeout):
-                answer = await self.model.ainvoke(chat, config=_RUN_CONFIG.get())
+                answer = await self.model.ainvoke(_messages(messages), _config(), stream=False)
         except BackendError:
             raise
         except TimeoutError as exc:
@@ -108,6 +144,46 @@ class ChatModelBackend:
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""
+
+
+class TracedBackend:
+    """A core backend whose calls are chat-model runs of the current LangChain run."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fingerprint = getattr(inner, "fingerprint", None) or inner.name
+
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
+        config = _config()
+        manager = AsyncCallbackManager.configure(
+            inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")
+        )
+        [run] = await manager.on_chat_model_start(
+            {"name": self.name}, [_messages(messages)], invocation_params={"model": self.name}
+        )
+        try:
+            completion = await self.inner.acomplete(messages, settings)
+        except BaseException as exc:
+            await run.on_llm_error(exc)
+            raise
+        u = completion.usage
+        message = AIMessage(
+            completion.text,
+            usage_metadata={
+                "input_tokens": u.prompt_tokens,
+                "output_tokens": u.completion_tokens,
+                "total_tokens": u.total_tokens,
+            },
+            response_metadata={"model_name": completion.model or self.name},
+        )
+        await run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=message)]]))
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _usage(answer: Any) -> tuple[int, int]:

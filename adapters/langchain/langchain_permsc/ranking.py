@@ -1,5 +1,12 @@
 """The shared PSC settings of every runnable here, and the general listwise ranking runnable.
 
+The options are the core's (:class:`permsc_integrations.RankingOptions`: the same names,
+defaults and validation, declared once); an unknown keyword is refused with the closest
+names, and a value set after construction is validated and used from the next call on. One
+core ranker serves each object, from any mix of threads, event loops and coroutines:
+``max_concurrency`` caps the model calls of all of them together (the config's
+``max_concurrency`` separately caps how many inputs ``batch`` runs at once).
+
 :class:`PSCListwiseRanker` ranks anything listwise inside LCEL pipelines: its input is
 ``{"query": str, "items": [...]}`` (strings, documents or mappings with ``"text"``) and its
 output the items best first, each as ``{"item", "index", "score", "rank"}``.
@@ -18,9 +25,9 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import weakref
+import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, is_dataclass
 from typing import Any, TypedDict
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
@@ -28,23 +35,36 @@ from langchain_core.callbacks.manager import (
     AsyncCallbackManagerForChainRun,
     CallbackManagerForChainRun,
 )
-from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig, RunnableSerializable
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from pydantic import BaseModel, ConfigDict, PrivateAttr, create_model, field_serializer
 
 from permsc_integrations.backends import resolve_backend
-from permsc_integrations.backends.base import Backend, Completion
+from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.bridge import run_sync
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
-from permsc_integrations.ranker import DEFAULT_MAX_CONCURRENCY, PSCRanker
+from permsc_integrations.integration import (
+    OneRanker,
+    checked_options,
+    public_backend_options,
+    refuse_unknown,
+)
+from permsc_integrations.options import RankingOptions
+from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 
-from .chat_backend import ChatModelBackend, run_config
+from .chat_backend import ChatModelBackend, TracedBackend, chat_model, run_config
+from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
 EVENT_PREFIX = "psc_"
+
+_Options: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PSCOptions",
+    __config__=ConfigDict(arbitrary_types_allowed=True),
+    **RankingOptions.pydantic_fields(),
+)
 
 
 class RankedItem(TypedDict):
@@ -56,91 +76,98 @@ class RankedItem(TypedDict):
     rank: int
 
 
-class _Unused:
-    """A backend that is never called: only used to validate the options at construction."""
-
-    name = "unused"
-
-    async def acomplete(self, messages: Any, settings: Any) -> Completion:  # pragma: no cover
-        raise AssertionError("never called")
-
-    async def aclose(self) -> None:
-        pass
-
-
 def _payload(event: Event) -> dict[str, Any]:
     head = {"request_id": event.request_id, "window": event.window, "sample": event.sample}
-    return {**head, "total": event.total, **dict(event.detail)}
+    detail = {k: asdict(v) if is_dataclass(v) else v for k, v in event.detail.items()}
+    return {**head, "total": event.total, **detail}
 
 
-class PSCRankingSettings(BaseModel):
-    """The PSC options (those of :class:`permsc_integrations.PSCRanker`) and the engine glue.
+class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
+    """The PSC options (docs/options.md) and the engine glue.
 
-    ``backend`` is a core backend, a spec string (``"openai:gpt-4o-mini"``, ``"embedded"``;
-    ``backend_kwargs`` go to its factory, e.g. ``base_url``) or a LangChain chat model.
-    ``max_concurrency`` caps the LLM calls in flight (the config's ``max_concurrency``
-    separately caps how many inputs ``batch`` runs at once). One engine runs per event loop.
+    ``backend`` is a spec string (``"openai:gpt-4o-mini"``, ``"embedded"``; ``backend_options``
+    go to its factory, e.g. ``base_url``; secrets in them never show in a repr or a dump), a
+    core backend object, or a LangChain chat model (or a Runnable around one). ``prompt`` may
+    also be a ``PromptTemplate``/``ChatPromptTemplate`` (``{query}``, ``{items}``, ``{num}``).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     backend: Any
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    num_permutations: int = 20
-    aggregator: Any = "kemeny"
-    prompt: Any = "rankgpt"
-    window_size: int = 20
-    step: int = 10
-    seed: int = 0
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
-    include_identity: bool = False
-    temperature: float = 0.0
-    max_tokens: int | None = None
-    timeout: float | None = 60.0
-    max_words: int | None = 300
-    retry: Any = None
-    reasks: int = 1
-    min_successful: int | None = None
-    cache: Any = None
-    _rankers: weakref.WeakKeyDictionary[Any, PSCRanker] = PrivateAttr(
-        default_factory=weakref.WeakKeyDictionary
-    )
+    _one: OneRanker = PrivateAttr(default_factory=OneRanker)
 
     def __init__(self, **data: Any) -> None:
+        refuse_unknown(data, type(self).model_fields)
         super().__init__(**data)
-        # checked here, not in a pydantic validator, so the typed error reaches the caller
-        if not isinstance(self.backend, (str, BaseChatModel, Backend)):
+        self._check()
+
+    def _check(self) -> RankingOptions:
+        """The options these fields describe; raises the library's typed error if bad."""
+        if not isinstance(self.backend, (str, Backend)) and chat_model(self.backend) is None:
             raise ConfigurationError(
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
                 f"or a LangChain chat model; got {type(self.backend).__name__}"
             )
-        if self.backend_kwargs and not isinstance(self.backend, str):
+        if self.backend_options and not isinstance(self.backend, str):
             raise ConfigurationError(
-                "backend_kwargs apply to a spec string backend only; configure the backend "
+                "backend_options apply to a spec string backend only; configure the backend "
                 f"object ({type(self.backend).__name__}) itself"
             )
-        self._new_ranker(_Unused())  # raises ConfigurationError on a bad option
+        values = {n: getattr(self, n) for n in RankingOptions.names()}
+        values["prompt"] = core_prompt(self.prompt, self.max_words)
+        values["top_k"] = self.top_k if self.top_k is not None else self._returned()
+        return checked_options(values)
 
-    def _new_ranker(self, backend: Backend) -> PSCRanker:
-        fields = set(PSCRankingSettings.model_fields) - {"backend", "backend_kwargs"}
-        return PSCRanker(backend, **{name: getattr(self, name) for name in fields})
+    def _returned(self) -> int | None:
+        """How many results a call returns (the core's ``top_k`` unless set): all here."""
+        return None
 
-    def _ranker(self) -> PSCRanker:
-        """This event loop's engine (clients and limiters never cross loops)."""
-        loop = asyncio.get_running_loop()
-        ranker = self._rankers.get(loop)
-        if ranker is None:
-            if isinstance(self.backend, BaseChatModel):
-                backend: Backend = ChatModelBackend(self.backend)
-            else:
-                backend = resolve_backend(self.backend, **self.backend_kwargs)
-            ranker = self._rankers[loop] = self._new_ranker(backend)
-        return ranker
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in type(self).model_fields:
+            super().__setattr__(name, value)
+            return
+        old = getattr(self, name)
+        super().__setattr__(name, value)
+        try:
+            self._check()
+        except Exception:
+            super().__setattr__(name, old)
+            raise
+        self._one.reset()  # the next call builds a ranker from the new options
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, public_backend_options(value) if name == "backend_options" else value
+
+    @field_serializer("backend_options", check_fields=False)
+    def _public_backend_options(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        return public_backend_options(value)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        keep = {"backend"}  # a model object is shared configuration, not state
+        data = {
+            n: getattr(self, n) if n in keep else copy.deepcopy(getattr(self, n), memo)
+            for n in type(self).model_fields
+        }
+        return type(self)(**data)
+
+    def _build(self) -> PSCRanker:
+        options = self._check()
+        if isinstance(self.backend, str):
+            backend = resolve_backend(self.backend, **self.backend_options)
+            traced = backend if isinstance(backend, BatchBackend) else TracedBackend(backend)
+            self._one.own(traced)
+            return PSCRanker(traced, options=options.replace(backend_options={}))
+        if isinstance(self.backend, Runnable):
+            return PSCRanker(ChatModelBackend(self.backend), options=options)
+        return PSCRanker(self.backend, options=options)
+
+    def core_ranker(self) -> PSCRanker:
+        """The core ranker these settings describe (built on first use, shared by all)."""
+        return self._one.get(self._build)
 
     async def _arank(
         self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False
     ) -> RankingResult:
-        """Rank inside the run of ``config``: its events, and its chat-model calls as children.
+        """Rank inside the run of ``config``: its events, and its model calls as children.
 
         ``sync_events`` (sync entry points) hands events to the sync callback manager.
         """
@@ -153,20 +180,18 @@ class PSCRankingSettings(BaseModel):
                 await adispatch_custom_event(name, data, config=config)
 
         with run_config(config):
-            return await self._ranker().arank(query, items, on_event=hook)
+            return await self.core_ranker().arank(query, items, on_event=hook)
 
     def _rank(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
         """Sync :meth:`_arank`, on the core's one bridge loop."""
         return run_sync(self._arank, query, items, config, sync_events=True)
 
     async def aclose(self) -> None:
-        """Close the backend this object created from a spec string (for the running loop)."""
-        ranker = self._rankers.pop(asyncio.get_running_loop(), None)
-        if ranker is not None and isinstance(self.backend, str):  # made from the spec: ours
-            await ranker.backend.aclose()
+        """Close what this object built from a spec string."""
+        await self._one.aclose()
 
     def close(self) -> None:
-        """Close what sync calls created (they run on the core's bridge loop)."""
+        """Sync :meth:`aclose`."""
         run_sync(self.aclose)
 
 

@@ -3,9 +3,12 @@
 Drop it into a ``ContextualCompressionRetriever`` or call it directly. As a Runnable its
 input is ``{"query": str, "documents": [Document, ...]}`` (optionally ``"top_n"`` to
 override the field for one call) and its output the reranked documents. The documents
-returned are **copies** carrying ``metadata["relevance_score"]`` (the aggregated score: 1.0
-for the best, strictly decreasing) and ``metadata["psc"]`` (``rank`` 1-based, ``samples``,
-``failed``, ``confidence``); the input is never mutated and ``Document.id`` is kept.
+returned are **copies** (metadata deep-copied) carrying ``metadata["relevance_score"]`` (the
+aggregated score: 1.0 for the best, strictly decreasing) and ``metadata["psc"]`` (``rank``
+1-based, ``samples``, ``failed``, ``confidence`` and ``usage``: the whole rerank's calls and
+tokens); the input is never mutated and ``Document.id`` is kept. ``top_n`` documents are
+returned (3 by default, like LangChain's reference rerankers; ``None``: all), and the core's
+``top_k`` defaults to ``top_n``, so the documents returned are the settled ones.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -20,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +37,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.integration import usage_dict
 from permsc_integrations.results import RankingResult
 
 from .ranking import PSCRankingSettings, _query_and
@@ -42,22 +47,30 @@ __all__ = ["PSCReranker"]
 Input = dict[str, Any]
 
 
-def _top_n(input: Input, default: int | None) -> int | None:
-    top_n = input.get("top_n", default)
-    if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
+def _checked_top_n(top_n: Any) -> int | None:
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise ConfigurationError(f"top_n must be a positive int or None, got {top_n!r}")
     return top_n
+
+
+def _top_n(input: Input, default: int | None) -> int | None:
+    return _checked_top_n(input.get("top_n", default))
 
 
 def _ranked(
     documents: Sequence[Document], result: RankingResult, top_n: int | None
 ) -> list[Document]:
-    samples, failed = len(result.samples), len(result.failures)
+    common = {
+        "samples": len(result.samples),
+        "failed": len(result.failures),
+        "confidence": result.confidence,
+        "usage": usage_dict(result),
+    }
     out = []
     for rank, i in enumerate(result.order[:top_n], start=1):
         doc = documents[i]
-        psc = {"rank": rank, "samples": samples, "failed": failed, "confidence": result.confidence}
-        metadata = {**doc.metadata, "relevance_score": result.scores[i], "psc": psc}
+        psc = {"rank": rank, **copy.deepcopy(common)}
+        metadata = {**copy.deepcopy(doc.metadata), "relevance_score": result.scores[i], "psc": psc}
         out.append(doc.model_copy(update={"metadata": metadata}))
     return out
 
@@ -72,6 +85,13 @@ class PSCReranker(
     """
 
     top_n: int | None = 3
+
+    def _check(self) -> Any:
+        _checked_top_n(self.top_n)
+        return super()._check()
+
+    def _returned(self) -> int | None:
+        return self.top_n
 
     def _run(
         self, input: Input, run_manager: CallbackManagerForChainRun, config: RunnableConfig

@@ -96,7 +96,7 @@ def test_the_engine_retries_a_server_error_through_the_llm(kit):
             backend=kit.openai_like(server),
             num_permutations=3,
             max_concurrency=1,
-            ranker_options={"retry": RetryPolicy(initial_backoff=0.01, jitter=0.0)},
+            retry=RetryPolicy(initial_backoff=0.01, jitter=0.0),
         )
         out = rerank.postprocess_nodes(nodes, query_str=kit.QUERY)
         assert server.request_count == 4

@@ -40,7 +40,7 @@ def test_pyproject_metadata():
     assert project["name"] == "llama-index-postprocessor-permsc"
     deps = project["dependencies"]
     assert any(d.startswith("permsc-integrations") for d in deps)
-    assert "llama-index-core>=0.12.31" in deps
+    assert "llama-index-core>=0.12.52,<0.15" in deps
     hub = meta["tool"]["llamahub"]
     assert hub["import_path"] == "llama_index.postprocessor.permsc"
     assert list(hub["class_authors"]) == ["PSCRerank"]

@@ -34,7 +34,9 @@ class TestPSCRetrieverStandard(RetrieversIntegrationTests):
         store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
         store.add_documents(self.corpus.documents())
         kwargs = {"base_url": self.server.base_url, "api_key": "test"}
-        reranker = PSCReranker(backend="openai:scripted", backend_kwargs=kwargs, num_permutations=3)
+        reranker = PSCReranker(
+            backend="openai:scripted", backend_options=kwargs, num_permutations=3
+        )
         return {"retriever": store.as_retriever(search_kwargs={"k": 6}), "reranker": reranker}
 
     @property
@@ -51,7 +53,7 @@ async def test_k_is_the_best_k_of_the_reranked_list(
     base = store.as_retriever(search_kwargs={"k": 6})
     kwargs = {"base_url": server.base_url, "api_key": "test"}
     reranker = PSCReranker(
-        backend="openai:scripted", backend_kwargs=kwargs, num_permutations=3, top_n=5
+        backend="openai:scripted", backend_options=kwargs, num_permutations=3, top_n=5
     )
     retriever = PSCRetriever(retriever=base, reranker=reranker, k=k)
     candidates = [d.page_content for d in base.invoke("which topic?")]

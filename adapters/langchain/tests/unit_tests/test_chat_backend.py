@@ -11,6 +11,7 @@ from langchain_permsc import ChatModelBackend, PSCReranker
 
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.errors import (
+    AuthenticationError,
     BackendConnectionError,
     BackendError,
     ConfigurationError,
@@ -46,7 +47,7 @@ async def test_completion_text_usage_and_messages(server: ScriptedOpenAIServer) 
         (Fault.status(429, retry_after=0.5), RateLimitError, True),
         (Fault.context_length(), ContextLengthError, False),
         (Fault.status(503), BackendError, True),
-        (Fault.status(401), BackendError, False),
+        (Fault.status(401), AuthenticationError, False),
     ],
 )
 async def test_http_errors_become_typed_errors(
@@ -88,5 +89,7 @@ async def test_engine_retries_a_rate_limited_chat_call(
 def test_rejects_what_is_not_a_chat_model() -> None:
     with pytest.raises(ConfigurationError, match="BaseChatModel"):
         ChatModelBackend("gpt-4o")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="backend_kwargs"):
-        PSCReranker(backend=chat("http://127.0.0.1:9/v1"), backend_kwargs={"base_url": "x"})
+    with pytest.raises(ConfigurationError, match="spec string backend only"):
+        PSCReranker(backend=chat("http://127.0.0.1:9/v1"), backend_options={"base_url": "x"})
+    with pytest.raises(ConfigurationError, match="did you mean 'backend' or 'backend_options'"):
+        PSCReranker(backend="openai:m", backend_kwargs={"base_url": "http://127.0.0.1:9/v1"})

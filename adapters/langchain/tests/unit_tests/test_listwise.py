@@ -16,7 +16,7 @@ from permsc_integrations.testing import ScriptedOpenAIServer
 def ranker(server: ScriptedOpenAIServer, **options: Any) -> PSCListwiseRanker:
     kwargs = {"base_url": server.base_url, "api_key": "test"}
     return PSCListwiseRanker(
-        backend="openai:scripted", backend_kwargs=kwargs, num_permutations=3, **options
+        backend="openai:scripted", backend_options=kwargs, num_permutations=3, **options
     )
 
 

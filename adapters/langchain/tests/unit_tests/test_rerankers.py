@@ -23,7 +23,7 @@ def core_reranker(server: ScriptedOpenAIServer, **options: Any) -> PSCReranker:
     """PSC through the core "openai:" backend pointed at the scripted server."""
     kwargs = {"base_url": server.base_url, "api_key": "test"}
     return PSCReranker(
-        backend="openai:scripted", backend_kwargs=kwargs, num_permutations=M, **options
+        backend="openai:scripted", backend_options=kwargs, num_permutations=M, **options
     )
 
 

@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
-from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.backends.base import Backend, Completion, GenerationSettings, Message
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
-__all__ = ["LlamaIndexLLMBackend"]
+__all__ = ["LlamaIndexLLMBackend", "TracedBackend"]
 
 
 class LlamaIndexLLMBackend:
@@ -93,3 +94,38 @@ def _finish_reason(response: ChatResponse) -> str | None:
         reason = _field(choices[0], "finish_reason")
         return str(reason) if reason is not None else None
     return None
+
+
+class TracedBackend:
+    """A core backend (built from a spec string) whose calls are LLM events of the reranker's
+    callback manager, with their token usage: LlamaIndex's ``TokenCountingHandler`` and
+    tracers count them like any LLM call."""
+
+    def __init__(self, inner: Backend, callback_manager: Callable[[], Any]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fingerprint = getattr(inner, "fingerprint", None) or inner.name
+        self._callback_manager = callback_manager
+
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
+        chat = [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
+        manager = self._callback_manager()
+        with manager.event(CBEventType.LLM, payload={EventPayload.MESSAGES: chat}) as event:
+            completion = await self.inner.acomplete(messages, settings)
+            u = completion.usage
+            usage = {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "total_tokens": u.total_tokens,
+            }
+            response = ChatResponse(
+                message=ChatMessage(role=MessageRole.ASSISTANT, content=completion.text),
+                raw={"usage": usage, "model": completion.model},
+            )
+            event.on_end(payload={EventPayload.MESSAGES: chat, EventPayload.RESPONSE: response})
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,120 @@
+"""What both framework adapters share, so that they stay thin: checked options, one core
+ranker per adapter object, safe serialisation of backend options, usage as plain data.
+
+Example:
+    >>> options = checked_options({"num_permutations": 5}, extra={"top_n"})
+    >>> options.num_permutations
+    5
+    >>> public_backend_options({"api_key": "sk-secret", "base_url": "http://u:p@h/v1"})
+    {'api_key': '***', 'base_url': 'http://***@h/v1'}
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .errors import ConfigurationError
+from .options import RankingOptions, unknown_option
+from .redaction import MASK, is_secret_name, redact_url
+from .results import RankingResult
+
+__all__ = [
+    "checked_options",
+    "refuse_unknown",
+    "public_backend_options",
+    "usage_dict",
+    "OneRanker",
+]
+
+
+def refuse_unknown(given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse keyword arguments that are not fields, with the closest known names."""
+    names = tuple(sorted(known))
+    for name in given:
+        if name not in names:
+            raise ConfigurationError(unknown_option(name, names))
+
+
+def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> RankingOptions:
+    """The :class:`RankingOptions` among ``values`` (other known keys: ``extra``), validated."""
+    refuse_unknown(values, (*RankingOptions.names(), *extra))
+    return RankingOptions.from_kwargs(
+        **{k: v for k, v in values.items() if k in RankingOptions.names()}
+    )
+
+
+def public_backend_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``backend_options`` as they may be shown or serialised: secrets masked, URLs redacted."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if is_secret_name(key):
+            out[key] = MASK
+        elif isinstance(value, str) and "://" in value:
+            out[key] = redact_url(value)
+        else:
+            out[key] = value
+    return out
+
+
+def usage_dict(result: RankingResult) -> dict[str, Any]:
+    """A ranking's cost and agreement as plain data (document or node metadata)."""
+    u = result.usage
+    return {
+        "calls": u.calls,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "cached_calls": u.cached_calls,
+        "retries": u.retries,
+    }
+
+
+class OneRanker:
+    """One core ranker per adapter object, built on first use under a lock and rebuilt after
+    a change of option; any number of threads, event loops and coroutines share it (its
+    :class:`~permsc_integrations.limiter.CallLimiter` caps their calls together). Replaced
+    rankers are kept until :meth:`aclose`, which closes the backends they made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # a build may call own()
+        self._ranker: Any = None
+        self._retired: list[Any] = []
+        self._owned: list[Any] = []
+
+    def own(self, backend: Any) -> None:
+        """Close ``backend`` (built by the adapter from a spec string) in :meth:`aclose`."""
+        with self._lock:
+            self._owned.append(backend)
+
+    def get(self, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._ranker is None:
+                self._ranker = build()
+            return self._ranker
+
+    def reset(self) -> None:
+        """Forget the ranker: the next call builds one from the current options."""
+        with self._lock:
+            if self._ranker is not None:
+                self._retired.append(self._ranker)
+            self._ranker = None
+
+    async def aclose(self) -> None:
+        with self._lock:
+            rankers = [r for r in (*self._retired, self._ranker) if r is not None]
+            owned, self._owned = self._owned, []
+            self._retired, self._ranker = [], None
+        for ranker in rankers:
+            await ranker.aclose()
+        for backend in owned:
+            await backend.aclose()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OneRanker:
+        return OneRanker()  # a copy builds its own ranker
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
