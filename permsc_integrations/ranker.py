@@ -230,9 +230,9 @@ class PSCRanker:
                     request.query, request.items, on_event=on_event, request_id=rid
                 )
             except Exception as exc:
-                if isinstance(exc, PermscError):
-                    exc.request = request
-                else:
+                try:  # declared on PermscError; set on any other exception that takes it
+                    exc.request = request  # type: ignore[attr-defined]
+                except AttributeError:
                     add_note(exc, f"while ranking request {rid!r}")
                 await send.send((number, exc))
             else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MissingDependencyError
 
 if TYPE_CHECKING:
     from ..options import RankingOptions
@@ -34,6 +34,7 @@ __all__ = [
     "cli_options",
     "read_queries",
     "load_queries",
+    "read_input",
     "parse_line",
     "one_line",
     "report",
@@ -248,6 +249,30 @@ def read_queries(path: str) -> Iterator[Query | LineError]:
                 yield parse_line(line, lineno)
             except LineError as exc:
                 yield LineError(f"{path}: {exc}")
+
+
+def read_input(path: str) -> tuple[list[Query], int]:
+    """The good queries of a JSONL or Parquet file and the number of bad rows (reported).
+
+    A Parquet file has the JSONL's fields as columns (``qid``, ``query``, ``candidates`` or
+    ``items``); it needs pyarrow (the ``ray`` extra brings it)."""
+    if not path.endswith(".parquet"):
+        return load_queries(path)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError("pyarrow", "ray", purpose="Parquet input") from exc
+    good: list[Query] = []
+    bad = 0
+    for row, record in enumerate(pq.read_table(path).to_pylist(), start=1):
+        try:
+            good.append(
+                parse_line(json.dumps({k: v for k, v in record.items() if v is not None}), row)
+            )
+        except LineError as exc:
+            report(f"skipped {path}: {exc}")
+            bad += 1
+    return good, bad
 
 
 def load_queries(path: str) -> tuple[list[Query], int]:

@@ -12,9 +12,11 @@ import json
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 from typing import IO, Any
 
 from ..bridge import run_sync
+from ..errors import ConfigurationError
 from ..results import RankingResult
 from ._common import (
     Query,
@@ -22,9 +24,9 @@ from ._common import (
     add_ranking_arguments,
     backend_spec,
     build_backend,
-    load_queries,
     one_line,
     ranker_options,
+    read_input,
     report,
 )
 
@@ -37,7 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="rerank the candidates of every query in a JSONL file",
         description="Rerank {qid, query, candidates: [{docid, text}]} (or {query, items}) lines.",
     )
-    parser.add_argument("--input", "-i", required=True, help="JSONL file ('-': stdin)")
+    parser.add_argument(
+        "--input", "-i", required=True, help="JSONL or Parquet (.parquet) file ('-': stdin JSONL)"
+    )
     parser.add_argument("--output", "-o", default="-", help="output file (default: stdout)")
     parser.add_argument(
         "--format",
@@ -48,6 +52,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--tag", default="permsc", help="run tag of the TREC format")
     parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--resume", action="store_true", help="skip the qids already in --output; append the rest"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: Ray Data actors (docs/scale.md)",
+    )
+    parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
+    parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
     add_ranking_arguments(parser)
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
@@ -193,25 +208,44 @@ def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
     return ranker
 
 
+def _done_qids(args: argparse.Namespace) -> set[str]:
+    """The qids ``--resume`` skips: those fully written to ``--output`` (a torn last line,
+    left by a crash, is cut off so that appending starts on a fresh line)."""
+    if not args.resume:
+        return set()
+    if args.output == "-":
+        raise ConfigurationError("--resume continues an --output file: name it")
+    path = Path(args.output)
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if args.format == "trec":
+        return {line.split()[0] for line in lines if line.strip()}
+    return {json.loads(line)["qid"] for line in lines if line.strip()}
+
+
+def _open_output(args: argparse.Namespace) -> Any:
+    if args.output == "-":
+        return nullcontext(sys.stdout)
+    return open(args.output, "a" if args.resume else "w", encoding="utf-8")
+
+
 def run(args: argparse.Namespace) -> int:
     """Rank every good line; exit 2 if any line or query failed (after doing the rest)."""
-    queries, bad = load_queries(args.input)
+    loaded, bad = read_input(args.input)
+    done = _done_qids(args)
+    queries = [q for q in loaded if q.qid not in done]
+    if done:
+        report(f"resuming: {len(loaded) - len(queries)} queries already in {args.output}")
     failed = 0
     if queries:
         opts = ranker_options(args, backend_spec(args))
-        ranker = _ranker(args, opts)
-        progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
-        try:
-            target = (
-                nullcontext(sys.stdout)
-                if args.output == "-"
-                else open(args.output, "w", encoding="utf-8")
-            )
-            with target as out:
-                failed = run_sync(_rank_all, ranker, queries, _writer(args, out), progress)
-        finally:
-            progress.close()
-            run_sync(ranker.backend.aclose)
+        engine = _rank_on_ray if args.engine == "ray" else _rank_here
+        with _open_output(args) as out:
+            failed = engine(args, opts, queries, _writer(args, out))
     total = len(queries) + bad
     if bad or failed:
         report(
@@ -219,3 +253,24 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _rank_here(
+    args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
+) -> int:
+    ranker = _ranker(args, opts)
+    progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
+    try:
+        return run_sync(_rank_all, ranker, queries, writer, progress)
+    finally:
+        progress.close()
+        run_sync(ranker.backend.aclose)
+
+
+def _rank_on_ray(
+    args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
+) -> int:
+    """The same records through Ray Data (permsc_integrations.ray), written in input order."""
+    from .rank_ray import rank_queries_on_ray
+
+    return rank_queries_on_ray(args, opts, queries, writer)
