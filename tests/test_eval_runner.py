@@ -269,7 +269,9 @@ def test_samples_are_saved_resumed_and_rescored_offline(
     with ScriptedOpenAIServer(
         lambda request: _primacy_answer(request.messages[-1]["content"])
     ) as server:
-        assert _eval(server.base_url, tmp_path, "--samples", str(samples), "--json", str(live)) == 0
+        # --resume on a file that does not exist yet starts it: one command for every session
+        args = ("--samples", str(samples), "--resume", "--json", str(live))
+        assert _eval(server.base_url, tmp_path, *args) == 0
         assert server.request_count == 12
         header, lists = read_samples(samples)
         assert header["m"] == 3 and len(lists) == 4

@@ -88,6 +88,16 @@ def test_missing_configuration_says_what_to_set(monkeypatch):
         OpenAIBackend("gpt-x")
 
 
+@pytest.mark.parametrize(
+    "url", ["localhost:8000/v1", "ftp://host/v1", "http:///v1", "//user:hunter2@host/v1"]
+)
+def test_a_base_url_without_scheme_or_host_is_refused_without_its_secret(url):
+    """Without this check the SDK would send the documents to a path on the public endpoint."""
+    with pytest.raises(ConfigurationError, match="base_url must be an http") as caught:
+        OpenAIBackend("m", base_url=url)
+    assert "hunter2" not in str(caught.value)
+
+
 FAULTS = [
     (Fault.status(429, retry_after=1.5), RateLimitError, True, 1.5),
     (Fault.status(429, retry_after_ms=250), RateLimitError, True, 0.25),

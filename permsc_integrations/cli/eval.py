@@ -64,7 +64,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--samples", help="sorting: save every raw answer to this JSONL file as it arrives"
     )
     parser.add_argument(
-        "--resume", action="store_true", help="continue the --samples file (same configuration)"
+        "--resume",
+        action="store_true",
+        help="continue the --samples file (same configuration); start it if it does not exist",
     )
     parser.add_argument(
         "--from-samples", metavar="FILE", help="sorting: re-score a samples file, no model calls"
@@ -146,7 +148,7 @@ def _samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any,
         return None, {}
     if len(args.temperature) > 1:
         raise ConfigurationError("--samples holds one temperature: run one at a time")
-    if args.resume:
+    if args.resume and Path(args.samples).exists():
         return SampleLog.resume(args.samples, config)
     return SampleLog.create(args.samples, config), {}
 

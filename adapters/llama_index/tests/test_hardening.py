@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import sys
 import threading
+import traceback
 from typing import Any
 
 import pytest
@@ -30,6 +32,19 @@ def nodes(kit: Any) -> list[NodeWithScore]:
         NodeWithScore(node=TextNode(text=text, metadata={"source": f"doc{k}"}), score=0.9 - k / 10)
         for k, (text, _) in enumerate(ranked)
     ]
+
+
+def stacks(title: str) -> str:
+    """The stack of every live thread, so that a hang in CI says where it waits."""
+    frames = sys._current_frames()
+    return "\n".join(
+        [title]
+        + [
+            f"--- {t.name}\n" + "".join(traceback.format_stack(frames[t.ident]))
+            for t in threading.enumerate()
+            if t.ident in frames
+        ]
+    )
 
 
 def spec(server: Any, **options: Any) -> PSCRerank:
@@ -65,7 +80,7 @@ def test_one_rerank_from_threads_and_event_loops_never_hangs_and_keeps_its_cap(k
         t.start()
     for t in threads:
         t.join(45)
-    assert not any(t.is_alive() for t in threads), "a caller hung"
+    assert not any(t.is_alive() for t in threads), stacks("a caller hung")
     assert done == [kit.oracle_texts()] * 6
     assert server.max_in_flight == 2 and server.request_count == 6 * 8
 
