@@ -180,9 +180,7 @@ def test_slow_answer_past_the_timeout_is_retried(scripted_server):
 
 
 def test_dropped_connections_are_retried(scripted_server):
-    server = scripted_server(
-        sequence(Fault.drop(), Fault.drop(after_headers=True), then=ORACLE)
-    )
+    server = scripted_server(sequence(Fault.drop(), Fault.drop(after_headers=True), then=ORACLE))
     items = make_items(5, seed=9)
     result = run(ranker_for(server, num_permutations=3), "q", items)
     assert result.order == true_order(items) and result.usage.retries == 2
@@ -192,9 +190,16 @@ def test_dropped_connections_are_retried(scripted_server):
 def test_a_server_that_never_answers_fails_fast_without_hanging(scripted_server):
     server = scripted_server(lambda request: Reply("never", delay=60))
     with pytest.raises(InsufficientSamplesError) as caught:  # the test's timeout catches a hang
-        run(ranker_for(server, num_permutations=4, timeout=0.2,
-                       retry=RetryPolicy(max_attempts=2, initial_backoff=0.01, jitter=0)),
-            "q", make_items(4))
+        run(
+            ranker_for(
+                server,
+                num_permutations=4,
+                timeout=0.2,
+                retry=RetryPolicy(max_attempts=2, initial_backoff=0.01, jitter=0),
+            ),
+            "q",
+            make_items(4),
+        )
     assert all(isinstance(f, BackendTimeoutError) for f in caught.value.failures)
     assert 4 < server.request_count <= 8  # two attempts each at most (a cut one may not arrive)
 
@@ -218,8 +223,9 @@ async def test_arank_many_attributes_results_to_requests(scripted_server):
         return Reply(ORACLE(request).text, delay=0.6 if q == 0 else 0.02)  # q0 is slow
 
     server = scripted_server(by_query)
-    requests = [RankRequest(f"q{q}", make_items(6, seed=q, tag=f"r{q}"), id=f"id{q}")
-                for q in range(6)]
+    requests = [
+        RankRequest(f"q{q}", make_items(6, seed=q, tag=f"r{q}"), id=f"id{q}") for q in range(6)
+    ]
     ranker = ranker_for(server, num_permutations=4, max_concurrency=7)
     async with ranker, aclosing(ranker.arank_many(requests)) as stream:
         results = [result async for result in stream]
@@ -231,10 +237,14 @@ async def test_arank_many_attributes_results_to_requests(scripted_server):
 
 
 def test_rank_many_in_request_order_under_a_per_request_cap(scripted_server):
-    server = scripted_server(oracle_responder(grade, delay=0.05))
+    server = scripted_server(oracle_responder(grade, delay=0.3))
     requests = [(f"q{q}", make_items(5, seed=10 + q, tag=f"s{q}")) for q in range(3)]
-    with PSCRanker(OpenAIBackend("m", base_url=server.base_url), num_permutations=6,
-                   request_concurrency=2, retry=FAST_RETRY) as ranker:
+    with PSCRanker(
+        OpenAIBackend("m", base_url=server.base_url),
+        num_permutations=6,
+        request_concurrency=2,
+        retry=FAST_RETRY,
+    ) as ranker:
         results = ranker.rank_many(requests)
     assert [r.request.query for r in results] == ["q0", "q1", "q2"]
     assert [r.order for r in results] == [true_order(items) for _, items in requests]

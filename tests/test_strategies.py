@@ -26,7 +26,7 @@ def ranker(server, **options) -> PSCRanker:
 
 
 def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
-    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=0.05))
+    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=0.5))
     events: list[Event] = []
     with ranker(
         server,
