@@ -27,6 +27,7 @@ from permsc_integrations import aggregate
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.embedded import embedded_backend
 from permsc_integrations.cli.demo import DEMO_PERMUTATIONS, demo_query
+from permsc_integrations.errors import ParseError
 from permsc_integrations.permutations import sample_permutations
 from permsc_integrations.prompts import get_prompt
 from permsc_integrations.results import ParseStatus
@@ -53,11 +54,16 @@ async def measure(name: str) -> dict[str, object]:
     t_batch = time.perf_counter() - began
     rankings, statuses = [], []
     for perm, answer in zip(perms, answers, strict=True):
-        parsed = prompt.parse(answer.text, len(perm))
+        try:
+            parsed = prompt.parse(answer.text, len(perm))
+        except ParseError:
+            statuses.append(ParseStatus.INVALID)
+            continue
         statuses.append(parsed.status)
         if parsed.ranking:
             rankings.append([perm[i] for i in parsed.ranking])
     consensus = aggregate(rankings, method="kemeny", n_items=len(query.texts)) if rankings else []
+    print(f"{name}: load {t_load:.1f} s, batch {t_batch:.1f} s", file=sys.stderr)  # noqa: T201
     return {
         "model": name,
         "device": f"{backend.device}/{backend.dtype}",

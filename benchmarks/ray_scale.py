@@ -6,16 +6,22 @@ calls in flight. Measured: the wall time of ``rank_dataset`` from ``ray.init()``
 ``PSCRanker.rank_many`` at the same budget. Efficiency = bound / wall.
 
 Run: ``.venv/bin/python benchmarks/ray_scale.py`` (about 2 minutes; ``--queries 200`` for a
-quick look). Writes the "ray" section of docs/benchmarks.md.
+quick look). The server runs in a process of its own.
+Writes the "ray" section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
@@ -68,6 +74,31 @@ def one_process(url: str, data: list[dict], args: argparse.Namespace) -> tuple[f
     return time.perf_counter() - began, sum(isinstance(o, BaseException) for o in out)
 
 
+ONE_PROCESS = ("one process (rank_many)", one_process)
+
+
+@contextmanager
+def server_process(responder: Callable[[Any], Reply]) -> Iterator[str]:
+    """The scripted server in a process of its own, as a real server is: in the benchmark's
+    process its thread and the client's would take turns on one GIL (5 ms switches), which
+    measured the GIL rather than the engine."""
+    ctx = multiprocessing.get_context("fork")  # the responder is a closure: inherit it
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(responder, child), daemon=True)
+    proc.start()
+    try:
+        yield parent.recv()
+    finally:
+        proc.terminate()
+        proc.join(5)
+
+
+def _serve(responder: Callable[[Any], Reply], conn: Any) -> None:
+    with ScriptedOpenAIServer(responder) as server:
+        conn.send(server.base_url)
+        threading.Event().wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--queries", type=int, default=1000)
@@ -77,6 +108,7 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--batches", type=int, default=4)
+    ap.add_argument("--engines", default="ray,one", help="ray, one (one process) or both")
     args = ap.parse_args()
     data = rows(args.queries)
     calls = args.queries * args.m
@@ -90,12 +122,10 @@ def main() -> None:
         "| engine | wall (s) | bound / wall | failed rows |",
         "| --- | ---: | ---: | ---: |",
     ]
-    with ScriptedOpenAIServer(lambda r: Reply(oracle(r).text, delay=args.latency)) as server:
-        for name, run in (
-            ("Ray Data (start-up included)", on_ray),
-            ("one process (rank_many)", one_process),
-        ):
-            wall, failed = run(server.base_url, data, args)
+    with server_process(lambda r: Reply(oracle(r).text, delay=args.latency)) as url:
+        engines = {"ray": ("Ray Data (start-up included)", on_ray), "one": ONE_PROCESS}
+        for name, run in (engines[e] for e in args.engines.split(",")):
+            wall, failed = run(url, data, args)
             lines.append(f"| {name} | {wall:.1f} | {bound / wall:.0%} | {failed} |")
             sys.stdout.write(lines[-1] + "\n")
             sys.stdout.flush()
