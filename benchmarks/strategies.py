@@ -75,9 +75,13 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.25, help="L, seconds per call")
     ap.add_argument("--lists", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", help="list lengths, e.g. 100,1000 (default: the full grid)")
+    ap.add_argument("--ms", help="values of m, e.g. 20")
     args = ap.parse_args()
     sizes = [20, 50, 100] if args.quick else [20, 50, 100, 200, 1000]
     ms = [5, 20] if args.quick else [5, 10, 20]
+    sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else sizes
+    ms = [int(m) for m in args.ms.split(",")] if args.ms else ms
     model = noisy_responder(relevance, keep=0.7, position_bias=0.5, seed=3)
     lines = [
         f"L = {args.latency} s per call; noise model keep=0.7, position_bias=0.5; "

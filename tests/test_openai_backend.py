@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import time
@@ -75,7 +76,10 @@ def test_configuration_from_the_environment(scripted_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     backend = resolve_backend("openai")
     assert (backend.model, backend.base_url, backend._api_key) == (
-        "env-model", server.base_url, "sk-env")
+        "env-model",
+        server.base_url,
+        "sk-env",
+    )
     assert complete(backend).text == "env-model"
 
 
@@ -106,8 +110,12 @@ FAULTS = [
     (Fault.status(503, retry_after=2), BackendError, True, 2.0),
     (Fault.status(408), BackendError, True, None),
     (Fault.context_length(), ContextLengthError, False, None),
-    (Fault.status(400, message="the request exceeds the available context size"),
-     ContextLengthError, False, None),
+    (
+        Fault.status(400, message="the request exceeds the available context size"),
+        ContextLengthError,
+        False,
+        None,
+    ),
     (Fault.status(400, message="temperature must be <= 2"), BackendError, False, None),
     (Fault.status(401), AuthenticationError, False, None),
     (Fault.status(403), AuthenticationError, False, None),
@@ -186,6 +194,26 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
 
     assert anyio.run(close).is_closed()
     assert server.request_count == 4
+
+
+def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server):
+    """One big connection pool costs ~30 ms of CPU a call at 200 in flight (docs/scale.md)."""
+    server = scripted_server(lambda request: "ok")
+    backend = OpenAIBackend("m", base_url=server.base_url, client_shards=3)
+
+    async def run():
+        used = [id(await backend._next_client()) for _ in range(6)]
+        answers = await asyncio.gather(
+            *(backend.acomplete(MESSAGES, GenerationSettings()) for _ in range(6))
+        )
+        return used, (await backend._clients.get()).clients, answers
+
+    used, clients, answers = anyio.run(run)
+    assert len(set(used)) == 3 and used[:3] == used[3:]  # in turn
+    assert [a.text for a in answers] == ["ok"] * 6
+    assert all(c.is_closed() for c in clients)  # closed with their loop
+    with pytest.raises(ConfigurationError, match="client_shards"):
+        OpenAIBackend("m", base_url=server.base_url, client_shards=0)
 
 
 def test_a_given_client_is_used_and_left_open(scripted_server):

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import time
@@ -82,13 +83,33 @@ def _checked_url(base_url: str | None) -> str | None:
     return base_url
 
 
+class _Shards:
+    """One event loop's clients, used in turn. An HTTP client's connection pool (httpcore 1.0)
+    scans all its connections for every waiting request, so its CPU cost per call grows with
+    the calls in flight: about 30 ms a call at 200 in one pool on this project's machine
+    (docs/scale.md). Several smaller pools keep that cost down."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self.first = clients[0]
+        self._turn = itertools.cycle(clients)
+
+    def next(self) -> Any:
+        return next(self._turn)
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.close()
+
+
 class OpenAIBackend:
     """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
-    and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. One
-    ``AsyncOpenAI`` client is made per running event loop and closed with that loop
-    (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
+    and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. Each running
+    event loop gets ``client_shards`` ``AsyncOpenAI`` clients, used in turn and sharing
+    ``max_connections``, closed with that loop (:mod:`.loop_clients`); a ``client`` you pass
+    is used as is and left open by :meth:`aclose`.
 
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
     'openai:llama3@localhost:11434'
@@ -105,6 +126,7 @@ class OpenAIBackend:
         extra_body: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
         max_connections: int = 1000,
+        client_shards: int = 8,
     ) -> None:
         _openai()  # fail early, naming the extra, when the SDK is missing
         self.model = model or os.environ.get("OPENAI_MODEL") or ""
@@ -129,8 +151,15 @@ class OpenAIBackend:
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
         self.max_connections = max_connections
+        if (
+            isinstance(client_shards, bool)
+            or not isinstance(client_shards, int)
+            or client_shards < 1
+        ):
+            raise ConfigurationError(f"client_shards must be an int >= 1, got {client_shards!r}")
+        self.client_shards = client_shards
         self._client = client
-        self._clients = LoopClients(self._new_client)
+        self._clients = LoopClients(self._new_shards)
         self.name = f"openai:{self.model}@{self._host()}"
 
     def _host(self) -> str:
@@ -163,10 +192,10 @@ class OpenAIBackend:
     def _redact(self, text: str) -> str:
         return redact_text(text, [self._api_key if self._api_key != PLACEHOLDER_API_KEY else None])
 
-    def _new_client(self) -> Any:
+    def _new_client(self, max_connections: int) -> Any:
         openai, http = _openai(), _http()
         limits = http.Limits(
-            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+            max_connections=max_connections, max_keepalive_connections=max_connections
         )
         return openai.AsyncOpenAI(
             api_key=self._api_key,
@@ -177,9 +206,17 @@ class OpenAIBackend:
             http_client=openai.DefaultAsyncHttpxClient(limits=limits),
         )
 
+    def _new_shards(self) -> _Shards:
+        per_shard = -(-self.max_connections // self.client_shards)
+        return _Shards([self._new_client(per_shard) for _ in range(self.client_shards)])
+
     async def client(self) -> Any:
-        """The ``AsyncOpenAI`` client for the running event loop (made on first use)."""
-        return self._client if self._client is not None else await self._clients.get()
+        """The ``AsyncOpenAI`` client for the running event loop (made on first use): the one
+        you passed, else the first of this loop's ``client_shards`` clients."""
+        return self._client if self._client is not None else (await self._clients.get()).first
+
+    async def _next_client(self) -> Any:
+        return self._client if self._client is not None else (await self._clients.get()).next()
 
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
@@ -191,7 +228,7 @@ class OpenAIBackend:
         most of its CPU transforming the many-message RankGPT prompt and building response
         models (see docs/benchmarks.md, section "engine").
         """
-        client, openai = await self.client(), _openai()
+        client, openai = await self._next_client(), _openai()
         started = time.perf_counter()
         try:
             response = await client.post(
@@ -228,8 +265,8 @@ class OpenAIBackend:
         so the first PSC window does not pay for connection set-up."""
         import asyncio
 
-        client = await self.client()
-        await asyncio.gather(*(self._ping(client) for _ in range(connections)))
+        clients = [await self._next_client() for _ in range(connections)]
+        await asyncio.gather(*(self._ping(client) for client in clients))
 
     async def _ping(self, client: Any) -> None:
         openai = _openai()
