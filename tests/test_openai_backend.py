@@ -197,19 +197,22 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
 
 
 def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server):
-    """One big connection pool costs ~30 ms of CPU a call at 200 in flight (docs/scale.md)."""
+    """One big connection pool costs ~30 ms of CPU a call at 200 in flight (docs/scale.md);
+    a client is added every 64 calls, up to client_shards."""
     server = scripted_server(lambda request: "ok")
     backend = OpenAIBackend("m", base_url=server.base_url, client_shards=3)
 
     async def run():
-        used = [id(await backend._next_client()) for _ in range(6)]
+        used = [id(await backend._next_client()) for _ in range(400)]
         answers = await asyncio.gather(
             *(backend.acomplete(MESSAGES, GenerationSettings()) for _ in range(6))
         )
         return used, (await backend._clients.get()).clients, answers
 
     used, clients, answers = anyio.run(run)
-    assert len(set(used)) == 3 and used[:3] == used[3:]  # in turn
+    assert len(set(used[:63])) == 1  # a light user makes one client
+    assert len(set(used)) == len(clients) == 3  # then up to client_shards, in turn
+    assert set(used[-3:]) == set(used)
     assert [a.text for a in answers] == ["ok"] * 6
     assert all(c.is_closed() for c in clients)  # closed with their loop
     with pytest.raises(ConfigurationError, match="client_shards"):

@@ -28,11 +28,10 @@ Example:
 from __future__ import annotations
 
 import importlib
-import itertools
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,15 +86,21 @@ class _Shards:
     """One event loop's clients, used in turn. An HTTP client's connection pool (httpcore 1.0)
     scans all its connections for every waiting request, so its CPU cost per call grows with
     the calls in flight: about 30 ms a call at 200 in one pool on this project's machine
-    (docs/scale.md). Several smaller pools keep that cost down."""
+    (docs/scale.md). Several smaller pools keep that cost down. A client is added every
+    ``grow_every`` calls up to ``count``, so a light user pays for one client only (making one
+    costs tens of ms: an SSL context)."""
 
-    def __init__(self, clients: list[Any]) -> None:
-        self.clients = clients
-        self.first = clients[0]
-        self._turn = itertools.cycle(clients)
+    def __init__(self, make: Callable[[], Any], count: int, grow_every: int = 64) -> None:
+        self._make, self._count, self._grow_every = make, count, grow_every
+        self.clients = [make()]
+        self.first = self.clients[0]
+        self._calls = 0
 
     def next(self) -> Any:
-        return next(self._turn)
+        self._calls += 1
+        if len(self.clients) < min(self._count, 1 + self._calls // self._grow_every):
+            self.clients.append(self._make())
+        return self.clients[self._calls % len(self.clients)]
 
     async def close(self) -> None:
         for client in self.clients:
@@ -208,7 +213,7 @@ class OpenAIBackend:
 
     def _new_shards(self) -> _Shards:
         per_shard = -(-self.max_connections // self.client_shards)
-        return _Shards([self._new_client(per_shard) for _ in range(self.client_shards)])
+        return _Shards(lambda: self._new_client(per_shard), self.client_shards)
 
     async def client(self) -> Any:
         """The ``AsyncOpenAI`` client for the running event loop (made on first use): the one
