@@ -112,9 +112,9 @@ class OpenAIBackend:
 
     ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
     and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. Each running
-    event loop gets up to ``client_shards`` ``AsyncOpenAI`` clients (one, then one more every 64
-    calls), used in turn, each with its share of ``max_connections``, closed with that loop (:mod:`.loop_clients`); a ``client`` you pass
-    is used as is and left open by :meth:`aclose`.
+    event loop gets up to ``client_shards`` ``AsyncOpenAI`` clients (one, then one more every
+    64 calls), used in turn, each with its share of ``max_connections``, closed with that loop
+    (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
     'openai:llama3@localhost:11434'
