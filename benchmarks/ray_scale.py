@@ -74,7 +74,10 @@ def one_process(url: str, data: list[dict], args: argparse.Namespace) -> tuple[f
     return time.perf_counter() - began, sum(isinstance(o, BaseException) for o in out)
 
 
-ONE_PROCESS = ("one process (rank_many)", one_process)
+ENGINES = {
+    "ray": ("Ray Data (start-up included)", on_ray),
+    "one": ("one process (rank_many)", one_process),
+}
 
 
 @contextmanager
@@ -123,8 +126,7 @@ def main() -> None:
         "| --- | ---: | ---: | ---: |",
     ]
     with server_process(lambda r: Reply(oracle(r).text, delay=args.latency)) as url:
-        engines = {"ray": ("Ray Data (start-up included)", on_ray), "one": ONE_PROCESS}
-        for name, run in (engines[e] for e in args.engines.split(",")):
+        for name, run in (ENGINES[e] for e in args.engines.split(",")):
             wall, failed = run(url, data, args)
             lines.append(f"| {name} | {wall:.1f} | {bound / wall:.0%} | {failed} |")
             sys.stdout.write(lines[-1] + "\n")

@@ -93,8 +93,11 @@ class _Shards:
     def __init__(self, make: Callable[[], Any], count: int, grow_every: int = 64) -> None:
         self._make, self._count, self._grow_every = make, count, grow_every
         self.clients = [make()]
-        self.first = self.clients[0]
         self._calls = 0
+
+    @property
+    def first(self) -> Any:
+        return self.clients[0]
 
     def next(self) -> Any:
         self._calls += 1
