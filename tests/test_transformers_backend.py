@@ -111,6 +111,32 @@ def test_a_prompt_longer_than_the_context_is_a_context_length_error(
         anyio.run(backend.acomplete, huge, SHORT)
 
 
+LOOPING = conversation(
+    "Continue this sequence without stopping: la la la la la la la la la la la la"
+)
+
+
+@needs_model
+@MODEL_TIMEOUT
+def test_an_answer_caught_in_a_loop_is_cut_and_leaves_the_rest_of_the_batch_alone(
+    backend: TransformersBackend,
+) -> None:
+    cap = GenerationSettings(max_tokens=160)
+
+    async def run() -> tuple[list, list]:
+        batched = await backend.acomplete_batch([LOOPING, *PROMPTS], cap)
+        return batched, [await backend.acomplete(p, cap) for p in PROMPTS]
+
+    batched, single = anyio.run(run)
+    looped = batched[0]
+    assert looped.finish_reason == "loop"
+    assert looped.usage.completion_tokens < cap.max_tokens
+    tail = looped.text[-40:]
+    assert tail in looped.text[:-40]  # its last words are a repeat of what it said before
+    assert [c.text for c in batched[1:]] == [c.text for c in single]
+    assert all(c.finish_reason == "stop" for c in batched[1:])
+
+
 @needs_model
 @pytest.mark.slow
 @MODEL_TIMEOUT

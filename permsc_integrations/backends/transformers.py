@@ -1,7 +1,9 @@
 """Local generation with Hugging Face transformers: a model directory or a GGUF file.
 
 The m permuted prompts of a window go through one left-padded ``generate`` call (greedy at
-temperature 0), so PSC costs about one batched pass instead of m calls. Files are read with
+temperature 0), so PSC costs about one batched pass instead of m calls. At temperature 0 a row
+that falls into a loop is stopped early (:mod:`.loops`, finish reason ``"loop"``), so one
+looping answer no longer holds the whole batch to the token cap. Files are read with
 ``local_files_only=True``: nothing is ever downloaded. The model loads once per process per
 (path, gguf file, device, dtype) and generation runs in a worker thread, one at a time per model.
 
@@ -30,6 +32,7 @@ import anyio
 from ..errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ..results import Usage
 from .base import Completion, GenerationSettings, Message
+from .loops import LoopStop
 
 __all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
 
@@ -248,18 +251,19 @@ class TransformersBackend:
         with loaded.lock:
             started = time.perf_counter()
             try:
-                rows, prompt_lens = self._run(loaded, chunk, settings)
+                rows, prompt_lens, looped = self._run(loaded, chunk, settings)
             except (RuntimeError, IndexError) as exc:  # OOM, position overflow, ...
                 raise _classify(exc, loaded.model) from exc
             per_call = (time.perf_counter() - started) / len(chunk)
         return [
-            self._completion(loaded, row, n, per_call, settings)
-            for row, n in zip(rows, prompt_lens, strict=True)
+            self._completion(loaded, row, n, per_call, settings, i in looped)
+            for i, (row, n) in enumerate(zip(rows, prompt_lens, strict=True))
         ]
 
     def _run(
         self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings
-    ) -> tuple[list[Any], list[int]]:
+    ) -> tuple[list[Any], list[int], set[int]]:
+        """The generated ids of each row, its prompt length, and the rows cut in a loop."""
         torch, transformers = _require()
         tok = loaded.tokenizer
         texts = [
@@ -269,23 +273,20 @@ class TransformersBackend:
             self.device
         )
         max_new = settings.max_tokens or self.max_new_tokens
-        _check_context(loaded.model, enc["input_ids"].shape[1], max_new)
+        width = enc["input_ids"].shape[1]
+        _check_context(loaded.model, width, max_new)
         sample = settings.temperature > 0
-        config = transformers.GenerationConfig(
-            max_new_tokens=max_new,
-            do_sample=sample,
-            temperature=settings.temperature if sample else None,
-            top_p=None,
-            top_k=None,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=_eos_ids(loaded),
-        )
         if sample and settings.seed is not None:
             torch.manual_seed(settings.seed)
+        loops = LoopStop(torch, width, _eos_ids(loaded))
         with torch.inference_mode():
-            out = loaded.model.generate(**enc, generation_config=config)
-        width = enc["input_ids"].shape[1]
-        return list(out[:, width:].cpu()), enc["attention_mask"].sum(dim=1).tolist()
+            out = loaded.model.generate(
+                **enc,
+                generation_config=_config(transformers, loaded, settings, max_new),
+                stopping_criteria=transformers.StoppingCriteriaList([] if sample else [loops]),
+            )
+        rows = [row[: loops.cut.get(i)] for i, row in enumerate(out[:, width:].cpu())]
+        return rows, enc["attention_mask"].sum(dim=1).tolist(), set(loops.cut)
 
     def _completion(
         self,
@@ -294,13 +295,16 @@ class TransformersBackend:
         prompt_tokens: int,
         latency: float,
         settings: GenerationSettings,
+        looped: bool,
     ) -> Completion:
+        """``finish_reason``: "stop" (the model ended), "loop" (cut in a loop, see
+        :mod:`.loops`) or "length" (the token cap)."""
         ids = row.tolist()
         eos = set(_eos_ids(loaded))
         end = next((i for i, t in enumerate(ids) if t in eos), None)
         kept = ids if end is None else ids[:end]
         text = loaded.tokenizer.decode(kept, skip_special_tokens=True)
-        finish = "length" if end is None else "stop"
+        finish = "stop" if end is not None else "loop" if looped else "length"
         for stop in settings.stop:
             if stop and stop in text:
                 text, finish = text[: text.index(stop)], "stop"
@@ -311,6 +315,20 @@ class TransformersBackend:
             latency_s=latency,
         )
         return Completion(text=text.strip(), usage=usage, model=self.name, finish_reason=finish)
+
+
+def _config(transformers: Any, loaded: _Loaded, settings: GenerationSettings, max_new: int) -> Any:
+    """Greedy at temperature 0, else sampling at ``settings.temperature``."""
+    sample = settings.temperature > 0
+    return transformers.GenerationConfig(
+        max_new_tokens=max_new,
+        do_sample=sample,
+        temperature=settings.temperature if sample else None,
+        top_p=None,
+        top_k=None,
+        pad_token_id=loaded.tokenizer.pad_token_id,
+        eos_token_id=_eos_ids(loaded),
+    )
 
 
 def _eos_ids(loaded: _Loaded) -> list[int]:
