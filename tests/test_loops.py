@@ -20,13 +20,13 @@ def test_a_ranking_without_repeats_is_not_a_loop() -> None:
 
 
 def test_one_word_said_over_and_over_is_a_loop_once_it_fills_the_span() -> None:
-    answer = lines(11, 12) + lines(*[13] * 11)  # 22 tokens of "13\n"
+    answer = lines(11, 12) + lines(*[13] * 15)  # 30 tokens of "13\n"
     assert not repeats_itself(answer)
-    assert repeats_itself(answer + lines(13))  # 24 tokens
+    assert repeats_itself(answer + lines(13))  # 32 tokens
 
 
 def test_the_same_lines_again_and_again_are_a_loop_after_two_turns() -> None:
-    cycle = lines(13, 14, 15, 16, 17, 18)  # 12 tokens
+    cycle = lines(13, 14, 15, 16, 17, 18, 19, 20)  # 16 tokens
     assert not repeats_itself([11, 3] + cycle + cycle[:-1])  # one token short of two turns
     assert repeats_itself([11, 3] + cycle + cycle)
 
@@ -34,7 +34,7 @@ def test_the_same_lines_again_and_again_are_a_loop_after_two_turns() -> None:
 def test_a_short_repeat_a_list_may_legitimately_hold_is_not_a_loop() -> None:
     # "1 + 1" twice in a MathSort list: named twice, one after the other
     assert not repeats_itself(lines(11, 12) + [5, 6, 5, NEWLINE] * 2 + lines(13))
-    assert not repeats_itself([5, 6, 5, NEWLINE] * 5)  # 20 tokens: under the span
+    assert not repeats_itself([5, 6, 5, NEWLINE] * 7)  # 28 tokens: under the span
 
 
 def test_the_limits_are_arguments() -> None:
@@ -47,16 +47,16 @@ def test_the_criterion_stops_looping_rows_only_and_remembers_where() -> None:
     prompt = [[1, 1, 1], [0, 1, 1], [1, 1, 1]]  # padded prompts: width 3
     eos = 99
     generated = [
-        lines(*WORDS, 11, 12, 13),  # a long answer, no loop
-        lines(11) + [13, NEWLINE] * 12,  # looping
-        lines(11, 12) + [eos] * 22,  # ended, then padding (pad = eos)
+        lines(*WORDS, *WORDS[:7]),  # a long answer, no loop
+        lines(11) + [13, NEWLINE] * 16,  # looping
+        lines(11, 12) + [eos] * 30,  # ended, then padding (pad = eos)
     ]
     criterion = LoopStop(torch, width=3, eos=[eos])
-    ids = torch.tensor([p + g[:22] for p, g in zip(prompt, generated, strict=True)])
+    ids = torch.tensor([p + g[:30] for p, g in zip(prompt, generated, strict=True)])
     assert criterion(ids, None).tolist() == [False, False, False]
-    ids = torch.tensor([p + g[:26] for p, g in zip(prompt, generated, strict=True)])
+    ids = torch.tensor([p + g[:34] for p, g in zip(prompt, generated, strict=True)])
     assert criterion(ids, None).tolist() == [False, True, False]
-    assert criterion.cut == {1: 26}
-    later = torch.tensor([p + g[:26] + [0, 0] for p, g in zip(prompt, generated, strict=True)])
+    assert criterion.cut == {1: 34}
+    later = torch.tensor([p + g[:34] + [0, 0] for p, g in zip(prompt, generated, strict=True)])
     assert criterion(later, None).tolist() == [False, True, False]
-    assert criterion.cut == {1: 26}  # where the loop was seen first
+    assert criterion.cut == {1: 34}  # where the loop was seen first

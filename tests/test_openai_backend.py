@@ -198,7 +198,7 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
 
 def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server):
     """One big connection pool costs ~30 ms of CPU a call at 200 in flight (docs/scale.md);
-    a client is added every 64 calls, up to client_shards."""
+    a client is added every 16 calls, up to client_shards."""
     server = scripted_server(lambda request: "ok")
     backend = OpenAIBackend("m", base_url=server.base_url, client_shards=3)
 
@@ -210,7 +210,7 @@ def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server
         return used, (await backend._clients.get()).clients, answers
 
     used, clients, answers = anyio.run(run)
-    assert len(set(used[:63])) == 1  # a light user makes one client
+    assert len(set(used[:15])) == 1  # a light user makes one client
     assert len(set(used)) == len(clients) == 3  # then up to client_shards, in turn
     assert set(used[-3:]) == set(used)
     assert [a.text for a in answers] == ["ok"] * 6

@@ -3,14 +3,15 @@
 A small model sorting words at temperature 0 sometimes starts repeating itself
 ("nonvitreous\\nnonvitreous\\n..." or the same five lines over and over) until the token cap.
 In a batch every row then decodes to the cap, so one looping answer makes the whole window
-wait. A row is stopped once its last tokens are one period repeated (see
-:func:`repeats_itself`): everything after that point repeats what the answer already said,
-so the parsed ranking is the same. Checked on the 378 saved WordSort answers of the 1.5B
-model (docs/reproduction.md): 42 answers are cut, no parsed ranking changes, and a batch
-decodes 45 % fewer steps.
+wait. A row is stopped once its last 32 tokens or more are one period repeated (see
+:func:`repeats_itself`): what follows almost always repeats what the answer already said.
+Replayed on the 1,300 saved WordSort answers of the 1.5B model (``benchmarks/loop_stop.py``,
+docs/benchmarks.md "loop-stop"): 142 answers are cut, no parsed ranking changes, and the
+batches decode 41 % fewer steps. A shorter span (24 tokens) cut two answers that recovered
+after repeating a word six times, so it is not used.
 
 Example:
-    >>> repeats_itself([5, 9] + [7] * 24)
+    >>> repeats_itself([5, 9] + [7] * 32)
     True
     >>> repeats_itself([1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6])  # once over: not yet a loop
     False
@@ -24,7 +25,7 @@ from typing import Any
 __all__ = ["LoopStop", "repeats_itself"]
 
 MAX_PERIOD = 48
-MIN_SPAN = 24
+MIN_SPAN = 32
 
 
 def repeats_itself(
@@ -32,7 +33,7 @@ def repeats_itself(
 ) -> bool:
     """Whether ``ids`` end in a loop: a period of at most ``max_period`` tokens that fills the
     last ``max(2 * period, min_span)`` tokens (a one-token period must repeat ``min_span``
-    times; a period of 12 tokens or more, twice)."""
+    times; a period of 16 tokens or more, twice)."""
     n = len(ids)
     for period in range(1, max_period + 1):
         span = max(2 * period, min_span)

@@ -87,10 +87,12 @@ class _Shards:
     scans all its connections for every waiting request, so its CPU cost per call grows with
     the calls in flight: about 30 ms a call at 200 in one pool on this project's machine
     (docs/scale.md). Several smaller pools keep that cost down. A client is added every
-    ``grow_every`` calls up to ``count``, so a light user pays for one client only (making one
-    costs tens of ms: an SSL context)."""
+    ``grow_every`` calls up to ``count``, so a light user pays for one or two clients only
+    (making one costs tens of ms: an SSL context). Adding them every 16 calls rather than 64
+    spreads a burst of 1,000 calls before the first pools fill: 1.5x less client CPU
+    (docs/benchmarks.md "client-shards")."""
 
-    def __init__(self, make: Callable[[], Any], count: int, grow_every: int = 64) -> None:
+    def __init__(self, make: Callable[[], Any], count: int, grow_every: int = 16) -> None:
         self._make, self._count, self._grow_every = make, count, grow_every
         self.clients = [make()]
         self._calls = 0
@@ -116,7 +118,7 @@ class OpenAIBackend:
     ``model``, ``base_url`` and ``api_key`` default to ``OPENAI_MODEL``, ``OPENAI_BASE_URL``
     and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. Each running
     event loop gets up to ``client_shards`` ``AsyncOpenAI`` clients (one, then one more every
-    64 calls), used in turn, each with its share of ``max_connections``, closed with that loop
+    16 calls), used in turn, each with its share of ``max_connections``, closed with that loop
     (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
@@ -134,7 +136,7 @@ class OpenAIBackend:
         extra_body: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
         max_connections: int = 1000,
-        client_shards: int = 8,
+        client_shards: int = 16,
     ) -> None:
         _openai()  # fail early, naming the extra, when the SDK is missing
         self.model = model or os.environ.get("OPENAI_MODEL") or ""
