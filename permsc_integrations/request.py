@@ -82,7 +82,7 @@ class RequestRun:
 
     async def blocks(self, number: int, inside: tuple[int, ...]) -> Sequence[int]:
         """PSC over blocks of ``inside`` (the blocks strategy's first round), with its events."""
-        where = {"start": 0, "end": len(inside), "pass": 0, "blocks": True}
+        where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
         result = await self.engine.rank_blocks(
             self.query,

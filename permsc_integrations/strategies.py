@@ -10,7 +10,8 @@
   over the consensus's top ``window_size``. So the wall time is about two calls' latency
   whatever the length (sliding: one per window), for ``m * ceil(n / window_size) + m`` calls
   (sliding, one pass: ``m`` per window). ``top_k`` up to ``window_size`` is settled by the
-  second round; below it the order is the first round's consensus.
+  second round; below it the order is the first round's consensus. ``Blocks(head_windows=2)``
+  makes the second round blocks over the top two windows' worth instead.
 
 A list that fits one window is one PSC window under either strategy. A strategy is a callable
 ``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``planned`` method;
@@ -27,8 +28,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from .errors import ConfigurationError
 from .registry import Registry
 from .windows import Window, plan_windows, run_windows
 
@@ -87,8 +90,24 @@ class Sliding:
         return len(plan_windows(n, window_size=window_size, step=step, top_k=top_k))
 
 
+@dataclass(frozen=True, slots=True)
 class Blocks:
-    """Blocks of every shuffle at once, then one window over the head (module docstring)."""
+    """Blocks of every shuffle at once, then the head again (module docstring).
+
+    ``head_windows``: how many windows' worth of the first round's head the second round
+    ranks. 1 (the default): one PSC window over the top ``window_size``. 2 or more: blocks
+    again over the top ``head_windows * window_size``, still one round, for ``m`` more calls
+    per extra window; it catches good items the first round left just below the head
+    (docs/strategies.md: top 10 of 1,000, P@10 0.85 with 1, 0.94 with 2).
+    """
+
+    head_windows: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.head_windows, bool) or not (
+            isinstance(self.head_windows, int) and self.head_windows >= 1
+        ):
+            raise ConfigurationError(f"head_windows must be an int >= 1, got {self.head_windows!r}")
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
         everything = tuple(range(ctx.n))
@@ -97,9 +116,13 @@ class Blocks:
         if ctx.n <= ctx.window_size:
             return await ctx.window(0, Window(0, ctx.n), everything)
         first = list(await ctx.blocks(0, everything))
-        head = tuple(first[: ctx.window_size])
-        refined = await ctx.window(1, Window(0, ctx.window_size, pass_index=1), head)
-        return [*refined, *first[ctx.window_size :]]
+        size = self.head_windows * ctx.window_size
+        head = tuple(first[:size])
+        if len(head) > ctx.window_size:
+            refined = await ctx.blocks(1, head)
+        else:
+            refined = await ctx.window(1, Window(0, len(head), pass_index=1), head)
+        return [*refined, *first[size:]]
 
     def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
         return 0 if n <= 1 else 1 if n <= window_size else 2

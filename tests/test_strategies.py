@@ -9,9 +9,14 @@ from collections import Counter
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations.errors import InsufficientSamplesError, UnknownNameError
+from permsc_integrations.errors import (
+    ConfigurationError,
+    InsufficientSamplesError,
+    UnknownNameError,
+)
 from permsc_integrations.events import Event
 from permsc_integrations.permutations import cut_blocks
+from permsc_integrations.strategies import Blocks
 from permsc_integrations.testing import Fault, Reply, oracle_responder
 
 pytest.importorskip("openai")
@@ -49,6 +54,31 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
     assert set(head.indices) == set(TRUTH[:10])
     kinds = Counter(e.kind for e in events)
     assert kinds["window_start"] == kinds["window_end"] == 2
+
+
+def test_a_wider_head_is_ranked_in_blocks_in_the_second_round(scripted_server) -> None:
+    server = scripted_server(oracle_responder(len))
+    events: list[Event] = []
+    wide = Blocks(head_windows=2)
+    with ranker(
+        server, strategy=wide, num_permutations=4, window_size=10, step=5, on_event=events.append
+    ) as r:
+        result = r.rank("longest?", ITEMS)
+    assert list(result.order[:20]) == TRUTH[:20] and sorted(result.order) == list(range(50))
+    assert server.request_count == 4 * 5 + 4 * 2  # the head: 20 items, 2 blocks a shuffle
+    first, head = result.windows
+    assert set(head.indices) == set(TRUTH[:20])
+    for unit in range(4):
+        shown = [s.permutation for s in head.samples[unit * 2 : unit * 2 + 2]]
+        assert sorted(i for block in shown for i in block) == sorted(TRUTH[:20])
+    starts = [e.detail for e in events if e.kind == "window_start"]
+    assert [(d["pass"], d["blocks"]) for d in starts] == [(0, True), (1, True)]
+
+
+def test_head_windows_is_checked() -> None:
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigurationError, match="head_windows"):
+            Blocks(head_windows=bad)
 
 
 def test_a_list_that_fits_one_window_is_plain_psc(scripted_server) -> None:
