@@ -5,7 +5,7 @@
     one window of 20 items, through the real openai client. A wave is one round trip: a window
     ranked in w waves takes about w x L instead of 1 x L.
 (b) Real answers of the embedded 1.5B model saved by the reproduction
-    (``docs/results/*-qwen.samples.jsonl``), re-aggregated offline: the adaptive rule walks the
+    (``docs/results/*sort*-qwen.samples.jsonl``), re-aggregated offline: the adaptive rule walks the
     saved sample sequence wave by wave, exactly as the engine would have drawn it.
 
 Run: ``.venv/bin/python benchmarks/adaptive.py`` (about a minute). Writes the "adaptive"
@@ -116,7 +116,7 @@ def main() -> None:
         "samples",
         nargs="*",
         type=Path,
-        default=sorted((ROOT / "docs" / "results").glob("*-qwen.samples.jsonl")),
+        default=sorted((ROOT / "docs" / "results").glob("*sort*-qwen.samples.jsonl")),  # sorting
     )
     args = ap.parse_args()
     body = [
