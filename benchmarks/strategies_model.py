@@ -7,8 +7,8 @@ lists already there), then summarised: Kendall tau of the whole order against al
 order, precision of the top 10, calls and wall time. Writes the "strategies-model" section of
 docs/benchmarks.md.
 
-Run: ``.venv/bin/python benchmarks/strategies_model.py --lists 10`` (about 40 minutes on a CPU
-with native bfloat16; not yet run with the 1.5B model: see docs/strategies.md). A ranking that
+Run: ``.venv/bin/python benchmarks/strategies_model.py --lists 10`` (about 4 minutes a list on
+a CPU with native bfloat16; run so far on 4 lists, see docs/strategies.md). A ranking that
 fails (a window with no usable answer) scores 0 and keeps its error.
 """
 
@@ -111,7 +111,8 @@ def main() -> None:
     body = (
         f"The embedded {args.model} sorting {args.lists} generated WordSort lists of 40 "
         f"words (seed 7), window 10, step 5, m = {args.m}, Kemeny; per-list rows in "
-        f"`{args.out}`.\n\n" + summary(done)
+        f"`{args.out.resolve().relative_to(ROOT)}`; *calls*: batched generate calls.\n\n"
+        + summary(done)
     )
     write_section("strategies-model", body)
 
