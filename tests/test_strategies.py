@@ -31,7 +31,7 @@ def ranker(server, **options) -> PSCRanker:
 
 
 def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
-    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=0.5))
+    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=1.0))
     events: list[Event] = []
     with ranker(
         server,
@@ -45,7 +45,8 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
         result = r.rank("longest?", ITEMS)
     assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
     assert server.request_count == 4 * 5 + 4  # m blocks of each shuffle, then m for the head
-    assert server.max_in_flight == 20  # every block of every shuffle in one round
+    # every block of every shuffle in one round (1 s of latency: room for a loaded machine)
+    assert server.max_in_flight == 20
     first, head = result.windows
     for unit in range(4):  # each shuffle shows every item exactly once, in blocks of 10
         shown = [s.permutation for s in first.samples[unit * 5 : unit * 5 + 5]]
