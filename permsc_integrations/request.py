@@ -81,7 +81,7 @@ class RequestRun:
         return await self._done(number, result, where)
 
     async def blocks(self, number: int, inside: tuple[int, ...]) -> Sequence[int]:
-        """PSC over blocks of ``inside`` (the blocks strategy's first round), with its events."""
+        """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
         result = await self.engine.rank_blocks(

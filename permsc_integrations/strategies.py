@@ -98,7 +98,7 @@ class Blocks:
     ranks. 1 (the default): one PSC window over the top ``window_size``. 2 or more: blocks
     again over the top ``head_windows * window_size``, still one round, for ``m`` more calls
     per extra window; it catches good items the first round left just below the head
-    (docs/strategies.md: top 10 of 1,000, P@10 0.85 with 1, 0.94 with 2).
+    (docs/strategies.md: top 10 of 1,000, P@10 0.77 with 1, 0.90 with 2).
     """
 
     head_windows: int = 1
