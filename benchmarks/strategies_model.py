@@ -8,7 +8,7 @@ order, precision of the top 10, calls and wall time. Writes the "strategies-mode
 docs/benchmarks.md.
 
 Run: ``.venv/bin/python benchmarks/strategies_model.py --lists 10`` (about 4 minutes a list on
-a CPU with native bfloat16; run so far on 4 lists, see docs/strategies.md). A ranking that
+a CPU with native bfloat16; run so far on 8 lists, see docs/strategies.md). A ranking that
 fails (a window with no usable answer) scores 0 and keeps its error.
 """
 
