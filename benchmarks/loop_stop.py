@@ -24,6 +24,7 @@ from _report import write_section  # noqa: E402
 from permsc_integrations.backends.gguf_cache import converted_folder  # noqa: E402
 from permsc_integrations.backends.loops import repeats_itself  # noqa: E402
 from permsc_integrations.backends.transformers import auto_device  # noqa: E402
+from permsc_integrations.cli.eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
 from permsc_integrations.model_store import gguf_path  # noqa: E402
 from permsc_integrations.prompts import get_prompt  # noqa: E402
@@ -73,7 +74,7 @@ def main() -> None:
     totals = [0, 0, 0, 0]
     answers = 0
     for samples in found.values():
-        cap = 12 + 10 * len(samples.example.items)  # the eval's max_tokens for a sorting list
+        cap = sorting_max_tokens(len(samples.example.items))  # as `permsc eval` capped it
         for i, value in enumerate(replay(samples, prompt, tokenizer, cap)):
             totals[i] += value
         answers += len(samples.raw_texts)

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
+from permsc_integrations.cli.eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.errors import PermscError  # noqa: E402
 from permsc_integrations.eval.datasets import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval.generators import generate_wordsort  # noqa: E402
@@ -43,7 +44,7 @@ def rank(strategy: str, example, args: argparse.Namespace) -> dict:
         step=5,
         min_successful=1,
         timeout=None,
-        max_tokens=112,
+        max_tokens=sorting_max_tokens(10),
     ) as ranker:
         try:
             result = ranker.rank("", list(example.items))

@@ -19,7 +19,7 @@ from ..errors import ConfigurationError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ._common import add_backend_arguments, backend_spec, build_backend, is_local
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "sorting_max_tokens"]
 
 TASKS = ("mathsort", "wordsort", "gsm8ksort", "trec")
 
@@ -242,6 +242,11 @@ def _bias_map(args: argparse.Namespace, lists: list[Any], backend_name: str) -> 
     bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
 
 
+def sorting_max_tokens(n_items: int) -> int:
+    """A local model's answer cap for a sorting list of ``n_items`` (about 10 tokens an item)."""
+    return 12 + 10 * n_items
+
+
 def _sorting(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
     local = is_local(backend_spec(args))
@@ -249,7 +254,7 @@ def _sorting(args: argparse.Namespace) -> int:
     n = max(len(e.items) for e in dataset.examples)
     options: dict[str, Any] = {
         "timeout": args.timeout if args.timeout is not None else (None if local else 60.0),
-        "max_tokens": args.max_tokens or (12 + 10 * n if local else None),
+        "max_tokens": args.max_tokens or (sorting_max_tokens(n) if local else None),
     }
     reports, collected = [], []
     try:
