@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .errors import ConfigurationError
+from .options import _at_least
 from .registry import Registry
 from .windows import Window, plan_windows, run_windows
 
@@ -104,10 +104,7 @@ class Blocks:
     head_windows: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.head_windows, bool) or not (
-            isinstance(self.head_windows, int) and self.head_windows >= 1
-        ):
-            raise ConfigurationError(f"head_windows must be an int >= 1, got {self.head_windows!r}")
+        _at_least(1)("head_windows", self.head_windows)
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
         everything = tuple(range(ctx.n))
