@@ -4,8 +4,8 @@ The 1.5B model often misspells a word it sorts ("trigonon" for "trigonum"); the 
 what matches no item exactly. This re-parses every saved answer line by line: a line that
 names no item exactly is matched to the closest item not yet named (``difflib`` ratio at least
 the cutoff, and a unique best, so nothing is invented or guessed between two), then every
-aggregator is scored as in ``permsc eval``. No model calls. Writes the "fuzzy-match" section
-of docs/benchmarks.md.
+aggregator is scored as in ``benchmarks/partial_answers.py`` (every answer votes). No model
+calls. Writes the "fuzzy-match" section of docs/benchmarks.md.
 
     python benchmarks/fuzzy_match.py docs/results/wordsort-qwen.samples.jsonl
 """
@@ -18,13 +18,13 @@ import re
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
+from partial_answers import psc_tau  # noqa: E402
 
-from permsc_integrations import aggregate  # noqa: E402
-from permsc_integrations.eval.datasets import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval.report import paired_wilcoxon  # noqa: E402
 from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
 
@@ -65,23 +65,13 @@ def reparse(text: str, shown: Sequence[str], cutoff: float | None) -> list[int]:
     return ranking
 
 
-def rankings(samples: ListSamples, cutoff: float | None) -> list[list[int]]:
-    """Each answer re-parsed, mapped back to original indices (empty when nothing matched)."""
+def reparsed(samples: ListSamples, cutoff: float | None) -> ListSamples:
+    """The list with each answer re-parsed, in original indices (empty when nothing matched)."""
     out = []
     for perm, text in zip(samples.permutations, samples.raw_texts, strict=True):
         shown = [samples.example.items[i] for i in perm]
-        out.append([perm[p] for p in reparse(text, shown, cutoff)])
-    return out
-
-
-def per_list_tau(parsed: list[tuple[ListSamples, list[list[int]]]], method: str) -> list[float]:
-    """Each list's Kendall tau of the aggregate (0 when no answer named anything)."""
-    taus = []
-    for s, rs in parsed:
-        votes = [r for r in rs if r]
-        order = aggregate(votes, method=method, n_items=len(s.example.items)) if votes else ()
-        taus.append(kendall_tau_b(order, s.example.keys) if votes else 0.0)
-    return taus
+        out.append(tuple(perm[p] for p in reparse(text, shown, cutoff)))
+    return replace(samples, rankings=tuple(out))
 
 
 def main() -> None:
@@ -94,9 +84,9 @@ def main() -> None:
     lists = list(found.values())
     methods = args.aggregators.split(",")
     same = sum(
-        tuple(r) == tuple(saved)
+        r == saved
         for s in lists
-        for r, saved in zip(rankings(s, None), s.rankings, strict=True)
+        for r, saved in zip(reparsed(s, None).rankings, s.rankings, strict=True)
     )
     total = sum(len(s.rankings) for s in lists)
     lines = [
@@ -112,9 +102,9 @@ def main() -> None:
     ]
     exact: list[float] = []
     for cutoff in CUTOFFS:
-        parsed = [(s, rankings(s, cutoff)) for s in lists]
-        complete = sum(len(r) == len(s.example.items) for s, rs in parsed for r in rs)
-        per_method = {m: per_list_tau(parsed, m) for m in methods}
+        parsed = [reparsed(s, cutoff) for s in lists]
+        complete = sum(len(r) == len(s.example.items) for s in parsed for r in s.rankings)
+        per_method = {m: [psc_tau(s, m, 0.0)[0] for s in parsed] for m in methods}
         first = per_method[methods[0]]
         exact = exact or first
         better = sum(a > b for a, b in zip(first, exact, strict=True))
