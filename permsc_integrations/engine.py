@@ -49,7 +49,7 @@ from .results import Sample, Usage, WindowResult
 from .retry import RetryPolicy
 from .sampling import Breaker, WindowRun
 
-__all__ = ["WindowEngine", "derive_seed", "add_note"]
+__all__ = ["WindowEngine", "BlocksDraw", "derive_seed", "add_note"]
 
 
 def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) -> int:
@@ -60,6 +60,17 @@ def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) ->
     """
     blob = json.dumps([seed, query, list(texts), repr(window)], ensure_ascii=False)
     return int.from_bytes(hashlib.blake2b(blob.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksDraw:
+    """A blocks round's samples before their consensus (:meth:`WindowEngine.draw_blocks`)."""
+
+    indices: tuple[int, ...]
+    samples: list[Sample]
+    spent: Usage
+    saved: int
+    per_unit: int
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,7 @@ class WindowEngine:
         )
         return await self._result(indices, start, samples, spent, len(perms) - units)
 
-    async def rank_blocks(
+    async def draw_blocks(
         self,
         query: str,
         texts: Sequence[str],
@@ -145,24 +156,42 @@ class WindowEngine:
         seed: int,
         *,
         block_size: int,
+        shuffles: int | None = None,
         hooks: Sequence[EventHook | None] = (),
         request_id: Any = None,
         window: int = 0,
         request_limiter: Limiter | None = None,
-    ) -> WindowResult:
-        """PSC over blocks: each of the m shuffles of ``indices`` is cut into balanced blocks
-        of at most ``block_size`` items, every block of every shuffle is one call, all at once;
-        the consensus of all the blocks' partial rankings is the order (see strategies.py)."""
+    ) -> BlocksDraw:
+        """The samples of a blocks round: each of ``shuffles`` (at most m, default m) shuffles of
+        ``indices`` is cut into balanced blocks of at most ``block_size`` items and every block
+        of every shuffle is one call, all at once. :meth:`settle` aggregates them, :meth:`lead`
+        picks their head quickly (see strategies.py)."""
         self.breaker.check()
         local = [texts[i] for i in indices]
-        perms = sample_permutations(len(local), self.num_permutations, seed=seed)
+        count = min(shuffles or self.num_permutations, self.num_permutations)
+        perms = sample_permutations(len(local), count, seed=seed)
         units = [cut_blocks(p, block_size) for p in perms]
         head = self.adaptive and replace(self.adaptive, top_k=self.adaptive.top_k or block_size)
         samples, spent, drawn = await self._draw(
             query, local, units, hooks, request_id, window, request_limiter, head or None
         )
         saved = sum(len(u) for u in units[drawn:])
-        return await self._result(indices, 0, samples, spent, saved, per_unit=len(units[0]))
+        return BlocksDraw(tuple(indices), samples, spent, saved, len(units[0]))
+
+    async def settle(self, draw: BlocksDraw) -> WindowResult:
+        """The consensus of a blocks round's samples (the ranker's aggregator)."""
+        return await self._result(
+            draw.indices, 0, draw.samples, draw.spent, draw.saved, draw.per_unit
+        )
+
+    async def lead(self, draw: BlocksDraw, k: int, method: str | Aggregator) -> tuple[int, ...]:
+        """The top ``k`` of a blocks round's items by ``method``, a quick consensus that lets
+        the next round start while :meth:`settle` runs; raises as :meth:`settle` would when
+        too few samples succeeded."""
+        good = self._good_rankings(draw.indices, 0, draw.samples, draw.per_unit)
+        n = len(draw.indices)
+        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=method, n_items=n))
+        return _to_items(order[:k], draw.indices)
 
     async def _draw(
         self,
@@ -255,9 +284,10 @@ class WindowEngine:
             return self.min_successful * per_unit
         return self.needed(drawn) if self.adaptive or per_unit > 1 else self.required
 
-    def _aggregate(
-        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int = 1
-    ) -> WindowResult:
+    def _good_rankings(
+        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int
+    ) -> list[tuple[int, ...]]:
+        """The good samples' rankings; :class:`InsufficientSamplesError` when too few."""
         good = [s.ranking for s in samples if s.ok]
         required = self._needed(len(samples), per_unit)
         if len(good) < required:
@@ -267,8 +297,13 @@ class WindowEngine:
             error = InsufficientSamplesError(len(good), required, failures)
             add_note(error, f"in the window at positions {start}..{start + len(indices) - 1}")
             raise error
-        n = len(indices)
-        consensus = aggregate(good, method=self.aggregator, n_items=n)
+        return good
+
+    def _aggregate(
+        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int = 1
+    ) -> WindowResult:
+        good = self._good_rankings(indices, start, samples, per_unit)
+        consensus = aggregate(good, method=self.aggregator, n_items=len(indices))
         confidence = _confidence(good, consensus)
         return WindowResult(
             start=start,

@@ -8,18 +8,39 @@ for the request's usage and confidence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import WindowEngine, derive_seed
+import anyio
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+from .engine import BlocksDraw, WindowEngine, derive_seed
 from .events import Event, EventHook, EventKind, emit
 from .limiter import CallLimiter
 from .options import RankingOptions
 from .results import Usage, WindowResult
+from .sampling import first_failure
 from .windows import Window
 
-__all__ = ["RequestRun"]
+__all__ = ["RequestRun", "Later"]
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """What follows a blocks round: ``rank`` orders its top ``keep`` items, picked by the
+    quick consensus ``lead_by`` so that it starts while the round's own consensus is
+    computed. ``agree``: the head must be the consensus's own top ``keep``; when the quick
+    guess held other items, ``rank`` runs again on the consensus's head (its first run's
+    calls are counted in the usage, its windows dropped). Otherwise the quick head stands."""
+
+    keep: int
+    lead_by: Any
+    rank: Callable[[tuple[int, ...]], Awaitable[Sequence[int]]]
+    agree: bool = True
 
 
 @dataclass
@@ -34,7 +55,13 @@ class RequestRun:
     request_id: Any
     total: int
     limiter: CallLimiter | None
-    windows: list[WindowResult] = field(default_factory=list)
+    done: dict[int, WindowResult] = field(default_factory=dict)
+    wasted: Usage = field(default_factory=Usage)
+
+    @property
+    def windows(self) -> list[WindowResult]:
+        """The windows done so far, in plan order (blocks rounds can finish out of order)."""
+        return [self.done[k] for k in sorted(self.done)]
 
     @property
     def n(self) -> int:
@@ -54,7 +81,7 @@ class RequestRun:
 
     def usage(self) -> Usage:
         """What the windows done so far cost."""
-        spent = sum((s.usage for w in self.windows for s in w.samples), Usage())
+        spent = sum((s.usage for w in self.windows for s in w.samples), self.wasted)
         return spent + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
@@ -80,27 +107,58 @@ class RequestRun:
         )
         return await self._done(number, result, where)
 
-    async def blocks(self, number: int, inside: tuple[int, ...]) -> Sequence[int]:
-        """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events."""
+    async def blocks(
+        self,
+        number: int,
+        inside: tuple[int, ...],
+        *,
+        shuffles: int | None = None,
+        then: Later | None = None,
+    ) -> Sequence[int]:
+        """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events.
+
+        ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds;
+        its head (the top ``then.keep`` by the quick consensus ``then.lead_by``) goes to
+        ``then.rank`` while this round's consensus is computed, and the answer is that order
+        followed by the consensus of the rest."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
-        result = await self.engine.rank_blocks(
+        draw = await self.engine.draw_blocks(
             self.query,
             self.texts,
             inside,
             self._seed(inside, "blocks"),
             block_size=self.window_size,
+            shuffles=shuffles,
             hooks=self.hooks,
             request_id=self.request_id,
             window=number,
             request_limiter=self.limiter,
         )
-        return await self._done(number, result, where)
+        if then is None:
+            return await self._settle(number, draw, where)
+        head = await self.engine.lead(draw, then.keep, then.lead_by)
+        ranked, order = await _alongside(then.rank(head), self._settle(number, draw, where))
+        if then.agree and set(order[: then.keep]) != set(head):
+            self._drop_after(number)  # the quick guess was wrong: rank the consensus's head
+            head = tuple(order[: then.keep])
+            ranked = await then.rank(head)
+        chosen = set(head)
+        return [*ranked, *(i for i in order if i not in chosen)]
+
+    async def _settle(self, number: int, draw: BlocksDraw, where: dict[str, Any]) -> Sequence[int]:
+        return await self._done(number, await self.engine.settle(draw), where)
+
+    def _drop_after(self, number: int) -> None:
+        """Drop the windows after ``number``, keeping what their calls cost."""
+        for later in [k for k in self.done if k > number]:
+            result = self.done.pop(later)
+            self.wasted = sum((s.usage for s in result.samples), self.wasted)
 
     async def _done(
         self, number: int, result: WindowResult, where: dict[str, Any]
     ) -> Sequence[int]:
-        self.windows.append(result)
+        self.done[number] = result
         await self.emit(
             "window_end",
             number,
@@ -110,3 +168,22 @@ class RequestRun:
             samples=len(result.samples),
         )
         return result.order
+
+
+async def _alongside(
+    first: Awaitable[Sequence[int]], second: Awaitable[Sequence[int]]
+) -> tuple[Sequence[int], Sequence[int]]:
+    """Both results, ``second`` running in a task beside ``first``; a failure surfaces as
+    itself (not as a task group's error)."""
+    results: list[Sequence[int]] = []
+
+    async def run_second() -> None:
+        results.append(await second)
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_second)
+            answer = await first
+    except BaseExceptionGroup as errors:
+        raise first_failure(errors) from None
+    return answer, results[0]

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowRun", "Breaker", "REASK"]
+__all__ = ["WindowRun", "Breaker", "REASK", "first_failure"]
 
 REASK = (
     "Your answer could not be read as a ranking. Answer again with only the ranking of all "
@@ -130,7 +130,7 @@ class WindowRun:
                     for k in range(len(self.perms)):
                         tg.start_soon(self._one, k)
         except BaseExceptionGroup as group:  # surface a single failure as itself
-            error = _first(group)
+            error = first_failure(group)
             if isinstance(error, PermscError):
                 error.usage = self.spent
             raise error from None
@@ -354,7 +354,7 @@ def _tokens(completion: Completion) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
 
 
-def _first(group: BaseExceptionGroup) -> BaseException:
+def first_failure(group: BaseExceptionGroup) -> BaseException:
     """The first real failure in a task-group error (the others are noted on it)."""
     from .engine import add_note
 

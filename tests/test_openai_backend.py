@@ -34,6 +34,24 @@ pytestmark = pytest.mark.timeout(30)
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "[1] a\n[2] b"}]
 
 
+def _has_aiohttp() -> bool:
+    try:
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", http="aiohttp")
+    except MissingDependencyError:
+        return False
+    return True
+
+
+HTTP = [
+    "httpx",
+    pytest.param(
+        "aiohttp",
+        marks=pytest.mark.skipif(not _has_aiohttp(), reason="the aiohttp extra is not installed"),
+    ),
+]
+"""Both of the SDK's HTTP clients must behave alike from the outside."""
+
+
 def complete(backend: OpenAIBackend, settings: GenerationSettings | None = None):
     settings = settings or GenerationSettings()
 
@@ -46,9 +64,10 @@ def complete(backend: OpenAIBackend, settings: GenerationSettings | None = None)
     return anyio.run(run)
 
 
-def test_answer_usage_and_settings_reach_the_server(scripted_server):
+@pytest.mark.parametrize("http", HTTP)
+def test_answer_usage_and_settings_reach_the_server(scripted_server, http):
     server = scripted_server(lambda request: Reply("[2] > [1]", delay=0.05))
-    backend = OpenAIBackend("m1", base_url=server.base_url, extra_body={"top_k": 1})
+    backend = OpenAIBackend("m1", base_url=server.base_url, extra_body={"top_k": 1}, http=http)
     settings = GenerationSettings(temperature=0.2, max_tokens=30, seed=7, stop=("\n\n",))
     answer = complete(backend, settings)
     assert answer.text == "[2] > [1]" and answer.model == "m1" and answer.finish_reason == "stop"
@@ -125,11 +144,12 @@ FAULTS = [
 ]
 
 
+@pytest.mark.parametrize("http", HTTP)
 @pytest.mark.parametrize(("fault", "error", "retryable", "wait"), FAULTS)
-def test_each_fault_maps_to_a_typed_error(scripted_server, fault, error, retryable, wait):
+def test_each_fault_maps_to_a_typed_error(scripted_server, fault, error, retryable, wait, http):
     server = scripted_server(sequence(fault))
     with pytest.raises(error) as caught:
-        complete(OpenAIBackend("m", base_url=server.base_url))
+        complete(OpenAIBackend("m", base_url=server.base_url, http=http))
     assert type(caught.value) is error
     assert caught.value.retryable is retryable
     assert caught.value.retry_after == wait
@@ -151,10 +171,12 @@ def test_error_messages_say_what_to_do(scripted_server):
             complete(OpenAIBackend("m", base_url=server.base_url))
 
 
-def test_slow_answer_times_out_at_the_settings_timeout(scripted_server):
+@pytest.mark.parametrize("http", HTTP)
+def test_slow_answer_times_out_at_the_settings_timeout(scripted_server, http):
     server = scripted_server(lambda request: Reply("late", delay=5))
+    backend = OpenAIBackend("m", base_url=server.base_url, http=http)
     with pytest.raises(BackendTimeoutError, match="0.3 s") as caught:  # not a 5 s wait
-        complete(OpenAIBackend("m", base_url=server.base_url), GenerationSettings(timeout=0.3))
+        complete(backend, GenerationSettings(timeout=0.3))
     assert caught.value.retryable
 
 
@@ -164,11 +186,50 @@ def closed_port() -> int:
         return sock.getsockname()[1]  # closed when the block ends: nothing listens there
 
 
-def test_unreachable_server_fails_fast_with_a_connection_error():
-    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1")
-    with pytest.raises(BackendConnectionError, match="ConnectError") as caught:
+@pytest.mark.parametrize("http", HTTP)
+def test_unreachable_server_fails_fast_with_a_connection_error(http):
+    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1", http=http)
+    # named by the transport's own error (aiohttp's transport calls it a connect timeout)
+    cause = {"httpx": "ConnectError", "aiohttp": "ClientConnectorError"}[http]
+    with pytest.raises(BackendConnectionError, match=cause) as caught:
         complete(backend)
     assert caught.value.retryable
+
+
+@pytest.mark.skipif(not _has_aiohttp(), reason="the aiohttp extra is not installed")
+def test_aiohttp_is_one_client_a_loop_and_refuses_credentials_in_the_url(scripted_server):
+    server = scripted_server(lambda request: "ok")
+    backend = OpenAIBackend("m", base_url=server.base_url, http="aiohttp")
+
+    async def run():
+        answers = await asyncio.gather(
+            *(backend.acomplete(MESSAGES, GenerationSettings()) for _ in range(40))
+        )
+        clients = (await backend._clients.get()).clients
+        await backend.aclose()
+        return answers, clients
+
+    answers, clients = anyio.run(run)
+    assert [a.text for a in answers] == ["ok"] * 40 and server.request_count == 40
+    assert len(clients) == 1 and clients[0].is_closed()
+    url = server.base_url.replace("http://", "http://user:hunter2@")
+    with pytest.raises(ConfigurationError, match="default_headers") as caught:
+        OpenAIBackend("m", base_url=url, http="aiohttp")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_an_unknown_or_missing_http_client_says_what_to_do(monkeypatch):
+    with pytest.raises(ConfigurationError, match="aiohttp"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", http="requests")
+    import openai
+
+    class Missing:  # what the SDK defines when its aiohttp transport is not installed
+        def __init__(self, **kwargs):
+            raise RuntimeError("install the aiohttp extra")
+
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", Missing)
+    with pytest.raises(MissingDependencyError, match=r"permsc-integrations\[aiohttp\]"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", http="aiohttp")
 
 
 def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):

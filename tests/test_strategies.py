@@ -4,11 +4,12 @@ failure semantics, and names resolved by the registry."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
 
-from permsc_integrations import PSCRanker
+from permsc_integrations import PSCRanker, aggregate
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
@@ -77,9 +78,99 @@ def test_a_wider_head_is_ranked_in_blocks_in_the_second_round(scripted_server) -
 
 
 def test_head_windows_is_checked() -> None:
-    for bad in (0, 1.5, True):
-        with pytest.raises(ConfigurationError, match="head_windows"):
-            Blocks(head_windows=bad)
+    for field in ("head_windows", "screen_to", "screen_shuffles"):
+        for bad in (0, 1.5, True):
+            with pytest.raises(ConfigurationError, match=field):
+                Blocks(**{field: bad})
+
+
+LONG = [f"doc {'x' * ((k * 37) % 120 + 1)}" for k in range(120)]  # distinct lengths
+LONG_TRUTH = sorted(range(120), key=lambda i: -len(LONG[i]))
+
+
+def test_a_long_list_is_screened_then_ranked_in_full_rounds(scripted_server) -> None:
+    server = scripted_server(oracle_responder(len))
+    events: list[Event] = []
+    screened = Blocks(screen_to=5, screen_shuffles=2, lead_by="kemeny")
+    with ranker(
+        server,
+        strategy=screened,
+        num_permutations=4,
+        window_size=10,
+        step=5,
+        on_event=events.append,
+    ) as r:
+        result = r.rank("longest?", LONG)
+    assert list(result.order[:10]) == LONG_TRUTH[:10] and sorted(result.order) == list(range(120))
+    # 2 shuffles of 12 blocks, then m = 4 shuffles of the 50 kept (5 blocks), then m for the head
+    assert server.request_count == result.usage.calls == 2 * 12 + 4 * 5 + 4
+    screen, full, head = result.windows
+    assert len(screen.samples) == 24 and len(full.indices) == 50
+    assert set(head.indices) == set(full.order[:10])  # the full round's consensus head
+    # then the rest of the kept 50 in the full round's order, then the screening round's
+    kept = set(full.indices)
+    assert list(result.order[10:50]) == [i for i in full.order if i not in set(head.indices)]
+    assert list(result.order[50:]) == [i for i in screen.order if i not in kept]
+    starts = [e.detail["pass"] for e in events if e.kind == "window_start"]
+    assert starts == [0, 1, 2] and screened.planned(120, window_size=10, step=5, top_k=None) == 3
+
+
+def test_a_wrong_quick_head_is_ranked_again_and_its_calls_are_counted(scripted_server) -> None:
+    def worst_first(rankings, *, n_items, **options):  # a quick guess that is always wrong
+        return aggregate(rankings, method="borda", n_items=n_items)[::-1]
+
+    server = scripted_server(oracle_responder(len))
+    with ranker(
+        server,
+        strategy=Blocks(lead_by=worst_first),
+        num_permutations=4,
+        window_size=10,
+        step=5,
+    ) as r:
+        result = r.rank("longest?", ITEMS)
+    assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
+    first, head = result.windows  # the wasted head window is gone from the windows
+    assert set(head.indices) == set(first.order[:10]) == set(TRUTH[:10])
+    # 20 block calls, the head window on the wrong guess (4), then on the consensus's head (4)
+    assert server.request_count == result.usage.calls == 20 + 4 + 4
+
+
+def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
+    def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator: 1 s a call
+        time.sleep(1.0)
+        return aggregate(rankings, method="borda", n_items=n_items)
+
+    server = scripted_server(oracle_responder(len))
+    events: list[tuple[str, int | None]] = []
+    with ranker(
+        server,
+        strategy="blocks",
+        aggregator=slow_borda,
+        num_permutations=4,
+        window_size=10,
+        step=5,
+        on_event=lambda e: events.append((e.kind, e.window)),
+    ) as r:
+        result = r.rank("longest?", ITEMS)
+    first, head = result.windows  # in plan order, though the head finished first
+    assert len(first.samples) == 20 and len(head.samples) == 4
+    assert set(head.indices) == set(first.order[:10])  # the consensus's head, ranked perfectly
+    assert list(result.order[:10]) == sorted(head.indices, key=TRUTH.index)
+    head_calls = events.index(("sample_start", 1))
+    assert head_calls < events.index(("window_end", 0))  # the head did not wait for it
+
+
+def test_a_failed_later_round_raises_its_own_error(scripted_server) -> None:
+    def head_fails(request):  # the 20 block calls answer; the head window's calls fail
+        if request.index >= 20:
+            return Fault.status(400, message="no")
+        return oracle_responder(len)(request)
+
+    server = scripted_server(head_fails)
+    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+        with pytest.raises(InsufficientSamplesError) as caught:
+            r.rank("q", ITEMS)
+    assert caught.value.required == 2 and server.request_count == 24
 
 
 def test_a_list_that_fits_one_window_is_plain_psc(scripted_server) -> None:

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -43,8 +44,8 @@ from ..errors import (
     MissingDependencyError,
 )
 from ..redaction import is_secret_name, redact_text, redact_url
-from ..results import Usage
 from .base import Completion, GenerationSettings, Message
+from .chat_json import completion_from_json
 from .http_errors import status_error
 from .loop_clients import LoopClients
 
@@ -68,6 +69,28 @@ def _http() -> Any:
         if cls.__name__ == "AsyncClient":
             return importlib.import_module(cls.__module__.partition(".")[0])
     raise MissingDependencyError("httpx", "openai", purpose="the openai SDK's HTTP client")
+
+
+HTTP_CLIENTS = {"httpx": "DefaultAsyncHttpxClient", "aiohttp": "DefaultAioHttpClient"}
+"""``http=`` names: the openai SDK's async HTTP client classes (``aiohttp``: its aiohttp transport,
+from the ``aiohttp`` extra)."""
+
+
+def _http_client_class(http: str) -> Any:
+    """The SDK's client class for ``http`` (a key of :data:`HTTP_CLIENTS`), checked usable."""
+    if http not in HTTP_CLIENTS:
+        raise ConfigurationError(f"http must be one of {sorted(HTTP_CLIENTS)}, got {http!r}")
+    cls = getattr(_openai(), HTTP_CLIENTS[http], None)
+    # without its transport the SDK defines a stand-in that raises when made
+    if cls is None or (http == "aiohttp" and not _from_aiohttp(cls)):
+        raise MissingDependencyError(
+            "aiohttp", "aiohttp", purpose="the openai backend's http='aiohttp'"
+        )
+    return cls
+
+
+def _from_aiohttp(cls: type) -> bool:
+    return any("aiohttp" in base.__module__ for base in cls.__mro__)
 
 
 def _checked_url(base_url: str | None) -> str | None:
@@ -121,6 +144,11 @@ class OpenAIBackend:
     16 calls), used in turn, each with its share of ``max_connections``, closed with that loop
     (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
+    ``http``: the SDK's HTTP client, ``"httpx"`` (its default) or ``"aiohttp"`` (its aiohttp
+    transport, the ``aiohttp`` extra): about half the client CPU per call, so the better
+    choice for hundreds of calls at once (docs/benchmarks.md "http-clients"); one client a
+    loop, no shards. It cannot send credentials embedded in ``base_url``.
+
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
     'openai:llama3@localhost:11434'
     """
@@ -137,8 +165,11 @@ class OpenAIBackend:
         default_headers: Mapping[str, str] | None = None,
         max_connections: int = 1000,
         client_shards: int = 16,
+        http: str = "httpx",
     ) -> None:
-        _openai()  # fail early, naming the extra, when the SDK is missing
+        # fail early, naming the extra, when the SDK or the transport is missing
+        self._client_class = _http_client_class(http)
+        self.http = http
         self.model = model or os.environ.get("OPENAI_MODEL") or ""
         if not self.model:
             raise ConfigurationError(
@@ -149,6 +180,11 @@ class OpenAIBackend:
         if client is not None and not url:
             url = str(getattr(client, "base_url", "")) or None
         self.base_url = _checked_url(url)
+        if http == "aiohttp" and self.base_url and urlsplit(self.base_url).username is not None:
+            raise ConfigurationError(
+                "http='aiohttp' cannot send credentials in base_url beside the API key "
+                f"({redact_url(self.base_url)}); put them in default_headers or use http='httpx'"
+            )
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if self._api_key is None and client is None:
             if self.base_url is None:
@@ -167,7 +203,7 @@ class OpenAIBackend:
             or client_shards < 1
         ):
             raise ConfigurationError(f"client_shards must be an int >= 1, got {client_shards!r}")
-        self.client_shards = client_shards
+        self.client_shards = client_shards if http == "httpx" else 1
         self._client = client
         self._clients = LoopClients(self._new_shards)
         self.name = f"openai:{self.model}@{self._host()}"
@@ -213,7 +249,7 @@ class OpenAIBackend:
             organization=self.organization,
             default_headers=self.default_headers,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits, verify=verify),
+            http_client=self._client_class(limits=limits, verify=verify),
         )
 
     def _new_shards(self) -> _Shards:
@@ -276,8 +312,6 @@ class OpenAIBackend:
     async def awarmup(self, connections: int = 1) -> None:
         """Open ``connections`` keep-alive connections now (``GET /models`` each, at once),
         so the first PSC window does not pay for connection set-up."""
-        import asyncio
-
         clients = [await self._next_client() for _ in range(connections)]
         await asyncio.gather(*(self._ping(client) for client in clients))
 
@@ -293,48 +327,6 @@ class OpenAIBackend:
         await self._clients.aclose()
 
 
-def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
-    value = usage.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BackendError(
-            f"{source} answered usage.{key}={value!r}, not a count; the answer was dropped "
-            "(a malformed provider response)",
-            retryable=False,
-        )
-    return value
-
-
-def completion_from_json(data: Any, source: str, model: str, latency: float) -> Completion:
-    """A :class:`Completion` from a chat-completions JSON answer; any malformed field is a
-    :class:`BackendError` that fails this one call, never a raw exception."""
-    try:
-        choice = data["choices"][0]
-        content = choice["message"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise BackendError(
-            f"{source} answered without choices[0].message: {str(data)[:200]}",
-            retryable=True,
-        ) from None
-    if isinstance(content, list):  # content parts: keep their text
-        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    if content is not None and not isinstance(content, str):
-        raise BackendError(f"{source} answered a non-text message: {content!r:.80}")
-    usage = data.get("usage") or {}
-    if not isinstance(usage, Mapping):
-        raise BackendError(f"{source} answered usage={usage!r:.80}, not an object")
-    prompt, completion = (_count(usage, k, source) for k in ("prompt_tokens", "completion_tokens"))
-    reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
-    answered = data.get("model")
-    return Completion(
-        text=content or "",
-        usage=Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency),
-        model=answered if isinstance(answered, str) and answered else model,
-        finish_reason=reason if isinstance(reason, str) else None,
-    )
-
-
 def map_openai_error(
     exc: Exception,
     base_url: str | None,
@@ -344,12 +336,13 @@ def map_openai_error(
     """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
     text goes through ``redact`` (URLs and, from a backend, its key)."""
     openai, where = _openai(), redact_url(base_url) or "api.openai.com"
-    if isinstance(exc, openai.APITimeoutError):
+    dropped = _aiohttp_connection_error(exc)
+    if isinstance(exc, openai.APITimeoutError) and dropped is None:
         return BackendTimeoutError(
             f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
         )
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
+        cause = dropped or exc.__cause__ or exc
         return BackendConnectionError(
             redact(
                 f"connection to {where} failed ({type(cause).__name__}: {cause}); "
@@ -363,3 +356,17 @@ def map_openai_error(
         code = getattr(exc, "code", None)
         return status_error(exc.status_code, detail, code=code, response=exc.response)
     return BackendError(redact(f"unexpected answer from {where}: {exc}"), retryable=False)
+
+
+def _aiohttp_connection_error(exc: BaseException) -> BaseException | None:
+    """The aiohttp connection error (not a timeout) behind ``exc``, if any. The aiohttp
+    transport reports a refused or dropped connection as a connect *timeout*; this tells
+    the two apart."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__module__.startswith("aiohttp") and not isinstance(
+            seen, (TimeoutError, asyncio.TimeoutError)
+        ):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -1,0 +1,55 @@
+"""A chat-completions JSON answer read into a :class:`~.base.Completion`, strictly: a
+malformed field fails that one call with a typed error, never a raw exception."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import BackendError
+from ..results import Usage
+from .base import Completion
+
+__all__ = ["completion_from_json"]
+
+
+def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BackendError(
+            f"{source} answered usage.{key}={value!r}, not a count; the answer was dropped "
+            "(a malformed provider response)",
+            retryable=False,
+        )
+    return value
+
+
+def completion_from_json(data: Any, source: str, model: str, latency: float) -> Completion:
+    """A :class:`Completion` from a chat-completions JSON answer; any malformed field is a
+    :class:`BackendError` that fails this one call, never a raw exception."""
+    try:
+        choice = data["choices"][0]
+        content = choice["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise BackendError(
+            f"{source} answered without choices[0].message: {str(data)[:200]}",
+            retryable=True,
+        ) from None
+    if isinstance(content, list):  # content parts: keep their text
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if content is not None and not isinstance(content, str):
+        raise BackendError(f"{source} answered a non-text message: {content!r:.80}")
+    usage = data.get("usage") or {}
+    if not isinstance(usage, Mapping):
+        raise BackendError(f"{source} answered usage={usage!r:.80}, not an object")
+    prompt, completion = (_count(usage, k, source) for k in ("prompt_tokens", "completion_tokens"))
+    reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+    answered = data.get("model")
+    return Completion(
+        text=content or "",
+        usage=Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency),
+        model=answered if isinstance(answered, str) and answered else model,
+        finish_reason=reason if isinstance(reason, str) else None,
+    )
