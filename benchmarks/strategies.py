@@ -135,6 +135,7 @@ def main() -> None:
     ap.add_argument("--sizes", help="list lengths, e.g. 100,1000 (default: the full grid)")
     ap.add_argument("--ms", help="values of m, e.g. 20")
     ap.add_argument("--only", help="strategy rows by name, separated by | (default: all)")
+    ap.add_argument("--section", default="strategies", help="docs/benchmarks.md section")
     args = ap.parse_args()
     sizes = [20, 50, 100] if args.quick else [20, 50, 100, 200, 1000]
     ms = [5, 20] if args.quick else [5, 10, 20]
@@ -164,7 +165,7 @@ def main() -> None:
                     )
                     sys.stdout.write(lines[-1] + "\n")
                     sys.stdout.flush()
-    write_section("strategies", "\n".join(lines))
+    write_section(args.section, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -148,6 +148,13 @@ def _strategy(name: str, value: Any) -> Any:
     return value
 
 
+def _slides(strategy: Any) -> bool:
+    """Whether ``strategy`` moves windows by ``step`` (the only one that reads it)."""
+    from .strategies import Sliding, get
+
+    return isinstance(get(strategy), Sliding)
+
+
 def _prompt(name: str, value: Any) -> Any:
     from .prompts import get_prompt
 
@@ -214,18 +221,21 @@ class RankingOptions:
     )
     prompt: Any = _option("rankgpt", "prompt name or Prompt object", _prompt, cli=str)
     strategy: Any = _option(
-        "sliding",
-        "how a list longer than a window is ranked: sliding (RankGPT windows, one "
-        "after another) or blocks (every shuffle cut into blocks, all at once; "
-        "docs/strategies.md)",
+        "blocks",
+        "how a list longer than a window is ranked: blocks (rounds in which every "
+        "shuffle is cut into blocks, all at once) or sliding (RankGPT windows, one after "
+        "another); docs/strategies.md",
         _strategy,
         cli=str,
     )
     window_size: int = _option(20, "items per window (and per prompt)", _at_least(2), cli=int)
-    step: int = _option(10, "sliding-window step (1..window_size-1)", _at_least(1), cli=int)
+    step: int = _option(
+        10, "sliding-window step (1..window_size-1; the sliding strategy)", _at_least(1), cli=int
+    )
     top_k: int | None = _option(
         None,
-        "settle the top k positions (more sliding passes when k > window_size - step)",
+        "settle the top k positions (sliding: more passes when k > window_size - step; "
+        "blocks: the last round settles up to window_size)",
         _at_least(1, optional=True),
         cli=int,
     )
@@ -308,10 +318,10 @@ class RankingOptions:
         for f in dataclasses.fields(self):
             value = f.metadata["check"](f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
-        if self.step >= self.window_size:
+        if self.step >= self.window_size and _slides(self.strategy):
             raise ConfigurationError(
-                f"step must be in 1..window_size-1 so that windows overlap and carry the best "
-                f"items forward; got step={self.step}, window_size={self.window_size}"
+                f"step must be in 1..window_size-1 so that sliding windows overlap and carry the "
+                f"best items forward; got step={self.step}, window_size={self.window_size}"
             )
         if self.min_successful is not None and self.min_successful > self.num_permutations:
             raise ConfigurationError(

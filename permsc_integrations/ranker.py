@@ -63,10 +63,11 @@ class PSCRanker:
     shares one :class:`~.limiter.CallLimiter` of ``max_concurrency`` slots;
     ``request_concurrency`` caps each request further. One ranker may be used from sync code,
     async code and threads at once. Lists
-    longer than ``window_size`` are ranked by sliding windows (:mod:`.windows`): one pass
-    settles the top ``window_size - step``; ``top_k`` adds passes until the top ``k`` is
-    settled. Each window needs ``min_successful`` good samples (default ``max(1, m // 2)``)
-    or raises :class:`InsufficientSamplesError`.
+    longer than ``window_size`` are ranked by ``strategy`` (:mod:`.strategies`): by default
+    rounds of blocks, all of a round's calls at once, the last round one PSC window over the
+    head; ``"sliding"``: RankGPT's windows, one after another. Each window or round needs
+    ``min_successful`` good samples (default ``max(1, m // 2)``) or raises
+    :class:`InsufficientSamplesError`.
     """
 
     def __init__(

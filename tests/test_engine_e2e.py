@@ -254,7 +254,11 @@ def test_rank_many_in_request_order_under_a_per_request_cap(scripted_server):
 def test_sliding_window_over_a_long_list(scripted_server):
     server = scripted_server(ORACLE)
     items = make_items(25, seed=13)
-    result = run(ranker_for(server, num_permutations=3, window_size=10, step=5), "q", items)
+    result = run(
+        ranker_for(server, num_permutations=3, window_size=10, step=5, strategy="sliding"),
+        "q",
+        items,
+    )
     assert len(result.windows) == 4 and server.request_count == 12
     assert result.order[:5] == true_order(items)[:5]  # one pass settles window - step items
     assert sorted(result.order) == list(range(25))

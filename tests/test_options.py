@@ -72,7 +72,9 @@ def test_a_bad_value_is_refused_at_construction_naming_the_option(name, value) -
 
 def test_cross_option_rules() -> None:
     with pytest.raises(ConfigurationError, match="step"):
-        RankingOptions(window_size=10, step=10)
+        RankingOptions(window_size=10, step=10, strategy="sliding")
+    # only the sliding windows read step: blocks take window_size=10 with the default step
+    assert RankingOptions(window_size=10).step == 10
     with pytest.raises(ConfigurationError, match="min_successful"):
         RankingOptions(num_permutations=4, min_successful=5)
 

@@ -104,7 +104,9 @@ def test_rank_sorts_a_short_list_and_reports_usage() -> None:
 async def test_sliding_window_brings_the_best_to_the_top() -> None:
     items = docs(35, seed=1)
     backend = Oracle()
-    result = await ranker(backend, window_size=10, step=5).arank("rank docs", items)
+    result = await ranker(backend, window_size=10, step=5, strategy="sliding").arank(
+        "rank docs", items
+    )
     assert sorted(result.order) == list(range(35))
     assert list(result.order[:5]) == truth(items)[:5]
     assert [w.start for w in result.windows] == [25, 20, 15, 10, 5, 0]
@@ -117,7 +119,8 @@ async def test_sliding_window_brings_the_best_to_the_top() -> None:
 
 async def test_top_k_settles_more_than_one_pass_does() -> None:
     items = docs(30, seed=2)
-    result = await ranker(Oracle(), window_size=10, step=5, top_k=12).arank("rank docs", items)
+    sliding = ranker(Oracle(), window_size=10, step=5, top_k=12, strategy="sliding")
+    result = await sliding.arank("rank docs", items)
     assert list(result.order[:12]) == truth(items)[:12]
 
 
@@ -266,7 +269,7 @@ async def test_cancelling_arank_cancels_every_call() -> None:
 
 async def test_events_cover_request_windows_and_samples() -> None:
     events: list[Event] = []
-    r = ranker(Oracle(), window_size=4, step=2, on_event=events.append)
+    r = ranker(Oracle(), window_size=4, step=2, strategy="sliding", on_event=events.append)
     await r.arank("q", docs(6))
     kinds = [e.kind for e in events]
     assert kinds[0] == "request_start" and kinds[-1] == "request_end"
@@ -335,7 +338,14 @@ def test_real_openai_client_over_a_loopback_server() -> None:
     responder = oracle_responder(lambda text: int(text.split()[1]), delay=0.01)
     with ScriptedOpenAIServer(responder) as server:
         backend = OpenAIBackend("scripted-model", base_url=server.base_url)
-        r = PSCRanker(backend, num_permutations=6, window_size=8, step=4, max_concurrency=4)
+        r = PSCRanker(
+            backend,
+            num_permutations=6,
+            window_size=8,
+            step=4,
+            strategy="sliding",
+            max_concurrency=4,
+        )
         result = r.rank("rank docs", items)
         run_sync(backend.aclose)
         assert server.request_count == result.usage.calls == 2 * 6  # windows (4, 12), (0, 8)

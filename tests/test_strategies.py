@@ -13,6 +13,7 @@ from permsc_integrations import PSCRanker, aggregate
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
+    MissingDependencyError,
     UnknownNameError,
 )
 from permsc_integrations.events import Event
@@ -75,6 +76,20 @@ def test_a_wider_head_is_ranked_in_blocks_in_the_second_round(scripted_server) -
         assert sorted(i for block in shown for i in block) == sorted(TRUTH[:20])
     starts = [e.detail for e in events if e.kind == "window_start"]
     assert [(d["pass"], d["blocks"]) for d in starts] == [(0, True), (1, True)]
+
+
+def test_blocks_over_the_aiohttp_transport(scripted_server) -> None:
+    pytest.importorskip("aiohttp")
+    server = scripted_server(oracle_responder(len))
+    options = {"base_url": server.base_url, "http": "aiohttp"}
+    try:
+        r = PSCRanker("openai:m", backend_options=options, num_permutations=4, window_size=10)
+    except MissingDependencyError:
+        pytest.skip("the openai SDK's aiohttp transport is not installed")
+    with r:
+        result = r.rank("longest?", ITEMS)
+    assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
+    assert server.request_count == result.usage.calls == 4 * 5 + 4
 
 
 def test_head_windows_is_checked() -> None:

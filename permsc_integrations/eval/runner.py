@@ -334,6 +334,7 @@ async def aevaluate_trec(
 
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)
+    ranker_options.setdefault("strategy", "sliding")  # the paper's set-up: RankGPT's windows
     single = PSCRanker(backend, num_permutations=1, include_identity=True, **ranker_options)
     psc = PSCRanker(backend, num_permutations=m, aggregator=aggregator, **ranker_options)
     runs: dict[str, Run] = {
