@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -19,6 +19,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .engine import BlocksDraw, WindowEngine, derive_seed
+from .errors import PermscError
 from .events import Event, EventHook, EventKind, emit
 from .limiter import CallLimiter
 from .options import RankingOptions
@@ -31,15 +32,16 @@ __all__ = ["RequestRun", "Later"]
 
 @dataclass(frozen=True, slots=True)
 class Later:
-    """What follows a blocks round: ``rank`` orders its top ``keep`` items, picked by the
-    quick consensus ``lead_by`` so that it starts while the round's own consensus is
-    computed. ``agree``: the head must be the consensus's own top ``keep``; when the quick
-    guess held other items, ``rank`` runs again on the consensus's head (its first run's
-    calls are counted in the usage, its windows dropped). Otherwise the quick head stands."""
+    """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items,
+    guessed by the quick consensus ``lead_by`` so that it starts while the round's own
+    consensus is computed. ``agree``: the head must be the consensus's own top ``keep``; when
+    the guess held other items, ``rank`` starts again on the consensus's head as soon as it
+    is known (the guess's calls are counted in the usage, its windows dropped). Otherwise
+    the guessed head stands."""
 
     keep: int
     lead_by: Any
-    rank: Callable[[tuple[int, ...]], Awaitable[Sequence[int]]]
+    rank: Callable[[Any, tuple[int, ...]], Awaitable[Sequence[int]]]
     agree: bool = True
 
 
@@ -81,8 +83,11 @@ class RequestRun:
 
     def usage(self) -> Usage:
         """What the windows done so far cost."""
-        spent = sum((s.usage for w in self.windows for s in w.samples), self.wasted)
-        return spent + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
+        return self.spent() + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
+
+    def spent(self) -> Usage:
+        """What the calls made so far cost, dropped windows included."""
+        return sum((s.usage for w in self.windows for s in w.samples), self.wasted)
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
         await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
@@ -138,22 +143,37 @@ class RequestRun:
         if then is None:
             return await self._settle(number, draw, where)
         head = await self.engine.lead(draw, then.keep, then.lead_by)
-        ranked, order = await _alongside(then.rank(head), self._settle(number, draw, where))
-        if then.agree and set(order[: then.keep]) != set(head):
-            self._drop_after(number)  # the quick guess was wrong: rank the consensus's head
-            head = tuple(order[: then.keep])
-            ranked = await then.rank(head)
+        guess = replace(self, done={}, wasted=Usage())  # the guess's windows, apart
+        outcome: list[Sequence[int] | PermscError] = []
+        ranked: Sequence[int] | None = None
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_attempt, then.rank(guess, head), outcome)
+                order = await self._settle(number, draw, where)
+                if then.agree and set(order[: then.keep]) != set(head):
+                    head = tuple(order[: then.keep])  # a wrong guess: rank the right head now
+                    ranked = await then.rank(self, head)
+        except BaseExceptionGroup as errors:  # surface the failure itself
+            raise first_failure(errors) from None
         chosen = set(head)
-        return [*ranked, *(i for i in order if i not in chosen)]
+        return [*self._adopt(guess, outcome[0], ranked), *(i for i in order if i not in chosen)]
 
     async def _settle(self, number: int, draw: BlocksDraw, where: dict[str, Any]) -> Sequence[int]:
         return await self._done(number, await self.engine.settle(draw), where)
 
-    def _drop_after(self, number: int) -> None:
-        """Drop the windows after ``number``, keeping what their calls cost."""
-        for later in [k for k in self.done if k > number]:
-            result = self.done.pop(later)
-            self.wasted = sum((s.usage for s in result.samples), self.wasted)
+    def _adopt(
+        self, guess: RequestRun, outcome: Sequence[int] | PermscError, ranked: Sequence[int] | None
+    ) -> Sequence[int]:
+        """The guess's order and windows, or (when ``ranked`` replaced it) only its cost."""
+        if ranked is not None:
+            failed = outcome.usage if isinstance(outcome, PermscError) else None
+            self.wasted = self.wasted + guess.spent() + (failed or Usage())
+            return ranked
+        if isinstance(outcome, PermscError):
+            raise outcome
+        self.done.update(guess.done)
+        self.wasted = self.wasted + guess.wasted
+        return outcome
 
     async def _done(
         self, number: int, result: WindowResult, where: dict[str, Any]
@@ -170,20 +190,12 @@ class RequestRun:
         return result.order
 
 
-async def _alongside(
-    first: Awaitable[Sequence[int]], second: Awaitable[Sequence[int]]
-) -> tuple[Sequence[int], Sequence[int]]:
-    """Both results, ``second`` running in a task beside ``first``; a failure surfaces as
-    itself (not as a task group's error)."""
-    results: list[Sequence[int]] = []
-
-    async def run_second() -> None:
-        results.append(await second)
-
+async def _attempt(
+    work: Awaitable[Sequence[int]], outcome: list[Sequence[int] | PermscError]
+) -> None:
+    """``work``'s result or its library error, kept in ``outcome`` (a guess that fails need
+    not fail the request: its head may turn out not to be needed)."""
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(run_second)
-            answer = await first
-    except BaseExceptionGroup as errors:
-        raise first_failure(errors) from None
-    return answer, results[0]
+        outcome.append(await work)
+    except PermscError as error:
+        outcome.append(error)

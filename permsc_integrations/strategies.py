@@ -83,7 +83,8 @@ class RankContext(Protocol):
         then: Later | None = None,
     ) -> Sequence[int]:
         """PSC over blocks of ``inside`` (``shuffles`` of them, default m): the consensus
-        order of those items; with ``then``, its head ranked by ``then.rank`` first."""
+        order of those items; with ``then``, its head ranked by ``then.rank(ctx, head)``
+        first, on a context of its own while the head is a guess."""
         ...
 
 
@@ -154,14 +155,14 @@ class Blocks:
             screen = Later(
                 self.screen_to * size,
                 self.screen_by,
-                lambda head: self._round(ctx, number + 1, head),
+                lambda run, head: self._round(run, number + 1, head),
                 agree=False,  # a screening round's head is RRF's, by design
             )
             return await ctx.blocks(number, items, shuffles=self.screen_shuffles, then=screen)
         head = Later(
             self.head_windows * size,
             self.lead_by,
-            lambda head: self._last(ctx, number + 1, head),
+            lambda run, head: self._last(run, number + 1, head),
         )
         return await ctx.blocks(number, items, then=head)
 

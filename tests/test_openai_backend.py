@@ -227,7 +227,7 @@ def test_an_unknown_or_missing_http_client_says_what_to_do(monkeypatch):
         def __init__(self, **kwargs):
             raise RuntimeError("install the aiohttp extra")
 
-    monkeypatch.setattr(openai, "DefaultAioHttpClient", Missing)
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", Missing, raising=False)  # old SDKs: none
     with pytest.raises(MissingDependencyError, match=r"permsc-integrations\[aiohttp\]"):
         OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", http="aiohttp")
 

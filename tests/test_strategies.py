@@ -150,6 +150,27 @@ def test_a_wrong_quick_head_is_ranked_again_and_its_calls_are_counted(scripted_s
     assert server.request_count == result.usage.calls == 20 + 4 + 4
 
 
+def test_a_failed_wrong_guess_does_not_fail_the_request(scripted_server) -> None:
+    def worst_first(rankings, *, n_items, **options):
+        return aggregate(rankings, method="borda", n_items=n_items)[::-1]
+
+    shortest = min(ITEMS, key=len)
+
+    def no_shortest(request):  # every call showing the shortest doc fails for good
+        if any(shortest + "\n" in m["content"] + "\n" for m in request.messages):
+            return Fault.status(400, message="no")
+        return oracle_responder(len)(request)
+
+    server = scripted_server(no_shortest)
+    with ranker(
+        server, strategy=Blocks(lead_by=worst_first), num_permutations=4, window_size=10, step=5
+    ) as r:
+        result = r.rank("longest?", ITEMS)
+    assert list(result.order[:10]) == TRUTH[:10]  # the guessed head (worst 10) could not rank
+    assert server.request_count == result.usage.calls == 20 + 4 + 4
+    assert len(result.failures) == 4  # the first round's blocks with the shortest doc
+
+
 def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
     def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator: 1 s a call
         time.sleep(1.0)
@@ -182,7 +203,8 @@ def test_a_failed_later_round_raises_its_own_error(scripted_server) -> None:
         return oracle_responder(len)(request)
 
     server = scripted_server(head_fails)
-    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+    exact = Blocks(lead_by="kemeny")  # the guess is the consensus's head: no second try
+    with ranker(server, strategy=exact, num_permutations=4, window_size=10, step=5) as r:
         with pytest.raises(InsufficientSamplesError) as caught:
             r.rank("q", ITEMS)
     assert caught.value.required == 2 and server.request_count == 24
