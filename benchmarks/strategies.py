@@ -40,6 +40,8 @@ STRATEGIES: dict[str, tuple[str | Blocks, str]] = {  # name: (strategy, the back
     "blocks, head 2 windows": (Blocks(head_windows=2), "httpx"),
     "blocks, no screening": (Blocks(screen_to=10**6), "httpx"),
     "blocks, http=aiohttp": ("blocks", "aiohttp"),
+    "blocks, screen 4 shuffles": (Blocks(screen_shuffles=4), "httpx"),
+    "blocks, screen 3 shuffles": (Blocks(screen_shuffles=3), "httpx"),
 }
 
 
