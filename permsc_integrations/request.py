@@ -122,10 +122,10 @@ class RequestRun:
     ) -> Sequence[int]:
         """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events.
 
-        ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds;
-        its head (the top ``then.keep`` by the quick consensus ``then.lead_by``) goes to
-        ``then.rank`` while this round's consensus is computed, and the answer is that order
-        followed by the consensus of the rest."""
+        ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds
+        (:class:`Later`): they start on a guessed head, on a context of their own, while this
+        round's consensus is computed; the answer is their order followed by the consensus of
+        the rest."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
         draw = await self.engine.draw_blocks(
@@ -154,6 +154,7 @@ class RequestRun:
                     head = tuple(order[: then.keep])  # a wrong guess: rank the right head now
                     ranked = await then.rank(self, head)
         except BaseExceptionGroup as errors:  # surface the failure itself
+            self.wasted = self.wasted + _cost(guess, outcome)  # a failed request: all it spent
             raise first_failure(errors) from None
         chosen = set(head)
         return [*self._adopt(guess, outcome[0], ranked), *(i for i in order if i not in chosen)]
@@ -166,8 +167,7 @@ class RequestRun:
     ) -> Sequence[int]:
         """The guess's order and windows, or (when ``ranked`` replaced it) only its cost."""
         if ranked is not None:
-            failed = outcome.usage if isinstance(outcome, PermscError) else None
-            self.wasted = self.wasted + guess.spent() + (failed or Usage())
+            self.wasted = self.wasted + _cost(guess, [outcome])
             return ranked
         if isinstance(outcome, PermscError):
             raise outcome
@@ -188,6 +188,12 @@ class RequestRun:
             samples=len(result.samples),
         )
         return result.order
+
+
+def _cost(guess: RequestRun, outcome: Sequence[Sequence[int] | PermscError]) -> Usage:
+    """What a guess's calls cost, its failed window's included."""
+    failed = [o.usage for o in outcome if isinstance(o, PermscError) and o.usage]
+    return sum(failed, guess.spent())
 
 
 async def _attempt(

@@ -121,11 +121,12 @@ class Blocks:
     the full rounds, so a long list costs a few calls per item instead of m.
     ``lead_by``: the quick consensus (an aggregator name or callable) that guesses a full
     round's head, so that the next round starts at once while the ranker's aggregator orders
-    the round; when that consensus's head holds other items, the next round runs again on it
-    (its first calls are counted, its windows dropped), so the answer is the one waiting
-    would give. ``screen_by``: the consensus whose head a screening round keeps, as is. A
-    screening round sees each item in only a few blocks, where Kemeny keeps items that never
-    lost below a few lucky ones; RRF rewards an item placed first in most of its blocks
+    the round; when that consensus's head holds other items, the next round starts again on
+    it as soon as it is known (the guess's calls are counted, its windows dropped), so the
+    answer is the one waiting would give. ``screen_by``: the consensus whose head a screening
+    round keeps, as is. A screening round sees each item in only a few blocks, where Kemeny
+    keeps items that never lost below a few lucky ones; RRF rewards an item placed first in
+    most of its blocks
     (docs/strategies.md: the true top 10 of 1,000 all kept by RRF, 6 of them by Kemeny).
     """
 
@@ -156,7 +157,7 @@ class Blocks:
                 self.screen_to * size,
                 self.screen_by,
                 lambda run, head: self._round(run, number + 1, head),
-                agree=False,  # a screening round's head is RRF's, by design
+                agree=False,  # a screening round keeps screen_by's head, by design
             )
             return await ctx.blocks(number, items, shuffles=self.screen_shuffles, then=screen)
         head = Later(

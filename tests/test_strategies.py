@@ -171,6 +171,32 @@ def test_a_failed_wrong_guess_does_not_fail_the_request(scripted_server) -> None
     assert len(result.failures) == 4  # the first round's blocks with the shortest doc
 
 
+def test_a_failed_request_counts_its_wrong_guess_too(scripted_server) -> None:
+    def worst_first(rankings, *, n_items, **options):
+        return aggregate(rankings, method="borda", n_items=n_items)[::-1]
+
+    def head_fails(request):  # the 20 block calls answer; every later call fails
+        if request.index >= 20:
+            return Fault.status(400, message="no")
+        return oracle_responder(len)(request)
+
+    server = scripted_server(head_fails)
+    ends: list[Event] = []
+    with ranker(
+        server,
+        strategy=Blocks(lead_by=worst_first),
+        num_permutations=4,
+        window_size=10,
+        step=5,
+        on_event=lambda e: ends.append(e) if e.kind == "request_end" else None,
+    ) as r:
+        with pytest.raises(InsufficientSamplesError) as caught:
+            r.rank("q", ITEMS)
+    # the guess's head window and the consensus's head window both failed: 20 + 4 + 4 calls
+    assert server.request_count == 28 == caught.value.usage.calls
+    assert ends[0].detail["usage"].calls == 28
+
+
 def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
     def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator: 1 s a call
         time.sleep(1.0)

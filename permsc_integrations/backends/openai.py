@@ -146,7 +146,7 @@ class OpenAIBackend:
 
     ``http``: the SDK's HTTP client, ``"httpx"`` (its default) or ``"aiohttp"`` (its aiohttp
     transport, the ``aiohttp`` extra): about half the client CPU per call, so the better
-    choice for hundreds of calls at once (docs/benchmarks.md "http-clients"); one client a
+    choice for hundreds of calls at once (docs/benchmarks.md "client-shards"); one client a
     loop, no shards. It cannot send credentials embedded in ``base_url``.
 
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
