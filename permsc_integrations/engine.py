@@ -184,13 +184,17 @@ class WindowEngine:
             draw.indices, 0, draw.samples, draw.spent, draw.saved, draw.per_unit
         )
 
-    async def lead(self, draw: BlocksDraw, k: int, method: str | Aggregator) -> tuple[int, ...]:
+    async def lead(
+        self, draw: BlocksDraw, k: int, method: str | Aggregator | None = None
+    ) -> tuple[int, ...]:
         """The top ``k`` of a blocks round's items by ``method``, a quick consensus that lets
-        the next round start while :meth:`settle` runs; raises as :meth:`settle` would when
-        too few samples succeeded."""
+        the next round start while :meth:`settle` runs (default: the aggregator's ``quick``
+        stand-in, else the aggregator itself); raises as :meth:`settle` would when too few
+        samples succeeded."""
         good = self._good_rankings(draw.indices, 0, draw.samples, draw.per_unit)
         n = len(draw.indices)
-        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=method, n_items=n))
+        quick = method if method is not None else getattr(self.aggregator, "quick", self.aggregator)
+        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=quick, n_items=n))
         return _to_items(order[:k], draw.indices)
 
     async def _draw(

@@ -33,7 +33,8 @@ __all__ = ["RequestRun", "Later"]
 @dataclass(frozen=True, slots=True)
 class Later:
     """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items,
-    guessed by the quick consensus ``lead_by`` so that it starts while the round's own
+    guessed by the quick consensus ``lead_by`` (``None``: the aggregator's; see
+    :meth:`~.engine.WindowEngine.lead`) so that it starts while the round's own
     consensus is computed. ``agree``: the head must be the consensus's own top ``keep``; when
     the guess held other items, ``rank`` starts again on the consensus's head as soon as it
     is known (the guess's calls are counted in the usage, its windows dropped). Otherwise

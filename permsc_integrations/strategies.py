@@ -6,7 +6,7 @@
 - ``"blocks"``: rounds of blocks, each over the head of the round before. In a round, each
   shuffle of the round's items is cut into balanced blocks of at most ``window_size`` items
   (every item once per shuffle, with new neighbours each time), and every block of every
-  shuffle is one call, all at once. The round's quick consensus (``lead_by``) picks its head
+  shuffle is one call, all at once. A quick consensus (``lead_by``) guesses the round's head
   for the next round, which starts at once while the ranker's aggregator orders the round's
   items; the last round is one PSC window over the top ``window_size``. A list of up to five
   windows takes two rounds (about two calls' latency whatever its length, for
@@ -121,19 +121,20 @@ class Blocks:
     the full rounds, so a long list costs a few calls per item instead of m.
     ``lead_by``: the quick consensus (an aggregator name or callable) that guesses a full
     round's head, so that the next round starts at once while the ranker's aggregator orders
-    the round; when that consensus's head holds other items, the next round starts again on
-    it as soon as it is known (the guess's calls are counted, its windows dropped), so the
-    answer is the one waiting would give. ``screen_by``: the consensus whose head a screening
-    round keeps, as is. A screening round sees each item in only a few blocks, where Kemeny
-    keeps items that never lost below a few lucky ones; RRF rewards an item placed first in
-    most of its blocks
+    the round; by default the aggregator's ``quick`` stand-in (Kemeny's: its local search),
+    or the aggregator itself (Borda, RRF, Copeland: the guess is the answer). When the
+    consensus's head holds other items, the next round starts again on it as soon as it is
+    known (the guess's calls are counted, its windows dropped), so the answer is the one
+    waiting would give. ``screen_by``: the consensus whose head a screening round keeps, as
+    is. A screening round sees each item in only a few blocks, where Kemeny keeps items that
+    never lost below a few lucky ones; RRF rewards an item placed first in most of its blocks
     (docs/strategies.md: the true top 10 of 1,000 all kept by RRF, 6 of them by Kemeny).
     """
 
     head_windows: int = 1
     screen_to: int = 5
     screen_shuffles: int = 5
-    lead_by: str | Aggregator = "local_search"
+    lead_by: str | Aggregator | None = None
     screen_by: str | Aggregator = "rrf"
 
     def __post_init__(self) -> None:

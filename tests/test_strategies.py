@@ -19,7 +19,7 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies import Blocks
-from permsc_integrations.testing import Fault, Reply, oracle_responder
+from permsc_integrations.testing import Fault, Reply, noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -197,6 +197,20 @@ def test_a_failed_request_counts_its_wrong_guess_too(scripted_server) -> None:
     assert ends[0].detail["usage"].calls == 28
 
 
+def test_the_default_guess_is_the_aggregators_quick_stand_in_or_itself(scripted_server) -> None:
+    from permsc_integrations.aggregators import get
+    from permsc_integrations.aggregators.local_search import local_search
+
+    assert get("kemeny").quick is local_search  # type: ignore[attr-defined]
+    server = scripted_server(noisy_responder(len, keep=0.5, seed=1))
+    with ranker(
+        server, aggregator="borda", num_permutations=4, window_size=10, step=5
+    ) as r:  # Borda guesses with itself: never wrong, never a second head round
+        result = r.rank("longest?", ITEMS)
+    assert server.request_count == result.usage.calls == 20 + 4
+    assert set(result.windows[1].indices) == set(result.windows[0].order[:10])
+
+
 def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
     def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator: 1 s a call
         time.sleep(1.0)
@@ -206,7 +220,7 @@ def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) 
     events: list[tuple[str, int | None]] = []
     with ranker(
         server,
-        strategy="blocks",
+        strategy=Blocks(lead_by="borda"),  # slow_borda has no quick stand-in: guess with borda
         aggregator=slow_borda,
         num_permutations=4,
         window_size=10,

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..errors import ConfigurationError
@@ -51,9 +52,11 @@ def truncate_words(text: str, max_words: int | None = 300) -> str:
     return " ".join(text.split()[:max_words])
 
 
+@functools.lru_cache(maxsize=8192)
 def clean_passage(text: str, max_words: int | None = 300) -> str:
     """A passage for an identifier prompt: an empty ``Title: Content:`` header dropped
-    (RankGPT), truncated, on one line, its identifier-like tokens neutralised.
+    (RankGPT), truncated, on one line, its identifier-like tokens neutralised. Cached: with
+    m shuffles, each passage is shown m times (a sixth of the engine's CPU per call).
 
     >>> clean_passage("Title: Content: Goldfish grow.  Slowly.", 2)
     'Goldfish grow.'
