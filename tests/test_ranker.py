@@ -310,7 +310,7 @@ def test_names_and_callables_are_accepted_alike() -> None:
     with pytest.raises(ConfigurationError):
         ranker(Oracle(), min_successful=5)
     with pytest.raises(ConfigurationError):
-        ranker(Oracle(), window_size=10, step=10)
+        ranker(Oracle(), window_size=10, step=10, strategy="sliding")
     with pytest.raises(ConfigurationError):
         ranker(Oracle(), max_concurrency=0)
     with pytest.raises(ConfigurationError, match="timeout"):
