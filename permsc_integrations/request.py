@@ -143,6 +143,12 @@ class RequestRun:
         )
         if then is None:
             return await self._settle(number, draw, where)
+        return await self._then(number, draw, where, then)
+
+    async def _then(
+        self, number: int, draw: BlocksDraw, where: dict[str, Any], then: Later
+    ) -> Sequence[int]:
+        """The later rounds on a guessed head beside this round's consensus (:class:`Later`)."""
         head = await self.engine.lead(draw, then.keep, then.lead_by)
         guess = replace(self, done={}, wasted=Usage())  # the guess's windows, apart
         outcome: list[Sequence[int] | PermscError] = []
