@@ -1,13 +1,11 @@
 """The engine's own CPU per call, without HTTP (section "engine-cpu").
 
 An in-process backend answers every prompt at once with the shown order, so the CPU left is
-the engine's: prompts, parsing, retries' bookkeeping, events, the guess of a round's head.
+the engine's: prompts, parsing, retries' bookkeeping, events, picking a round's head.
 One blocks ranking of 1,000 items (m = 20, window 20: 370 calls), side by side:
 
-- *now*: passages cleaned once per text (cached), the head guessed by the aggregator itself;
-- *uncached passages*: every prompt cleans its passages again (as before the cache);
-- *guess by local search*: with the Borda aggregator, the head guessed by local search, which
-  often picks another head than Borda's and so starts the head round again (as before).
+- *now*: passages cleaned once per text (cached);
+- *uncached passages*: every prompt cleans its passages again (as before the cache).
 
 Reports the event loop thread's CPU per ranking and per call (the aggregation runs in worker
 threads), the median of 5 runs each, and the ratio to *now*.
@@ -33,7 +31,6 @@ from strategies import items  # noqa: E402
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.backends.base import Completion  # noqa: E402
 from permsc_integrations.prompts import rankgpt, truncate  # noqa: E402
-from permsc_integrations.strategies import Blocks  # noqa: E402
 
 
 class Instant:
@@ -60,11 +57,11 @@ def uncached() -> Iterator[None]:
         rankgpt.clean_passage = cached
 
 
-async def per_call(strategy: Blocks, runs: int = 5) -> tuple[float, float]:
+async def per_call(runs: int = 5) -> tuple[float, float]:
     """Median main-thread CPU ms per ranking, and calls per ranking."""
     texts = items(1000)
     async with PSCRanker(
-        Instant(), strategy=strategy, aggregator="borda", max_concurrency=4096
+        Instant(), strategy="blocks", aggregator="borda", max_concurrency=4096
     ) as ranker:
         await ranker.arank("warm-up", texts)
         costs, calls = [], 0
@@ -78,10 +75,9 @@ async def per_call(strategy: Blocks, runs: int = 5) -> tuple[float, float]:
 
 
 def main() -> None:
-    now = asyncio.run(per_call(Blocks()))
+    now = asyncio.run(per_call())
     with uncached():
-        plain = asyncio.run(per_call(Blocks()))
-    local = asyncio.run(per_call(Blocks(lead_by="local_search")))
+        plain = asyncio.run(per_call())
     lines = [
         "An in-process backend answering at once; one blocks ranking of 1,000 items (Borda, "
         "m = 20, window 20), median of 5 runs; CPU of the event loop's thread.",
@@ -89,11 +85,7 @@ def main() -> None:
         "| engine | calls | CPU ms per ranking | per call | ratio to now |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for name, (ms, calls) in (
-        ("now", now),
-        ("uncached passages", plain),
-        ("head guessed by local search", local),
-    ):
+    for name, (ms, calls) in (("now", now), ("uncached passages", plain)):
         lines.append(f"| {name} | {calls} | {ms:.0f} | {ms / calls:.2f} | {ms / now[0]:.2f} |")
         print(lines[-1], flush=True)  # noqa: T201
     write_section("engine-cpu", "\n".join(lines))

@@ -38,6 +38,7 @@ STRATEGIES: dict[str, tuple[str | Blocks, str]] = {  # name: (strategy, the back
     "sliding": ("sliding", "httpx"),
     "blocks": ("blocks", "httpx"),
     "blocks, head 2 windows": (Blocks(head_windows=2), "httpx"),
+    "blocks, head by Kemeny": (Blocks(head_by="kemeny"), "httpx"),
     "blocks, no screening": (Blocks(screen_to=10**6), "httpx"),
     "blocks, http=aiohttp": ("blocks", "aiohttp"),
     "blocks, screen 4 shuffles": (Blocks(screen_shuffles=4), "httpx"),

@@ -184,17 +184,20 @@ class WindowEngine:
             draw.indices, 0, draw.samples, draw.spent, draw.saved, draw.per_unit
         )
 
-    async def lead(
-        self, draw: BlocksDraw, k: int, method: str | Aggregator | None = None
-    ) -> tuple[int, ...]:
-        """The top ``k`` of a blocks round's items by ``method``, a quick consensus that lets
-        the next round start while :meth:`settle` runs (default: the aggregator's ``quick``
-        stand-in, else the aggregator itself); raises as :meth:`settle` would when too few
-        samples succeeded."""
+    def head_by(self, method: str | Aggregator | None) -> Aggregator:
+        """The consensus that picks a blocks round's head: ``method``, or by default the
+        aggregator's ``quick`` stand-in (Kemeny's: its local search), else the aggregator."""
+        if method is None:
+            return getattr(self.aggregator, "quick", self.aggregator)  # type: ignore[no-any-return]
+        return resolve(method)
+
+    async def lead(self, draw: BlocksDraw, k: int, method: Aggregator) -> tuple[int, ...]:
+        """The top ``k`` of a blocks round's items by ``method`` (see :meth:`head_by`), so
+        that the next round can start while :meth:`settle` runs; raises as :meth:`settle`
+        would when too few samples succeeded."""
         good = self._good_rankings(draw.indices, 0, draw.samples, draw.per_unit)
         n = len(draw.indices)
-        quick = method if method is not None else getattr(self.aggregator, "quick", self.aggregator)
-        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=quick, n_items=n))
+        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=method, n_items=n))
         return _to_items(order[:k], draw.indices)
 
     async def _draw(

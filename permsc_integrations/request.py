@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -32,18 +32,14 @@ __all__ = ["RequestRun", "Later"]
 
 @dataclass(frozen=True, slots=True)
 class Later:
-    """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items,
-    guessed by the quick consensus ``lead_by`` (``None``: the aggregator's; see
-    :meth:`~.engine.WindowEngine.lead`) so that it starts while the round's own
-    consensus is computed. ``agree``: the head must be the consensus's own top ``keep``; when
-    the guess held other items, ``rank`` starts again on the consensus's head as soon as it
-    is known (the guess's calls are counted in the usage, its windows dropped). Otherwise
-    the guessed head stands."""
+    """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items, as
+    picked by ``head_by`` (an aggregator; ``None``: the ranker's quick stand-in, see
+    :meth:`~.engine.WindowEngine.head_by`). Unless that is the ranker's aggregator itself,
+    the head is known at once and ``rank`` runs while the round's consensus is computed."""
 
     keep: int
-    lead_by: Any
+    head_by: Any
     rank: Callable[[Any, tuple[int, ...]], Awaitable[Sequence[int]]]
-    agree: bool = True
 
 
 @dataclass
@@ -59,7 +55,6 @@ class RequestRun:
     total: int
     limiter: CallLimiter | None
     done: dict[int, WindowResult] = field(default_factory=dict)
-    wasted: Usage = field(default_factory=Usage)
 
     @property
     def windows(self) -> list[WindowResult]:
@@ -84,11 +79,8 @@ class RequestRun:
 
     def usage(self) -> Usage:
         """What the windows done so far cost."""
-        return self.spent() + Usage(saved_calls=sum(w.saved_calls for w in self.windows))
-
-    def spent(self) -> Usage:
-        """What the calls made so far cost, dropped windows included."""
-        return sum((s.usage for w in self.windows for s in w.samples), self.wasted)
+        saved = Usage(saved_calls=sum(w.saved_calls for w in self.windows))
+        return sum((s.usage for w in self.windows for s in w.samples), saved)
 
     async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
         await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
@@ -124,9 +116,8 @@ class RequestRun:
         """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events.
 
         ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds
-        (:class:`Later`): they start on a guessed head, on a context of their own, while this
-        round's consensus is computed; the answer is their order followed by the consensus of
-        the rest."""
+        (:class:`Later`) over this round's head; the answer is their order followed by this
+        round's consensus of the rest."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
         draw = await self.engine.draw_blocks(
@@ -148,39 +139,30 @@ class RequestRun:
     async def _then(
         self, number: int, draw: BlocksDraw, where: dict[str, Any], then: Later
     ) -> Sequence[int]:
-        """The later rounds on a guessed head beside this round's consensus (:class:`Later`)."""
-        head = await self.engine.lead(draw, then.keep, then.lead_by)
-        guess = replace(self, done={}, wasted=Usage())  # the guess's windows, apart
-        outcome: list[Sequence[int] | PermscError] = []
-        ranked: Sequence[int] | None = None
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(_attempt, then.rank(guess, head), outcome)
-                order = await self._settle(number, draw, where)
-                if then.agree and set(order[: then.keep]) != set(head):
-                    head = tuple(order[: then.keep])  # a wrong guess: rank the right head now
-                    ranked = await then.rank(self, head)
-        except BaseExceptionGroup as errors:  # surface the failure itself
-            self.wasted = self.wasted + _cost(guess, outcome)  # a failed request: all it spent
-            raise first_failure(errors) from None
+        """The later rounds over this round's head (:class:`Later`), beside its consensus
+        unless the consensus itself picks the head."""
+        pick = self.engine.head_by(then.head_by)
+        if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
+            order = await self._settle(number, draw, where)
+            head = tuple(order[: then.keep])
+            ranked = await then.rank(self, head)
+        else:
+            head = await self.engine.lead(draw, then.keep, pick)
+            outcome: list[Sequence[int] | PermscError] = []
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_attempt, then.rank(self, head), outcome)
+                    order = await self._settle(number, draw, where)
+            except BaseExceptionGroup as errors:  # surface the failure itself
+                raise first_failure(errors) from None
+            if isinstance(outcome[0], PermscError):
+                raise outcome[0]
+            ranked = outcome[0]
         chosen = set(head)
-        return [*self._adopt(guess, outcome[0], ranked), *(i for i in order if i not in chosen)]
+        return [*ranked, *(i for i in order if i not in chosen)]
 
     async def _settle(self, number: int, draw: BlocksDraw, where: dict[str, Any]) -> Sequence[int]:
         return await self._done(number, await self.engine.settle(draw), where)
-
-    def _adopt(
-        self, guess: RequestRun, outcome: Sequence[int] | PermscError, ranked: Sequence[int] | None
-    ) -> Sequence[int]:
-        """The guess's order and windows, or (when ``ranked`` replaced it) only its cost."""
-        if ranked is not None:
-            self.wasted = self.wasted + _cost(guess, [outcome])
-            return ranked
-        if isinstance(outcome, PermscError):
-            raise outcome
-        self.done.update(guess.done)
-        self.wasted = self.wasted + guess.wasted
-        return outcome
 
     async def _done(
         self, number: int, result: WindowResult, where: dict[str, Any]
@@ -197,17 +179,11 @@ class RequestRun:
         return result.order
 
 
-def _cost(guess: RequestRun, outcome: Sequence[Sequence[int] | PermscError]) -> Usage:
-    """What a guess's calls cost, its failed window's included."""
-    failed = [o.usage for o in outcome if isinstance(o, PermscError) and o.usage]
-    return sum(failed, guess.spent())
-
-
 async def _attempt(
     work: Awaitable[Sequence[int]], outcome: list[Sequence[int] | PermscError]
 ) -> None:
-    """``work``'s result or its library error, kept in ``outcome`` (a guess that fails need
-    not fail the request: its head may turn out not to be needed)."""
+    """``work``'s result or its library error, kept in ``outcome`` (so that the round beside
+    it finishes and its calls are counted before the error is raised)."""
     try:
         outcome.append(await work)
     except PermscError as error:

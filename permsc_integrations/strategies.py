@@ -6,16 +6,16 @@
 - ``"blocks"``: rounds of blocks, each over the head of the round before. In a round, each
   shuffle of the round's items is cut into balanced blocks of at most ``window_size`` items
   (every item once per shuffle, with new neighbours each time), and every block of every
-  shuffle is one call, all at once. A quick consensus (``lead_by``) guesses the round's head
-  for the next round, which starts at once while the ranker's aggregator orders the round's
-  items; the last round is one PSC window over the top ``window_size``. A list of up to five
-  windows takes two rounds (about two calls' latency whatever its length, for
-  ``m * ceil(n / window_size) + m`` calls; sliding, one pass: ``m`` per window); a longer one
-  is first *screened* by a round of a few shuffles (``screen_shuffles``, 5) that keeps its top
-  five windows (three rounds: n = 1000, m = 20: 370 calls). ``top_k`` up to ``window_size`` is
-  settled by the last round; below the head, each item keeps the order of the last round
-  that ranked it. ``Blocks(head_windows=2)`` makes the last round blocks over the top two
-  windows' worth instead.
+  shuffle is one call, all at once. A quick consensus (``head_by``) picks the round's head
+  for the next round, which starts at once while the ranker's aggregator orders the rest of
+  the round's items; the last round is one PSC window over the top ``window_size``. A list
+  of up to five windows takes two rounds (about two calls' latency whatever its length, for
+  ``m * ceil(n / window_size) + m`` calls; sliding, one pass: ``m`` per window); a longer
+  one is first *screened* by a round of a few shuffles (``screen_shuffles``, 5) that keeps
+  its top five windows (three rounds: n = 1000, m = 20: 370 calls). ``top_k`` up to
+  ``window_size`` is settled by the last round; below the head, each item keeps the order
+  of the last round that ranked it. ``Blocks(head_windows=2)`` makes the last round blocks
+  over the top two windows' worth instead.
 
 A list that fits one window is one PSC window under either strategy. A strategy is a callable
 ``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``planned`` method;
@@ -83,8 +83,8 @@ class RankContext(Protocol):
         then: Later | None = None,
     ) -> Sequence[int]:
         """PSC over blocks of ``inside`` (``shuffles`` of them, default m): the consensus
-        order of those items; with ``then``, its head ranked by ``then.rank(ctx, head)``
-        first, on a context of its own while the head is a guess."""
+        order of those items; with ``then``, the head ``then.head_by`` picks ranked by
+        ``then.rank(ctx, head)`` first (see :class:`Later`)."""
         ...
 
 
@@ -119,22 +119,24 @@ class Blocks:
     ``screen_to``: a list longer than this many windows is screened first: a round of
     ``screen_shuffles`` shuffles (at most m) keeps its top ``screen_to`` windows' worth for
     the full rounds, so a long list costs a few calls per item instead of m.
-    ``lead_by``: the quick consensus (an aggregator name or callable) that guesses a full
-    round's head, so that the next round starts at once while the ranker's aggregator orders
-    the round; by default the aggregator's ``quick`` stand-in (Kemeny's: its local search),
-    or the aggregator itself (Borda, RRF, Copeland: the guess is the answer). When the
-    consensus's head holds other items, the next round starts again on it as soon as it is
-    known (the guess's calls are counted, its windows dropped), so the answer is the one
-    waiting would give. ``screen_by``: the consensus whose head a screening round keeps, as
-    is. A screening round sees each item in only a few blocks, where Kemeny keeps items that
-    never lost below a few lucky ones; RRF rewards an item placed first in most of its blocks
-    (docs/strategies.md: the true top 10 of 1,000 all kept by RRF, 6 of them by Kemeny).
+    ``head_by``: the consensus (an aggregator name or callable) that picks a full round's
+    head for the next round. By default the aggregator's ``quick`` stand-in (Kemeny's: its
+    local search, milliseconds): the next round starts at once and the ranker's aggregator
+    orders the rest of the round meanwhile, so the head never waits for exact Kemeny (up to
+    its ``time_limit``) and never depends on how far it got. An aggregator without a stand-in
+    (Borda, RRF, Copeland), or ``head_by`` naming the ranker's aggregator
+    (``head_by="kemeny"``), picks the head from the round's consensus: the next round waits
+    for it (docs/strategies.md: what either costs). ``screen_by``: the consensus whose head
+    a screening round keeps. A screening round sees each item in only a few blocks, where
+    Kemeny keeps items that never lost below a few lucky ones; RRF rewards an item placed
+    first in most of its blocks (docs/strategies.md: the true top 10 of 1,000 all kept by
+    RRF, 6 of them by Kemeny).
     """
 
     head_windows: int = 1
     screen_to: int = 5
     screen_shuffles: int = 5
-    lead_by: str | Aggregator | None = None
+    head_by: str | Aggregator | None = None
     screen_by: str | Aggregator = "rrf"
 
     def __post_init__(self) -> None:
@@ -158,12 +160,11 @@ class Blocks:
                 self.screen_to * size,
                 self.screen_by,
                 lambda run, head: self._round(run, number + 1, head),
-                agree=False,  # a screening round keeps screen_by's head, by design
             )
             return await ctx.blocks(number, items, shuffles=self.screen_shuffles, then=screen)
         head = Later(
             self.head_windows * size,
-            self.lead_by,
+            self.head_by,
             lambda run, head: self._last(run, number + 1, head),
         )
         return await ctx.blocks(number, items, then=head)

@@ -106,7 +106,7 @@ LONG_TRUTH = sorted(range(120), key=lambda i: -len(LONG[i]))
 def test_a_long_list_is_screened_then_ranked_in_full_rounds(scripted_server) -> None:
     server = scripted_server(oracle_responder(len))
     events: list[Event] = []
-    screened = Blocks(screen_to=5, screen_shuffles=2, lead_by="kemeny")
+    screened = Blocks(screen_to=5, screen_shuffles=2, head_by="kemeny")
     with ranker(
         server,
         strategy=screened,
@@ -130,51 +130,24 @@ def test_a_long_list_is_screened_then_ranked_in_full_rounds(scripted_server) -> 
     assert starts == [0, 1, 2] and screened.planned(120, window_size=10, step=5, top_k=None) == 3
 
 
-def test_a_wrong_quick_head_is_ranked_again_and_its_calls_are_counted(scripted_server) -> None:
-    def worst_first(rankings, *, n_items, **options):  # a quick guess that is always wrong
+def test_the_head_is_the_one_head_by_picks_and_is_ranked_once(scripted_server) -> None:
+    def worst_first(rankings, *, n_items, **options):  # picks the worst 10 as the head
         return aggregate(rankings, method="borda", n_items=n_items)[::-1]
 
     server = scripted_server(oracle_responder(len))
     with ranker(
-        server,
-        strategy=Blocks(lead_by=worst_first),
-        num_permutations=4,
-        window_size=10,
-        step=5,
+        server, strategy=Blocks(head_by=worst_first), num_permutations=4, window_size=10, step=5
     ) as r:
         result = r.rank("longest?", ITEMS)
-    assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
-    first, head = result.windows  # the wasted head window is gone from the windows
-    assert set(head.indices) == set(first.order[:10]) == set(TRUTH[:10])
-    # 20 block calls, the head window on the wrong guess (4), then on the consensus's head (4)
-    assert server.request_count == result.usage.calls == 20 + 4 + 4
+    first, head = result.windows
+    picked = worst_first([s.ranking for s in first.samples], n_items=50)[:10]  # ids 0..49
+    assert set(head.indices) == set(picked) != set(first.order[:10])  # not the consensus's
+    assert list(result.order[:10]) == sorted(picked, key=TRUTH.index)  # ranked by the head
+    assert list(result.order[10:]) == [i for i in first.order if i not in set(picked)]
+    assert server.request_count == result.usage.calls == 20 + 4  # no second head round
 
 
-def test_a_failed_wrong_guess_does_not_fail_the_request(scripted_server) -> None:
-    def worst_first(rankings, *, n_items, **options):
-        return aggregate(rankings, method="borda", n_items=n_items)[::-1]
-
-    shortest = min(ITEMS, key=len)
-
-    def no_shortest(request):  # every call showing the shortest doc fails for good
-        if any(shortest + "\n" in m["content"] + "\n" for m in request.messages):
-            return Fault.status(400, message="no")
-        return oracle_responder(len)(request)
-
-    server = scripted_server(no_shortest)
-    with ranker(
-        server, strategy=Blocks(lead_by=worst_first), num_permutations=4, window_size=10, step=5
-    ) as r:
-        result = r.rank("longest?", ITEMS)
-    assert list(result.order[:10]) == TRUTH[:10]  # the guessed head (worst 10) could not rank
-    assert server.request_count == result.usage.calls == 20 + 4 + 4
-    assert len(result.failures) == 4  # the first round's blocks with the shortest doc
-
-
-def test_a_failed_request_counts_its_wrong_guess_too(scripted_server) -> None:
-    def worst_first(rankings, *, n_items, **options):
-        return aggregate(rankings, method="borda", n_items=n_items)[::-1]
-
+def test_a_failed_head_round_fails_the_request_with_every_call_counted(scripted_server) -> None:
     def head_fails(request):  # the 20 block calls answer; every later call fails
         if request.index >= 20:
             return Fault.status(400, message="no")
@@ -184,31 +157,36 @@ def test_a_failed_request_counts_its_wrong_guess_too(scripted_server) -> None:
     ends: list[Event] = []
     with ranker(
         server,
-        strategy=Blocks(lead_by=worst_first),
         num_permutations=4,
         window_size=10,
         step=5,
         on_event=lambda e: ends.append(e) if e.kind == "request_end" else None,
-    ) as r:
+    ) as r:  # Kemeny: the head by its local search, beside the consensus
         with pytest.raises(InsufficientSamplesError) as caught:
             r.rank("q", ITEMS)
-    # the guess's head window and the consensus's head window both failed: 20 + 4 + 4 calls
-    assert server.request_count == 28 == caught.value.usage.calls
-    assert ends[0].detail["usage"].calls == 28
+    assert caught.value.required == 2
+    assert server.request_count == 24 == caught.value.usage.calls == ends[0].detail["usage"].calls
 
 
-def test_the_default_guess_is_the_aggregators_quick_stand_in_or_itself(scripted_server) -> None:
+def test_the_default_head_is_the_aggregators_quick_stand_in_or_its_consensus(
+    scripted_server,
+) -> None:
     from permsc_integrations.aggregators import get
     from permsc_integrations.aggregators.local_search import local_search
 
     assert get("kemeny").quick is local_search  # type: ignore[attr-defined]
-    server = scripted_server(noisy_responder(len, keep=0.5, seed=1))
-    with ranker(
-        server, aggregator="borda", num_permutations=4, window_size=10, step=5
-    ) as r:  # Borda guesses with itself: never wrong, never a second head round
-        result = r.rank("longest?", ITEMS)
-    assert server.request_count == result.usage.calls == 20 + 4
-    assert set(result.windows[1].indices) == set(result.windows[0].order[:10])
+    server = scripted_server(noisy_responder(len, keep=0.3, seed=1))
+    heads = {}
+    for name in ("kemeny", "borda"):
+        with ranker(server, aggregator=name, num_permutations=4, window_size=10, step=5) as r:
+            result = r.rank("longest?", ITEMS)
+        first, head = result.windows
+        rankings = [s.ranking for s in first.samples if s.ok]  # items 0..49: ids as is
+        quick = aggregate(rankings, method="local_search" if name == "kemeny" else name, n_items=50)
+        assert set(head.indices) == set(quick[:10]) and result.usage.calls == 24
+        heads[name] = set(head.indices)
+    assert set(result.windows[1].indices) == set(result.windows[0].order[:10])  # Borda's own
+    assert heads["kemeny"] != heads["borda"]  # (noisy answers: the two heads differ)
 
 
 def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
@@ -220,7 +198,7 @@ def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) 
     events: list[tuple[str, int | None]] = []
     with ranker(
         server,
-        strategy=Blocks(lead_by="borda"),  # slow_borda has no quick stand-in: guess with borda
+        strategy=Blocks(head_by="borda"),  # not the ranker's aggregator: picked at once
         aggregator=slow_borda,
         num_permutations=4,
         window_size=10,
@@ -243,7 +221,7 @@ def test_a_failed_later_round_raises_its_own_error(scripted_server) -> None:
         return oracle_responder(len)(request)
 
     server = scripted_server(head_fails)
-    exact = Blocks(lead_by="kemeny")  # the guess is the consensus's head: no second try
+    exact = Blocks(head_by="kemeny")  # the consensus's head: the head round waits for it
     with ranker(server, strategy=exact, num_permutations=4, window_size=10, step=5) as r:
         with pytest.raises(InsufficientSamplesError) as caught:
             r.rank("q", ITEMS)

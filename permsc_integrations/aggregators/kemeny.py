@@ -230,7 +230,6 @@ def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -
     return list(sol.order)
 
 
-# the blocks strategy's guess of a round's head while this runs (strategies.Blocks.lead_by):
-# the local search that starts Kemeny's own pipeline, milliseconds where this takes up to
-# its time_limit
+# what picks a blocks round's head by default (strategies.Blocks.head_by): insertion local
+# search, as in Kemeny's own first step; milliseconds where this takes up to its time_limit
 kemeny.quick = local_search  # type: ignore[attr-defined]
