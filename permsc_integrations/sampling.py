@@ -129,6 +129,7 @@ class WindowRun:
                 else:
                     for k in range(len(self.perms)):
                         tg.start_soon(self._one, k)
+                        await _let_it_go()
         except BaseExceptionGroup as group:  # surface a single failure as itself
             error = first_failure(group)
             if isinstance(error, PermscError):
@@ -352,6 +353,13 @@ class _Slots:
 def _tokens(completion: Completion) -> Usage:
     u = completion.usage
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
+
+
+async def _let_it_go() -> None:
+    """Yield once, so that the call just started is sent before the next one is built
+    (started all at once, every request of a round was built before the first went out:
+    docs/benchmarks.md "send-order")."""
+    await anyio.sleep(0)
 
 
 def first_failure(group: BaseExceptionGroup) -> BaseException:

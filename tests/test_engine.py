@@ -179,6 +179,29 @@ async def test_concurrency_never_exceeds_the_limiters(
     assert backend.max_in_flight == expected
 
 
+async def test_each_call_goes_out_before_the_next_one_is_built() -> None:
+    class Wire:  # builds its request, yields once (as a socket write does), then "sends" it
+        name = "wire"
+
+        def __init__(self) -> None:
+            self.log: list[str] = []
+
+        async def acomplete(self, messages, settings) -> Completion:
+            self.log.append("built")
+            await anyio.sleep(0)
+            self.log.append("sent")
+            return Completion(text=answer(range(len(shown(messages)))))
+
+        async def aclose(self) -> None:
+            pass
+
+    backend = Wire()
+    await rank(make(backend, num_permutations=8))
+    # built, sent, built, sent, ...: not eight requests built before the first is sent
+    assert backend.log[:4] == ["built", "sent", "built", "sent"]
+    assert len(backend.log) == 16
+
+
 async def test_cancelling_the_caller_cancels_every_call_and_leaves_no_task() -> None:
     async def hang(number: int, messages) -> str:
         await anyio.sleep(60)
