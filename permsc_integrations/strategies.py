@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .aggregators import Aggregator
+from .aggregators import Aggregator, resolve
 from .options import _at_least
 from .registry import Registry
 from .request import Later
@@ -142,6 +142,9 @@ class Blocks:
     def __post_init__(self) -> None:
         for name in ("head_windows", "screen_to", "screen_shuffles"):
             _at_least(1)(name, getattr(self, name))
+        for method in (self.head_by, self.screen_by):
+            if method is not None:
+                resolve(method)  # an unknown name fails here, not in the middle of a request
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
         everything = tuple(range(ctx.n))

@@ -97,6 +97,9 @@ def test_head_windows_is_checked() -> None:
         for bad in (0, 1.5, True):
             with pytest.raises(ConfigurationError, match=field):
                 Blocks(**{field: bad})
+    for field in ("head_by", "screen_by"):
+        with pytest.raises(UnknownNameError, match="kemenny"):
+            Blocks(**{field: "kemenny"})
 
 
 LONG = [f"doc {'x' * ((k * 37) % 120 + 1)}" for k in range(120)]  # distinct lengths
