@@ -262,9 +262,17 @@ async def test_cancelling_arank_many_leaves_nothing_running() -> None:
 
 async def test_cancelling_arank_cancels_every_call() -> None:
     backend = Oracle()
-    with anyio.move_on_after(0.1):
-        await ranker(backend, num_permutations=6).arank("slow", docs(6))
-    assert backend.calls == 6 and backend.in_flight == 0
+
+    async def cancel_when_all_in_flight(scope: anyio.CancelScope) -> None:
+        while backend.in_flight < 6:  # every call started (each waits 0.3 s)
+            await anyio.sleep(0.001)
+        scope.cancel()
+
+    ranked = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(cancel_when_all_in_flight, group.cancel_scope)
+        ranked.append(await ranker(backend, num_permutations=6).arank("slow", docs(6)))
+    assert not ranked and backend.calls == 6 and backend.in_flight == 0
 
 
 async def test_events_cover_request_windows_and_samples() -> None:
