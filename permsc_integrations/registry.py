@@ -63,7 +63,7 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The object registered as ``name``."""
         key = self._normalize(name)
-        if key not in self.available():
+        if key not in self._entries and key not in self.available():  # scan only if unknown
             raise UnknownNameError(self.kind, name, self.available())
         entry = self._entries[key]
         if isinstance(entry, str):

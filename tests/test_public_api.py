@@ -101,3 +101,15 @@ def test_import_loads_no_heavy_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"loaded at import time: {out.stdout.strip()}"
+
+
+def test_importing_and_building_blocks_reads_no_entry_points() -> None:
+    # known names (the default Blocks' "rrf", here also "kemeny") are found without scanning
+    # every installed distribution's entry points; only an unknown name, or available(), scans
+    code = (
+        "from permsc_integrations import PSCRanker, aggregators, strategies\n"
+        "strategies.Blocks(head_by='kemeny')\n"
+        "print(aggregators._registry._scanned)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
