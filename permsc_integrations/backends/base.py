@@ -25,7 +25,16 @@ from typing import Protocol, runtime_checkable
 
 from ..results import Usage
 
-__all__ = ["Message", "GenerationSettings", "Completion", "Backend", "BatchBackend"]
+__all__ = [
+    "Message",
+    "GenerationSettings",
+    "Completion",
+    "Backend",
+    "BatchBackend",
+    "LabelProbabilities",
+    "FirstTokenBackend",
+    "FirstTokenBatchBackend",
+]
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -52,6 +61,22 @@ class Completion:
     finish_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LabelProbabilities:
+    """The answer's first token, read as a distribution over a window's item labels.
+
+    ``probabilities[i]`` belongs to ``labels[i]`` of the call; they are renormalised over the
+    labels and sum to 1. ``mass`` is the probability the labels held together before
+    renormalising (how much of the first token went to labels at all). ``usage`` counts the
+    prompt and the one output token.
+    """
+
+    probabilities: tuple[float, ...]
+    mass: float = 1.0
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Complete one conversation. ``name`` identifies backend and model (used in cache keys)."""
@@ -75,3 +100,28 @@ class BatchBackend(Backend, Protocol):
     async def acomplete_batch(
         self, batch: Sequence[Sequence[Message]], settings: GenerationSettings
     ) -> list[Completion]: ...
+
+
+@runtime_checkable
+class FirstTokenBackend(Backend, Protocol):
+    """A backend that reads the first output token's probabilities over given labels.
+
+    ``labels`` are single-token strings (e.g. ``"A"``...); one output token is asked for.
+    A backend that cannot read probabilities raises a typed :class:`BackendError`.
+    """
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities: ...
+
+
+@runtime_checkable
+class FirstTokenBatchBackend(FirstTokenBackend, Protocol):
+    """A first-token backend that scores many conversations in one batched forward pass."""
+
+    async def afirst_token_batch(
+        self,
+        batch: Sequence[Sequence[Message]],
+        labels: Sequence[str],
+        settings: GenerationSettings,
+    ) -> list[LabelProbabilities]: ...
