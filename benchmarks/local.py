@@ -25,7 +25,7 @@ from _report import write_section
 
 from permsc_integrations import aggregate
 from permsc_integrations.backends.base import GenerationSettings
-from permsc_integrations.backends.embedded import embedded_backend
+from permsc_integrations.backends.local.embedded import embedded_backend
 from permsc_integrations.cli.demo import DEMO_PERMUTATIONS, demo_query
 from permsc_integrations.errors import ParseError
 from permsc_integrations.permutations import sample_permutations

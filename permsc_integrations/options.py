@@ -22,14 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .adaptive import Adaptive
+from .aggregators import resolve
 from .backends.base import GenerationSettings
+from .checks import Check, at_least, flag, integer, number, share
 from .errors import ConfigurationError
+from .prompts import get_prompt
 from .retry import RetryPolicy
+from .strategies import Sliding
+from .strategies import get as get_strategy
 
 if TYPE_CHECKING:
     from .prompts.base import Prompt
@@ -53,8 +58,6 @@ APPLIES_TO = {
 }
 """What each ``OptionInfo.applies`` value means (docs/architecture.md has the table)."""
 
-Check = Callable[[str, Any], Any]
-
 
 @dataclass(frozen=True, slots=True)
 class OptionInfo:
@@ -67,43 +70,7 @@ class OptionInfo:
     cli_type: Callable[[str], Any] | None  # None: not a command-line flag
 
 
-def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _at_least(low: int, *, optional: bool = False) -> Check:
-    def check(name: str, value: Any) -> Any:
-        if (value is None and optional) or (_int(value) and value >= low):
-            return value
-        what = f"an int >= {low}" + (" or None" if optional else "")
-        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
-
-    return check
-
-
-def _number(*, positive: bool, optional: bool = False) -> Check:
-    def check(name: str, value: Any) -> Any:
-        if value is None and optional:
-            return value
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and math.isfinite(value) and (value > 0 if positive else value >= 0):
-            return float(value)
-        what = ("a number > 0" if positive else "a number >= 0") + (" or None" if optional else "")
-        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
-
-    return check
-
-
-def _share(name: str, value: Any) -> Any:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok and 0.0 <= value <= 1.0:
-        return float(value)
-    raise ConfigurationError(f"{name} must be a number in 0..1, got {value!r}")
-
-
 def _adaptive(name: str, value: Any) -> Any:
-    from .adaptive import Adaptive
-
     if value is None or value is False:
         return None
     if value is True:
@@ -120,21 +87,7 @@ def _adaptive(name: str, value: Any) -> Any:
     raise ConfigurationError(f"{name} must be None, True, an Adaptive or a string, got {value!r}")
 
 
-def _seed(name: str, value: Any) -> Any:
-    if _int(value):
-        return value
-    raise ConfigurationError(f"{name} must be an int, got {value!r}")
-
-
-def _flag(name: str, value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    raise ConfigurationError(f"{name} must be True or False, got {value!r}")
-
-
 def _aggregator(name: str, value: Any) -> Any:
-    from .aggregators import resolve
-
     if not isinstance(value, str) and not callable(value):
         raise ConfigurationError(f"{name} must be a registered name or a callable, got {value!r}")
     resolve(value)  # an unknown name raises UnknownNameError with the available ones
@@ -142,22 +95,16 @@ def _aggregator(name: str, value: Any) -> Any:
 
 
 def _strategy(name: str, value: Any) -> Any:
-    from .strategies import get
-
-    get(value)  # an unknown name raises UnknownNameError with the available ones
+    get_strategy(value)  # an unknown name raises UnknownNameError with the available ones
     return value
 
 
 def _slides(strategy: Any) -> bool:
     """Whether ``strategy`` moves windows by ``step`` (the only one that reads it)."""
-    from .strategies import Sliding, get
-
-    return isinstance(get(strategy), Sliding)
+    return isinstance(get_strategy(strategy), Sliding)
 
 
 def _prompt(name: str, value: Any) -> Any:
-    from .prompts import get_prompt
-
     get_prompt(value)  # an unknown name or a non-prompt object raises ConfigurationError
     return value
 
@@ -176,9 +123,7 @@ def _retry(name: str, value: Any) -> Any:
 
 
 def _cache(name: str, value: Any) -> Any:
-    from .cache import ResponseCache
-
-    if value is None or isinstance(value, ResponseCache):
+    if value is None or (hasattr(value, "aget") and hasattr(value, "aset")):  # ResponseCache
         return value
     raise ConfigurationError(
         f"{name} must be None, MemoryCache(), SQLiteCache(path) or an object with aget/aset; "
@@ -212,7 +157,7 @@ def _option(
 class RankingOptions:
     """Every option of a PSC ranking, validated on construction (see the module docstring)."""
 
-    num_permutations: int = _option(20, "shuffled prompts per window (m)", _at_least(1), cli=int)
+    num_permutations: int = _option(20, "shuffled prompts per window (m)", at_least(1), cli=int)
     aggregator: Any = _option(
         "kemeny",
         "aggregator name (kemeny, borda, copeland, rrf, ...) or callable",
@@ -228,55 +173,55 @@ class RankingOptions:
         _strategy,
         cli=str,
     )
-    window_size: int = _option(20, "items per window (and per prompt)", _at_least(2), cli=int)
+    window_size: int = _option(20, "items per window (and per prompt)", at_least(2), cli=int)
     step: int = _option(
-        10, "sliding-window step (1..window_size-1; the sliding strategy)", _at_least(1), cli=int
+        10, "sliding-window step (1..window_size-1; the sliding strategy)", at_least(1), cli=int
     )
     top_k: int | None = _option(
         None,
         "settle the top k positions (sliding: more passes when k > window_size - step; "
         "blocks: the last round settles up to window_size)",
-        _at_least(1, optional=True),
+        at_least(1, optional=True),
         cli=int,
     )
-    seed: int = _option(0, "seed of the permutations", _seed, cli=int)
-    include_identity: bool = _option(False, "the first sample shows the input order", _flag)
+    seed: int = _option(0, "seed of the permutations", integer, cli=int)
+    include_identity: bool = _option(False, "the first sample shows the input order", flag)
     temperature: float = _option(
         0.0,
         "sampling temperature (0: greedy, as in the paper)",
-        _number(positive=False),
+        number(positive=False),
         applies="decoding",
         cli=float,
     )
     max_tokens: int | None = _option(
         None,
         "answer token limit (None: the backend's default)",
-        _at_least(1, optional=True),
+        at_least(1, optional=True),
         applies="decoding",
         cli=int,
     )
     timeout: float | None = _option(
         60.0,
         "seconds per call (None: no limit)",
-        _number(positive=True, optional=True),
+        number(positive=True, optional=True),
         cli=float,
     )
     max_words: int | None = _option(
         300,
         "passage truncation in words, for prompts given by name (None: no cut)",
-        _at_least(1, optional=True),
+        at_least(1, optional=True),
         cli=int,
     )
     max_concurrency: int = _option(
         DEFAULT_MAX_CONCURRENCY,
         "calls in flight at once, across everything this ranker runs",
-        _at_least(1),
+        at_least(1),
         cli=int,
     )
     request_concurrency: int | None = _option(
         None,
         "calls in flight at once per request (None: no extra cap)",
-        _at_least(1, optional=True),
+        at_least(1, optional=True),
     )
     retry: RetryPolicy = _option(
         RetryPolicy(),
@@ -284,19 +229,19 @@ class RankingOptions:
         _retry,
     )
     reasks: int = _option(
-        1, "re-asks of an unparseable answer before the sample fails", _at_least(0), cli=int
+        1, "re-asks of an unparseable answer before the sample fails", at_least(0), cli=int
     )
     min_successful: int | None = _option(
         None,
         "samples per window that must succeed (None: max(1, m // 2))",
-        _at_least(1, optional=True),
+        at_least(1, optional=True),
         cli=int,
     )
     min_coverage: float = _option(
         0.0,
         "share of a window's items a partial answer must rank to count (0: any answer "
         "that ranks some items votes; measured best, docs/aggregation.md)",
-        _share,
+        share,
         cli=float,
     )
     adaptive: Any = _option(
@@ -365,8 +310,6 @@ class RankingOptions:
 
     def build_prompt(self) -> Prompt:
         """The prompt object; a prompt given by name gets ``max_words`` when it takes it."""
-        from .prompts import get_prompt
-
         if not isinstance(self.prompt, str):
             return get_prompt(self.prompt)
         try:
@@ -379,7 +322,7 @@ class RankingOptions:
         """``{name: (annotation, Field)}`` for ``pydantic.create_model``: the options as
         pydantic fields (same names, defaults and help), for the framework adapters. Values
         are validated by constructing :class:`RankingOptions`, never by pydantic."""
-        from pydantic import Field  # only the adapters call this: pydantic is theirs
+        from pydantic import Field  # lazy: optional dependency (only the adapters call this)
 
         fields: dict[str, Any] = {}
         for info in cls.describe():

@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from .errors import ConfigurationError, InvalidRankingError
+from .checks import at_least, integer
+from .errors import InvalidRankingError
 
 __all__ = ["sample_permutations", "cut_blocks", "to_original", "invert"]
 
@@ -35,11 +36,9 @@ def sample_permutations(
     >>> sample_permutations(3, 2, seed=7) == sample_permutations(3, 2, seed=7)
     True
     """
-    for name, value in (("n", n), ("m", m)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigurationError(f"{name} must be a non-negative integer, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigurationError(f"seed must be an integer, got {seed!r}")
+    at_least(0)("n", n)
+    at_least(0)("m", m)
+    integer("seed", seed)
     rng = random.Random(seed)
     identity = tuple(range(n))
     perms: list[tuple[int, ...]] = []

@@ -28,16 +28,16 @@ import anyio
 from .aggregators import resolve
 from .backends import resolve_backend
 from .backends.base import Backend
-from .bridge import run_sync
-from .engine import WindowEngine, add_note
-from .errors import ConfigurationError, PermscError
+from .errors import ConfigurationError, PermscError, add_note
 from .events import EventHook
 from .items import normalize_items
-from .limiter import CallLimiter
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
-from .request import RequestRun
 from .results import RankingResult, Usage, scores_from_order
-from .sampling import Breaker
+from .run.bridge import run_sync
+from .run.engine import WindowEngine
+from .run.limiter import CallLimiter
+from .run.request import RequestRun
+from .run.sampling import Breaker
 from .strategies import get as get_strategy
 
 __all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]

@@ -14,7 +14,7 @@ import pytest
 from permsc_integrations.cli import main
 from permsc_integrations.errors import MissingDependencyError
 from permsc_integrations.testing import oracle_responder
-from permsc_integrations.windows import plan_windows
+from permsc_integrations.window_plan import plan_windows
 
 pytest.importorskip("openai")
 
@@ -280,7 +280,7 @@ def test_demo_on_the_small_embedded_model(capsys):
 def test_the_default_demo_ranks_with_the_model_that_can(capsys, monkeypatch):
     """The README's main job: no key, no URL -> the embedded 1.5B model, and it ranks."""
     pytest.importorskip("transformers")
-    from permsc_integrations.model_store import EMBEDDED_MODELS, part_files
+    from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, part_files
 
     try:
         part_files(EMBEDDED_MODELS["qwen2.5-coder-1.5b"])

@@ -16,7 +16,7 @@ MODULES = sorted(
     if ".cli" not in m.name
 )
 # Modules that import fine without their extra but whose examples run it.
-NEEDS = {"permsc_integrations.backends.transformers": ("torch", "transformers")}
+NEEDS = {"permsc_integrations.backends.local.transformers": ("torch", "transformers")}
 
 
 @pytest.mark.parametrize("name", MODULES)

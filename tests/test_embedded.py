@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from permsc_integrations import model_store
+from permsc_integrations.backends.local import model_store
 from permsc_integrations.backends import resolve_backend
-from permsc_integrations.backends.embedded import embedded_backend, embedded_names
+from permsc_integrations.backends.local.embedded import embedded_backend, embedded_names
+from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, gguf_path
 from permsc_integrations.errors import (
     ConfigurationError,
     MissingDependencyError,
     ModelIntegrityError,
 )
-from permsc_integrations.model_store import EMBEDDED_MODELS, gguf_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ def test_names_engines_and_unknown_names() -> None:
 @needs["smollm2-135m"]
 def test_a_spec_builds_a_transformers_backend_without_loading(cache) -> None:
     pytest.importorskip("transformers")
-    from permsc_integrations.backends.transformers import _MODELS, TransformersBackend
+    from permsc_integrations.backends.local.transformers import _MODELS, TransformersBackend
 
     loaded_before = len(_MODELS)
     backend = resolve_backend("embedded:smollm2-135m", device="cpu")

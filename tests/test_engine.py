@@ -14,8 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from permsc_integrations.backends.base import Completion, GenerationSettings
-from permsc_integrations.cache import MemoryCache
-from permsc_integrations.engine import WindowEngine, derive_seed
 from permsc_integrations.errors import (
     BackendError,
     ConfigurationError,
@@ -26,7 +24,9 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.results import ParseStatus, Usage
 from permsc_integrations.retry import RetryPolicy
-from permsc_integrations.sampling import REASK
+from permsc_integrations.run.cache import MemoryCache
+from permsc_integrations.run.engine import WindowEngine, derive_seed
+from permsc_integrations.run.sampling import REASK
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,7 +8,7 @@ import pytest
 
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import GenerationSettings
-from permsc_integrations.backends.llamacpp import LlamaCppBackend
+from permsc_integrations.backends.local.llamacpp import LlamaCppBackend
 from permsc_integrations.errors import (
     ConfigurationError,
     ContextLengthError,

@@ -12,7 +12,6 @@ import pytest
 
 from permsc_integrations import PSCRanker, RankRequest, backends
 from permsc_integrations.backends.base import Completion
-from permsc_integrations.cache import SQLiteCache
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
@@ -21,6 +20,7 @@ from permsc_integrations.errors import (
 )
 from permsc_integrations.events import Event
 from permsc_integrations.retry import RetryPolicy
+from permsc_integrations.run.cache import SQLiteCache
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -339,7 +339,7 @@ def test_real_openai_client_over_a_loopback_server() -> None:
     pytest.importorskip("openai")
     pytest.importorskip("uvicorn")
     from permsc_integrations.backends.openai import OpenAIBackend
-    from permsc_integrations.bridge import run_sync
+    from permsc_integrations.run.bridge import run_sync
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     items = docs(12, seed=4)

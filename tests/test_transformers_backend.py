@@ -12,8 +12,8 @@ pytest.importorskip("transformers")
 
 from permsc_integrations.backends import BatchBackend, resolve_backend  # noqa: E402
 from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
-from permsc_integrations.backends.embedded import embedded_backend, embedded_model_path  # noqa: E402
-from permsc_integrations.backends.transformers import (  # noqa: E402
+from permsc_integrations.backends.local.embedded import embedded_backend, embedded_model_path  # noqa: E402
+from permsc_integrations.backends.local.transformers import (  # noqa: E402
     _MODELS,
     TransformersBackend,
     auto_device,
@@ -233,8 +233,8 @@ def test_cuda_is_chosen_automatically_with_bfloat16() -> None:
 @needs_model
 @MODEL_TIMEOUT
 def test_a_gguf_is_converted_once_and_then_loads_from_the_copy(tmp_path, monkeypatch) -> None:
-    from permsc_integrations.backends import gguf_cache
-    from permsc_integrations.backends.transformers import clear_model_cache
+    from permsc_integrations.backends.local import gguf_cache
+    from permsc_integrations.backends.local.transformers import clear_model_cache
 
     monkeypatch.setenv("PERMSC_CACHE_DIR", str(tmp_path))
     gguf = embedded_model_path("smollm2-135m")
@@ -255,7 +255,7 @@ def test_a_gguf_is_converted_once_and_then_loads_from_the_copy(tmp_path, monkeyp
 @needs_model
 @MODEL_TIMEOUT
 def test_an_unwritable_cache_still_loads_the_gguf(tmp_path, monkeypatch, caplog) -> None:
-    from permsc_integrations.backends.transformers import clear_model_cache
+    from permsc_integrations.backends.local.transformers import clear_model_cache
 
     gguf = embedded_model_path("smollm2-135m")
     blocked = tmp_path / "not-a-folder"

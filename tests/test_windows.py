@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from permsc_integrations.errors import ConfigurationError, InvalidRankingError
-from permsc_integrations.windows import Window, plan_windows, run_windows, settled_per_pass
+from permsc_integrations.strategies.sliding import run_windows
+from permsc_integrations.window_plan import Window, plan_windows, settled_per_pass
 
 PAIRS = [
     (2, 1),

@@ -41,9 +41,9 @@ _registry: Registry[BackendFactory] = Registry(
     ENTRY_POINT_GROUP,
     {
         "openai": "permsc_integrations.backends.openai:OpenAIBackend",
-        "transformers": "permsc_integrations.backends.transformers:TransformersBackend",
-        "llamacpp": "permsc_integrations.backends.llamacpp:LlamaCppBackend",
-        "embedded": "permsc_integrations.backends.embedded:embedded_backend",
+        "transformers": "permsc_integrations.backends.local.transformers:TransformersBackend",
+        "llamacpp": "permsc_integrations.backends.local.llamacpp:LlamaCppBackend",
+        "embedded": "permsc_integrations.backends.local.embedded:embedded_backend",
     },
     normalize=lambda name: name.strip().lower(),
 )

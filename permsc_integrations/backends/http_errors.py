@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from email.utils import parsedate_to_datetime
@@ -33,8 +34,9 @@ from ..errors import (
     QuotaExceededError,
     RateLimitError,
 )
+from ..redaction import redact_text, redact_url
 
-__all__ = ["status_error", "retry_after", "map_model_error"]
+__all__ = ["status_error", "retry_after", "map_model_error", "map_openai_error"]
 
 _CONTEXT = re.compile(
     r"context.length|maximum context|context window|context size|too many tokens"
@@ -110,8 +112,6 @@ def map_model_error(exc: Exception, source: str, timeout: float | None) -> Backe
     except ImportError:
         openai = None  # type: ignore[assignment]
     if openai is not None and isinstance(exc, openai.APIError):
-        from .openai import map_openai_error
-
         url = getattr(getattr(exc, "request", None), "url", None)
         return map_openai_error(exc, str(url) if url else None, timeout)
     what = f"{type(exc).__name__} from {source}: {exc}"
@@ -123,3 +123,50 @@ def map_model_error(exc: Exception, source: str, timeout: float | None) -> Backe
     if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
         return BackendConnectionError(f"{what}; check that the server is running and reachable")
     return BackendError(f"{what}; not retried, check the model's configuration", retryable=False)
+
+
+def map_openai_error(
+    exc: Exception,
+    base_url: str | None,
+    timeout: float | None,
+    redact: Any = redact_text,
+) -> BackendError:
+    """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
+    text goes through ``redact`` (URLs and, from a backend, its key)."""
+    import openai  # lazy: an optional dependency, installed whenever its errors reach here
+
+    where = redact_url(base_url) or "api.openai.com"
+    dropped = _aiohttp_connection_error(exc)
+    if isinstance(exc, openai.APITimeoutError) and dropped is None:
+        return BackendTimeoutError(
+            f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = dropped or exc.__cause__ or exc
+        return BackendConnectionError(
+            redact(
+                f"connection to {where} failed ({type(cause).__name__}: {cause}); "
+                "check that the server is running and reachable, and that base_url is right"
+            )
+        )
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        said = body.get("message") if isinstance(body, dict) else None
+        detail = redact(f"{where} answered {exc.status_code}: {said or exc.message}")
+        code = getattr(exc, "code", None)
+        return status_error(exc.status_code, detail, code=code, response=exc.response)
+    return BackendError(redact(f"unexpected answer from {where}: {exc}"), retryable=False)
+
+
+def _aiohttp_connection_error(exc: BaseException) -> BaseException | None:
+    """The aiohttp connection error (not a timeout) behind ``exc``, if any. The aiohttp
+    transport reports a refused or dropped connection as a connect *timeout*; this tells
+    the two apart."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__module__.startswith("aiohttp") and not isinstance(
+            seen, (TimeoutError, asyncio.TimeoutError)
+        ):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -16,8 +16,8 @@ import time
 from importlib.resources import files
 from typing import Any
 
-from ..bridge import run_sync
 from ..results import RankingResult, Sample
+from ..run.bridge import run_sync
 from ._common import (
     Query,
     add_backend_arguments,

@@ -55,7 +55,7 @@ def estimate_query(
     query: Query, prompt: Any, *, m: int, window_size: int, step: int, top_k: int | None
 ) -> Estimate:
     """Windows x m calls; each window's prompt rendered on the items it starts with."""
-    from ..windows import plan_windows
+    from ..window_plan import plan_windows
 
     plan = plan_windows(len(query.texts), window_size=window_size, step=step, top_k=top_k)
     prompt_tokens = completion = 0

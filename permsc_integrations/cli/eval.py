@@ -9,15 +9,16 @@ Example:
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..bridge import run_sync
 from ..errors import ConfigurationError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
+from ..run.bridge import run_sync
 from ._common import add_backend_arguments, backend_spec, build_backend, is_local
+from .eval_output import emit_reports, progress, samples_log
+from .eval_trec import offline_runs, passages_offline, trec
 
 __all__ = ["add_parser", "run", "sorting_max_tokens"]
 
@@ -80,50 +81,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _progress(args: argparse.Namespace, label: str) -> Any:
-    if args.no_progress:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    bar = tqdm(desc=label, file=sys.stderr, unit="list")
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return update
-
-
-def _emit(args: argparse.Namespace, reports: list[Any]) -> None:
-    from ..eval.report import EvalReport
-
-    parts = []
-    for r in reports:
-        if isinstance(r, EvalReport):
-            ndcg = r.metric.startswith("ndcg")
-            parts.append(r.to_markdown(scale=100.0 if ndcg else 1.0, digits=2 if ndcg else 3))
-    markdown = "\n".join(parts)
-    sys.stdout.write(markdown)
-    if args.sweep_png:
-        from ..eval.plots import sweep_png
-
-        sweep_png(reports[-1], args.sweep_png)
-    if args.markdown:
-        Path(args.markdown).write_text(markdown, encoding="utf-8")
-    if args.json:
-        import json
-
-        payload = [r.to_dict() for r in reports]
-        Path(args.json).write_text(
-            json.dumps(payload if len(payload) > 1 else payload[0], indent=2) + "\n"
-        )
-
-
 def _dataset(args: argparse.Namespace) -> Any:
     from ..eval import datasets, generators
 
@@ -136,21 +93,6 @@ def _dataset(args: argparse.Namespace) -> Any:
             raise ConfigurationError("--generate works for mathsort and wordsort")
         return make[args.task](args.generate, seed=args.seed)
     return datasets.load_sorting(args.task, args.data).head(args.limit)
-
-
-def _samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The --samples log (new, or resumed with the lists it already holds)."""
-    from ..eval.samples import SampleLog
-
-    if not args.samples:
-        if args.resume:
-            raise ConfigurationError("--resume continues a --samples file: name it")
-        return None, {}
-    if len(args.temperature) > 1:
-        raise ConfigurationError("--samples holds one temperature: run one at a time")
-    if args.resume and Path(args.samples).exists():
-        return SampleLog.resume(args.samples, config)
-    return SampleLog.create(args.samples, config), {}
 
 
 def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[str, Any]) -> Any:
@@ -181,7 +123,7 @@ def _one_temperature(
         "temperature": temperature,
         "prompt": dataset.examples[0].task,
     }
-    log, done = _samples_log(args, config)
+    log, done = samples_log(args, config)
     try:
         lists = run_sync(
             acollect_samples,
@@ -191,7 +133,7 @@ def _one_temperature(
             seed=args.seed,
             temperature=temperature,
             max_concurrency=args.concurrency,
-            progress=_progress(args, f"{dataset.name} T={temperature}"),
+            progress=progress(args, f"{dataset.name} T={temperature}"),
             log=log,
             done=done,
             **options,
@@ -220,13 +162,11 @@ def _from_samples(args: argparse.Namespace) -> int:
     if not lists:
         raise ConfigurationError(f"{args.from_samples} holds no complete list")
     if header.get("task") == "trec":
-        from .eval_trec import passages_offline
-
         return passages_offline(args, header, lists)
     task = f"{header.get('dataset', header.get('task', '?'))} (T={header.get('temperature')})"
     report = _score(args, lists, task, {k: v for k, v in header.items() if k != "type"})
     _bias_map(args, lists, header.get("backend", "?"))
-    _emit(args, [report])
+    emit_reports(args, [report])
     return 0
 
 
@@ -265,7 +205,7 @@ def _sorting(args: argparse.Namespace) -> int:
     finally:
         run_sync(backend.aclose)
     _bias_map(args, collected, backend.name)
-    _emit(args, reports)
+    emit_reports(args, reports)
     return 0
 
 
@@ -275,8 +215,6 @@ def run(args: argparse.Namespace) -> int:
 
     for name in args.aggregators.split(","):
         get(name)  # an unknown name fails now, not after every model call
-    from .eval_trec import offline_runs, trec
-
     if args.runs:
         return offline_runs(args)
     if args.from_samples:

@@ -7,10 +7,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..bridge import run_sync
 from ..errors import ConfigurationError
+from ..run.bridge import run_sync
 from ._common import backend_spec, build_backend, is_local
-from .eval import _emit, _progress, _samples_log
+from .eval_output import emit_reports, progress, samples_log
 
 __all__ = ["offline_runs", "trec", "passages_offline"]
 
@@ -42,10 +42,10 @@ def offline_runs(args: argparse.Namespace) -> int:
         read_qrels(args.qrels),
         aggregators=args.aggregators.split(","),
         first_stage=first_stage,
-        progress=_progress(args, "aggregating"),
+        progress=progress(args, "aggregating"),
     )
     _write_runs(args, merged)
-    _emit(args, [report])
+    emit_reports(args, [report])
     return 0
 
 
@@ -64,7 +64,7 @@ def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: li
         m_sweep=sweep,
         config=config,
     )
-    _emit(args, [report])
+    emit_reports(args, [report])
     return 0
 
 
@@ -84,7 +84,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
         "depth": args.depth,
         "max_words": args.max_words,
     }
-    log, done = _samples_log(args, config)
+    log, done = samples_log(args, config)
     local = is_local(backend_spec(args))
     try:
         lists = run_sync(
@@ -94,7 +94,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
             m=args.num_permutations,
             log=log,
             done=done,
-            progress=_progress(args, "queries"),
+            progress=progress(args, "queries"),
             seed=args.seed,
             temperature=args.temperature[0],
             max_words=args.max_words,
@@ -108,7 +108,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
         run_sync(backend.aclose)
     sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
     aggregators = args.aggregators.split(",")
-    _emit(
+    emit_reports(
         args, [score_passages(lists, qrels, aggregators=aggregators, m_sweep=sweep, config=config)]
     )
     return 0
@@ -142,11 +142,11 @@ def trec(args: argparse.Namespace) -> int:
             seed=args.seed,
             aggregator=args.aggregators.split(",")[0],
             max_concurrency=args.concurrency,
-            progress=_progress(args, "queries"),
+            progress=progress(args, "queries"),
             **options,
         )
     finally:
         run_sync(backend.aclose)
     _write_runs(args, runs)
-    _emit(args, [report])
+    emit_reports(args, [report])
     return 0

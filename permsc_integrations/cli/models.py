@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _installed(name: str) -> bool:
-    from ..model_store import EMBEDDED_MODELS, part_files
+    from ..backends.local.model_store import EMBEDDED_MODELS, part_files
 
     try:
         part_files(EMBEDDED_MODELS[name])
@@ -41,7 +41,7 @@ def _installed(name: str) -> bool:
 
 
 def _prepare(name: str) -> None:
-    from ..backends.embedded import embedded_backend
+    from ..backends.local.embedded import embedded_backend
 
     started = time.perf_counter()
     backend: Any = embedded_backend(name)
@@ -50,7 +50,7 @@ def _prepare(name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..model_store import EMBEDDED_MODELS, default_model
+    from ..backends.local.model_store import EMBEDDED_MODELS, default_model
 
     names = args.names or [n for n in EMBEDDED_MODELS if _installed(n)]
     if args.action == "prepare":

@@ -15,9 +15,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Any
 
-from ..bridge import run_sync
 from ..errors import ConfigurationError
 from ..results import RankingResult
+from ..run.bridge import run_sync
 from ._common import (
     Query,
     add_backend_arguments,
@@ -29,6 +29,8 @@ from ._common import (
     read_input,
     report,
 )
+from .rank_ray import rank_queries_on_ray
+from .rank_records import to_json, to_trec
 
 __all__ = ["add_parser", "run", "to_json", "to_trec"]
 
@@ -67,39 +69,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
-
-
-def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
-    """The JSONL record of one ranked query."""
-    record: dict[str, Any] = {
-        "qid": query.qid,
-        "query": query.query,
-        "ranking": [
-            {"docid": query.docids[i], "rank": r, "score": round(result.scores[i], 6)}
-            for r, i in enumerate(result.order, start=1)
-        ],
-        "order": list(result.order),
-        "confidence": round(result.confidence, 4),
-        "samples": len(result.samples),
-        "failed_samples": len(result.failures),
-        "usage": {
-            "calls": result.usage.calls,
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cached_calls": result.usage.cached_calls,
-        },
-    }
-    if query.plain:
-        record["items"] = [query.items[i] for i in result.order]
-    return record
-
-
-def to_trec(query: Query, result: RankingResult, tag: str) -> str:
-    """TREC run lines: ``qid Q0 docid rank score tag``."""
-    return "".join(
-        f"{query.qid} Q0 {query.docids[i]} {r} {result.scores[i]:.6f} {tag}\n"
-        for r, i in enumerate(result.order, start=1)
-    )
 
 
 class _OrderedWriter:
@@ -149,7 +118,7 @@ class _Progress:
 
 
 def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
-    from ..windows import plan_windows
+    from ..window_plan import plan_windows
 
     return sum(
         len(
@@ -196,7 +165,7 @@ def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
 
     cache = None
     if args.cache:
-        from ..cache import SQLiteCache
+        from ..run.cache import SQLiteCache
 
         cache = SQLiteCache(args.cache)
     backend = build_backend(args)
@@ -271,6 +240,4 @@ def _rank_on_ray(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
 ) -> int:
     """The same records through Ray Data (permsc_integrations.ray), written in input order."""
-    from .rank_ray import rank_queries_on_ray
-
     return rank_queries_on_ray(args, opts, queries, writer)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..results import RankingResult, Usage, scores_from_order
 from ._common import Query, backend_spec, one_line, report
+from .rank_records import to_json
 
 __all__ = ["rank_queries_on_ray"]
 
@@ -77,8 +78,6 @@ def _render(args: argparse.Namespace, writer: Any, query: Query, row: dict[str, 
     """The single process's record; its sample counts come from the row (no windows here)."""
     if args.format != "jsonl":
         return str(writer.render(query, _result(row)))
-    from .rank import to_json
-
     record = {
         **to_json(query, _result(row)),
         "samples": int(row["samples"]),

@@ -35,9 +35,9 @@ import anyio
 
 from ..aggregators import aggregate
 from ..backends.base import Backend
-from ..bridge import run_sync
 from ..errors import ConfigurationError, InsufficientSamplesError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
+from ..run.bridge import run_sync
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
 from .report import EvalReport
 from .samples import ListSamples, SampleLog

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..errors import ConfigurationError
+from ..checks import positive_int
 
 __all__ = ["truncate_words", "clean_passage", "neutralize_ids"]
 
@@ -45,10 +45,7 @@ def truncate_words(text: str, max_words: int | None = 300) -> str:
     """
     if max_words is None:
         return text.strip()
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-        raise ConfigurationError(
-            f"max_words must be a positive integer or None (no truncation), got {max_words!r}"
-        )
+    positive_int("max_words", max_words)
     return " ".join(text.split()[:max_words])
 
 

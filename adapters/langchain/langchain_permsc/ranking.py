@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, create_model, field_ser
 
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
-from permsc_integrations.bridge import run_sync
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
 from permsc_integrations.integration import (
@@ -52,6 +51,7 @@ from permsc_integrations.integration import (
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
+from permsc_integrations.run.bridge import run_sync
 
 from .chat_backend import ChatModelBackend, TracedBackend, chat_model, run_config
 from .prompts import core_prompt

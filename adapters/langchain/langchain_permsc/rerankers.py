@@ -36,7 +36,7 @@ from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 
-from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.checks import at_least
 from permsc_integrations.integration import usage_dict
 from permsc_integrations.results import RankingResult
 
@@ -48,9 +48,7 @@ Input = dict[str, Any]
 
 
 def _checked_top_n(top_n: Any) -> int | None:
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise ConfigurationError(f"top_n must be a positive int or None, got {top_n!r}")
-    return top_n
+    return at_least(1, optional=True)("top_n", top_n)  # type: ignore[no-any-return]
 
 
 def _top_n(input: Input, default: int | None) -> int | None:

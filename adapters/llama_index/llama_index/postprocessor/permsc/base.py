@@ -47,7 +47,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.backends.base import BatchBackend
-from permsc_integrations.bridge import run_sync
+from permsc_integrations.checks import at_least
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.integration import (
     OneRanker,
@@ -59,6 +59,7 @@ from permsc_integrations.integration import (
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
+from permsc_integrations.run.bridge import run_sync
 
 from .llm_backend import LlamaIndexLLMBackend, TracedBackend
 from .prompts import to_core_prompt
@@ -124,11 +125,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
 
     def _check(self) -> RankingOptions:
         """The options these fields describe; raises the library's typed error if bad."""
-        top_n = self.top_n
-        if top_n is not None and (
-            isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1
-        ):
-            raise ConfigurationError(f"top_n must be a positive int or None, got {top_n!r}")
+        at_least(1, optional=True)("top_n", self.top_n)
         if (self.backend is None) == (self.llm is None):
             raise ConfigurationError("give either llm= (a LlamaIndex LLM) or backend=, not both")
         if self.llm is not None and not isinstance(self.llm, LLM):

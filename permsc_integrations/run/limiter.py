@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from typing import Protocol
 
-from .errors import ConfigurationError
+from ..checks import positive_int
 
 __all__ = ["CallLimiter", "Limiter"]
 
@@ -44,8 +44,7 @@ class CallLimiter:
     """
 
     def __init__(self, total_tokens: int) -> None:
-        if isinstance(total_tokens, bool) or not isinstance(total_tokens, int) or total_tokens < 1:
-            raise ConfigurationError(f"total_tokens must be an int >= 1, got {total_tokens!r}")
+        positive_int("total_tokens", total_tokens)
         self.total_tokens = total_tokens
         self._borrowed = 0
         self._lock = threading.Lock()

@@ -36,18 +36,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import (
-    BackendConnectionError,
+from ...checks import positive_int
+from ...errors import (
     BackendError,
-    BackendTimeoutError,
     ConfigurationError,
     MissingDependencyError,
 )
-from ..redaction import is_secret_name, redact_text, redact_url
-from .base import Completion, GenerationSettings, Message
+from ...redaction import is_secret_name, redact_text, redact_url
+from ..base import Completion, GenerationSettings, Message
+from ..http_errors import map_openai_error
 from .chat_json import completion_from_json
-from .http_errors import status_error
-from .loop_clients import LoopClients
+from .client_per_loop import LoopClients
 
 __all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]
 
@@ -197,12 +196,7 @@ class OpenAIBackend:
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
         self.max_connections = max_connections
-        if (
-            isinstance(client_shards, bool)
-            or not isinstance(client_shards, int)
-            or client_shards < 1
-        ):
-            raise ConfigurationError(f"client_shards must be an int >= 1, got {client_shards!r}")
+        positive_int("client_shards", client_shards)
         self.client_shards = client_shards if http == "httpx" else 1
         self._client = client
         self._clients = LoopClients(self._new_shards)
@@ -325,48 +319,3 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         """Close the clients this backend made (on their own loops, when still running)."""
         await self._clients.aclose()
-
-
-def map_openai_error(
-    exc: Exception,
-    base_url: str | None,
-    timeout: float | None,
-    redact: Any = redact_text,
-) -> BackendError:
-    """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
-    text goes through ``redact`` (URLs and, from a backend, its key)."""
-    openai, where = _openai(), redact_url(base_url) or "api.openai.com"
-    dropped = _aiohttp_connection_error(exc)
-    if isinstance(exc, openai.APITimeoutError) and dropped is None:
-        return BackendTimeoutError(
-            f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        cause = dropped or exc.__cause__ or exc
-        return BackendConnectionError(
-            redact(
-                f"connection to {where} failed ({type(cause).__name__}: {cause}); "
-                "check that the server is running and reachable, and that base_url is right"
-            )
-        )
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body
-        said = body.get("message") if isinstance(body, dict) else None
-        detail = redact(f"{where} answered {exc.status_code}: {said or exc.message}")
-        code = getattr(exc, "code", None)
-        return status_error(exc.status_code, detail, code=code, response=exc.response)
-    return BackendError(redact(f"unexpected answer from {where}: {exc}"), retryable=False)
-
-
-def _aiohttp_connection_error(exc: BaseException) -> BaseException | None:
-    """The aiohttp connection error (not a timeout) behind ``exc``, if any. The aiohttp
-    transport reports a refused or dropped connection as a connect *timeout*; this tells
-    the two apart."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__module__.startswith("aiohttp") and not isinstance(
-            seen, (TimeoutError, asyncio.TimeoutError)
-        ):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None

@@ -4,26 +4,27 @@
   a model small enough for two CPU cores that does rank (docs/reproduction.md);
 - ``embedded:smollm2-135m``: SmolLM2-135M-Instruct, fast but unable to rank (tests, smoke runs).
 
-Files come from :mod:`permsc_integrations.model_store` (assembled and hash-checked once into
-the per-user cache; never downloaded) and run through transformers (which keeps a converted
-copy that loads in seconds, :mod:`.gguf_cache`), or through
-llama.cpp with ``engine="llamacpp"`` (the ``llamacpp`` extra). ``"embedded:<engine>"``
-(``transformers`` or ``llamacpp``) still names an engine for the default model.
+Files come from :mod:`.model_store` (assembled and hash-checked once into the per-user cache;
+never downloaded) and run through transformers (which keeps a converted copy that loads in
+seconds, :mod:`.gguf_cache`), or through llama.cpp with ``engine="llamacpp"`` (the ``llamacpp``
+extra). ``"embedded:<engine>"`` (``transformers`` or ``llamacpp``) still names an engine for the
+default model.
 
 Example:
-    >>> from permsc_integrations.backends.embedded import embedded_names
+    >>> from permsc_integrations.backends.local.embedded import embedded_names
     >>> embedded_names()
     ['qwen2.5-coder-1.5b', 'smollm2-135m']
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..model_store import EMBEDDED_MODELS, default_model, gguf_path
-from .base import Backend
+from ...errors import ConfigurationError
+from ..base import Backend
+from .llamacpp import LlamaCppBackend
+from .model_store import EMBEDDED_MODELS, default_model, embedded_model_path, gguf_path
+from .transformers import TransformersBackend
 
 __all__ = ["embedded_backend", "embedded_model_path", "embedded_names"]
 
@@ -33,11 +34,6 @@ _ENGINES = ("transformers", "llamacpp")
 def embedded_names() -> list[str]:
     """The embedded model names, sorted."""
     return sorted(EMBEDDED_MODELS)
-
-
-def embedded_model_path(name: str | None = None) -> Path:
-    """The checked GGUF file of an embedded model (the default one without ``name``)."""
-    return gguf_path(name or default_model())
 
 
 def _model_and_engine(model: str | None, engine: str | None) -> tuple[str, str]:
@@ -65,9 +61,5 @@ def embedded_backend(
             f"unknown embedded model {name!r}; available: {', '.join(embedded_names())}"
         )
     if engine == "llamacpp":
-        from .llamacpp import LlamaCppBackend
-
         return LlamaCppBackend(gguf_path(name), name=f"embedded:{name}:llamacpp", **options)
-    from .transformers import TransformersBackend
-
     return TransformersBackend(gguf_path(name), name=f"embedded:{name}", **options)

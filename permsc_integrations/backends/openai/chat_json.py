@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import BackendError
-from ..results import Usage
-from .base import Completion
+from ...errors import BackendError
+from ...results import Usage
+from ..base import Completion
 
 __all__ = ["completion_from_json"]
 

@@ -5,7 +5,7 @@ worker thread, one at a time per instance (llama.cpp contexts are not thread-saf
 ``"llamacpp"`` without a path runs the embedded SmolLM2 file.
 
 Example:
-    >>> from permsc_integrations.backends.llamacpp import LlamaCppBackend
+    >>> from permsc_integrations.backends.local.llamacpp import LlamaCppBackend
     >>> backend = LlamaCppBackend("/models/qwen2.5-1.5b-instruct-q4_k_m.gguf")  # doctest: +SKIP
     >>> backend.name  # doctest: +SKIP
     'llamacpp:qwen2.5-1.5b-instruct-q4_k_m.gguf'
@@ -22,9 +22,10 @@ from typing import Any
 
 import anyio
 
-from ..errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
-from ..results import Usage
-from .base import Completion, GenerationSettings, Message
+from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
+from ...results import Usage
+from ..base import Completion, GenerationSettings, Message
+from .model_store import embedded_model_path
 
 __all__ = ["LlamaCppBackend"]
 
@@ -68,8 +69,6 @@ def _load(key: _Key) -> tuple[Any, threading.Lock]:
 
 def _resolve_path(model_path: str | os.PathLike[str] | None) -> Path:
     if model_path is None:
-        from .embedded import embedded_model_path
-
         return embedded_model_path()
     path = Path(model_path).expanduser()
     if not path.is_file():

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from .errors import ConfigurationError, MissingDependencyError, ModelIntegrityError
+from ...errors import ConfigurationError, MissingDependencyError, ModelIntegrityError
 
 __all__ = [
     "EmbeddedModel",
     "EMBEDDED_MODELS",
     "cache_dir",
     "default_model",
+    "embedded_model_path",
     "gguf_path",
     "locked",
     "part_files",
@@ -239,3 +240,8 @@ def _model(name: str) -> EmbeddedModel:
 def default_model() -> str:
     """The default embedded model: the first that ranks."""
     return next(m.name for m in EMBEDDED_MODELS.values() if m.ranks)
+
+
+def embedded_model_path(name: str | None = None) -> Path:
+    """The checked GGUF file of an embedded model (the default one without ``name``)."""
+    return gguf_path(name or default_model())

@@ -26,25 +26,23 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from .backends.base import BatchBackend, Completion, Message
-from .cache import cache_key
-from .errors import BackendError, ParseError, PermscError
-from .events import Event, EventHook, EventKind, emit
+from ..backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
+from ..errors import BackendError, ParseError, PermscError, add_note
+from ..events import Event, EventHook, EventKind, emit
+from ..prompts.base import Prompt
+from ..results import ParseStatus, Sample, Usage
+from ..retry import RetryPolicy, call_with_retry
+from .cache import ResponseCache, cache_key
 from .limiter import Limiter
-from .results import ParseStatus, Sample, Usage
-from .retry import call_with_retry
-
-if TYPE_CHECKING:
-    from .engine import WindowEngine
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowRun", "Breaker", "REASK", "first_failure"]
+__all__ = ["WindowRun", "SamplingSetup", "Breaker", "REASK", "first_failure"]
 
 REASK = (
     "Your answer could not be read as a ranking. Answer again with only the ranking of all "
@@ -97,12 +95,30 @@ class _Sample:
     raw_text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SamplingSetup:
+    """What a window's calls need, built by the engine
+    (:meth:`~.engine.WindowEngine.sampling_setup`): the backend and its settings, the prompt
+    that renders and parses, the retry policy, the cache, the engine's limiter, the breaker,
+    the re-asks of an unreadable answer and the share of items an answer must rank."""
+
+    backend: Backend
+    prompt: Prompt
+    settings: GenerationSettings
+    retry: RetryPolicy
+    cache: ResponseCache | None
+    limiter: Limiter | None
+    breaker: Breaker
+    reasks: int
+    min_coverage: float
+
+
 class WindowRun:
     """One window's samples in flight (see the module docstring)."""
 
     def __init__(
         self,
-        engine: WindowEngine,
+        setup: SamplingSetup,
         query: str,
         items: list[str],
         perms: list[tuple[int, ...]],
@@ -114,22 +130,22 @@ class WindowRun:
         offset: int = 0,
         total: int | None = None,
     ) -> None:
-        self.e, self.query, self.items, self.perms = engine, query, items, perms
+        self.setup, self.query, self.items, self.perms = setup, query, items, perms
         self.offset, self.total = offset, len(perms) if total is None else total
         self.hooks, self.request_id, self.window = hooks, request_id, window
-        self.limiters = [lim for lim in (request_limiter, engine.limiter) if lim is not None]
+        self.limiters = [lim for lim in (request_limiter, setup.limiter) if lim is not None]
         self.samples: list[Sample | None] = [None] * len(perms)
         self.spent = Usage()
 
     async def run(self) -> list[Sample]:
         try:
             async with anyio.create_task_group() as tg:
-                if isinstance(self.e.backend, BatchBackend):
+                if isinstance(self.setup.backend, BatchBackend):
                     tg.start_soon(self._batched)
                 else:
                     for k in range(len(self.perms)):
                         tg.start_soon(self._one, k)
-                        await _let_it_go()
+                        await _yield_to_started_call()
         except BaseExceptionGroup as group:  # surface a single failure as itself
             error = first_failure(group)
             if isinstance(error, PermscError):
@@ -147,7 +163,7 @@ class WindowRun:
 
     async def _one(self, k: int) -> None:
         await self._emit("sample_start", k)
-        state = _Sample(self.e.prompt.render(self.query, self._shown(k)))
+        state = _Sample(self.setup.prompt.render(self.query, self._shown(k)))
         try:
             sample = None
             while sample is None:
@@ -161,7 +177,7 @@ class WindowRun:
         states = {}
         for k in range(len(self.perms)):
             await self._emit("sample_start", k)
-            states[k] = _Sample(self.e.prompt.render(self.query, self._shown(k)))
+            states[k] = _Sample(self.setup.prompt.render(self.query, self._shown(k)))
         while states:
             keys = list(states)
             try:
@@ -185,10 +201,10 @@ class WindowRun:
         state.raw_text = completion.text
         perm = self.perms[k]
         try:
-            parsed = self.e.prompt.parse(completion.text, len(perm), self._shown(k))
-            _check_coverage(parsed.ranking, len(perm), self.e.min_coverage, completion.text)
+            parsed = self.setup.prompt.parse(completion.text, len(perm), self._shown(k))
+            _check_coverage(parsed.ranking, len(perm), self.setup.min_coverage, completion.text)
         except ParseError as exc:
-            if state.asks <= self.e.reasks:
+            if state.asks <= self.setup.reasks:
                 state.messages = [
                     *state.messages,
                     {"role": "assistant", "content": completion.text},
@@ -211,7 +227,7 @@ class WindowRun:
     def _failed(self, k: int, state: _Sample, exc: BackendError) -> Sample:
         """The failed sample; a fatal error opens the breaker and is raised instead."""
         if exc.fatal:
-            self.e.breaker.trip(exc)
+            self.setup.breaker.trip(exc)
             raise exc
         usage = state.usage + (exc.usage or Usage())
         error = f"{type(exc).__name__}: {exc}"
@@ -237,7 +253,7 @@ class WindowRun:
         )
 
     async def _call(self, messages: list[Message]) -> tuple[Completion, Usage]:
-        e = self.e
+        e = self.setup
         e.breaker.check()
         key = cache_key(e.backend, messages, e.settings) if e.cache is not None else None
         if key is not None and e.cache is not None:
@@ -258,11 +274,11 @@ class WindowRun:
 
         async def counted() -> Any:
             nonlocal attempts, latency
-            self.e.breaker.check()  # again with the slot held: it may have opened meanwhile
+            self.setup.breaker.check()  # again with the slot held: it may have opened meanwhile
             attempts += 1
             began = time.perf_counter()
             try:
-                return await _guarded(call, self.e.backend.name)
+                return await _guarded(call, self.setup.backend.name)
             finally:
                 took = time.perf_counter() - began
                 latency += took
@@ -270,7 +286,7 @@ class WindowRun:
 
         try:
             result, retries = await call_with_retry(
-                counted, self.e.retry, self.e.settings.timeout, guard=self._slot
+                counted, self.setup.retry, self.setup.settings.timeout, guard=self._slot
             )
         except BackendError as exc:
             exc.usage = Usage(calls=attempts, retries=max(0, attempts - 1), latency_s=latency)
@@ -281,7 +297,7 @@ class WindowRun:
         return _Slots(self.limiters)
 
     async def _call_batch(self, batch: list[list[Message]]) -> list[tuple[Completion, Usage]]:
-        e = self.e
+        e = self.setup
         e.breaker.check()
         keys = [cache_key(e.backend, m, e.settings) for m in batch] if e.cache else []
         hits = [await e.cache.aget(k) for k in keys] if e.cache else [None] * len(batch)
@@ -355,7 +371,7 @@ def _tokens(completion: Completion) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
 
 
-async def _let_it_go() -> None:
+async def _yield_to_started_call() -> None:
     """Yield once, so that the call just started is sent before the next one is built
     (started all at once, every request of a round was built before the first went out:
     docs/benchmarks.md "send-order")."""
@@ -364,8 +380,6 @@ async def _let_it_go() -> None:
 
 def first_failure(group: BaseExceptionGroup) -> BaseException:
     """The first real failure in a task-group error (the others are noted on it)."""
-    from .engine import add_note
-
     flat: list[BaseException] = []
     stack: list[BaseException] = [group]
     while stack:

@@ -6,7 +6,7 @@ on two CPU cores. The first load saves the result (safetensors in the loaded dty
 the dtype; later loads read that folder (about 3 s, the same weights bit for bit). A folder is
 complete only once its ``manifest.json`` is written, under a file lock, so concurrent
 processes never see half a conversion. When the cache is not writable the model still loads,
-with a warning. The cache folder is that of :func:`permsc_integrations.model_store.cache_dir`.
+with a warning. The cache folder is that of :func:`.model_store.cache_dir`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..model_store import cache_dir, locked
+from .model_store import cache_dir, locked
 
 __all__ = ["load_gguf", "converted_folder"]
 

@@ -33,9 +33,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from .backends.base import Backend, Completion, GenerationSettings
-from .errors import ConfigurationError
-from .results import Usage
+from ..backends.base import Backend, Completion, GenerationSettings
+from ..errors import ConfigurationError
+from ..results import Usage
 
 __all__ = ["ResponseCache", "MemoryCache", "SQLiteCache", "cache_key", "fingerprint"]
 

@@ -35,21 +35,23 @@ from typing import Any
 
 import anyio
 
-from .adaptive import Adaptive, waves
-from .aggregators import Aggregator, aggregate, resolve
-from .backends.base import Backend, GenerationSettings
+from ..adaptive import Adaptive, waves
+from ..aggregators import Aggregator, aggregate, resolve
+from ..backends.base import Backend, GenerationSettings
+from ..checks import at_least, positive_int
+from ..errors import ConfigurationError, InsufficientSamplesError, PermscError, add_note
+from ..events import Event, EventHook, emit
+from ..metrics import consensus_confidence
+from ..permutations import cut_blocks, sample_permutations
+from ..prompts import get_prompt
+from ..prompts.base import Prompt
+from ..results import Sample, Usage, WindowResult
+from ..retry import RetryPolicy
 from .cache import ResponseCache
-from .errors import ConfigurationError, InsufficientSamplesError, PermscError
-from .events import Event, EventHook, emit
 from .limiter import Limiter
-from .permutations import cut_blocks, sample_permutations
-from .prompts import get_prompt
-from .prompts.base import Prompt
-from .results import Sample, Usage, WindowResult
-from .retry import RetryPolicy
-from .sampling import Breaker, WindowRun
+from .sampling import Breaker, SamplingSetup, WindowRun
 
-__all__ = ["WindowEngine", "BlocksDraw", "derive_seed", "add_note"]
+__all__ = ["WindowEngine", "BlocksDraw", "derive_seed"]
 
 
 def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) -> int:
@@ -105,10 +107,8 @@ class WindowEngine:
         return cls(backend, get_prompt(prompt), resolve(aggregator), **options)
 
     def __post_init__(self) -> None:
-        if self.num_permutations < 1:
-            raise ConfigurationError(f"num_permutations must be >= 1, got {self.num_permutations}")
-        if self.reasks < 0:
-            raise ConfigurationError(f"reasks must be >= 0, got {self.reasks}")
+        positive_int("num_permutations", self.num_permutations)
+        at_least(0)("reasks", self.reasks)
         if not 1 <= self.required <= self.num_permutations:
             raise ConfigurationError(
                 f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
@@ -123,6 +123,20 @@ class WindowEngine:
     def needed(self, drawn: int) -> int:
         """Good samples needed among ``drawn``: ``min_successful`` or ``max(1, drawn // 2)``."""
         return max(1, drawn // 2) if self.min_successful is None else self.min_successful
+
+    def sampling_setup(self) -> SamplingSetup:
+        """What a window's calls need of this engine (:class:`~.sampling.WindowRun`)."""
+        return SamplingSetup(
+            self.backend,
+            self.prompt,
+            self.settings,
+            self.retry,
+            self.cache,
+            self.limiter,
+            self.breaker,
+            self.reasks,
+            self.min_coverage,
+        )
 
     async def rank_window(
         self,
@@ -191,7 +205,7 @@ class WindowEngine:
             return getattr(self.aggregator, "quick", self.aggregator)  # type: ignore[no-any-return]
         return resolve(method)
 
-    async def lead(self, draw: BlocksDraw, k: int, method: Aggregator) -> tuple[int, ...]:
+    async def pick_head(self, draw: BlocksDraw, k: int, method: Aggregator) -> tuple[int, ...]:
         """The top ``k`` of a blocks round's items by ``method`` (see :meth:`head_by`), so
         that the next round can start while :meth:`settle` runs; raises as :meth:`settle`
         would when too few samples succeeded."""
@@ -222,7 +236,7 @@ class WindowEngine:
         spent = Usage()
         for wave, (first, end) in enumerate(waves(policy, len(units))):
             run = WindowRun(
-                self,
+                self.sampling_setup(),
                 query,
                 local,
                 shown[first * per_unit : end * per_unit],
@@ -348,12 +362,4 @@ def _to_items(local: Sequence[int], indices: Sequence[int]) -> tuple[int, ...]:
 
 
 def _confidence(rankings: Sequence[Sequence[int]], consensus: Sequence[int]) -> float:
-    from .metrics import consensus_confidence
-
     return float(consensus_confidence(rankings, consensus))
-
-
-def add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)`` where Python has it (3.11+); a no-op on 3.10."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)

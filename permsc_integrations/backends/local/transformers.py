@@ -8,7 +8,7 @@ looping answer no longer holds the whole batch to the token cap. Files are read 
 (path, gguf file, device, dtype) and generation runs in a worker thread, one at a time per model.
 
 Example:
-    >>> from permsc_integrations.backends.transformers import TransformersBackend
+    >>> from permsc_integrations.backends.local.transformers import TransformersBackend
     >>> backend = TransformersBackend("/models/Qwen2.5-1.5B-Instruct")  # doctest: +SKIP
     >>> backend.name  # doctest: +SKIP
     'transformers:/models/Qwen2.5-1.5B-Instruct'
@@ -29,10 +29,11 @@ from typing import Any
 
 import anyio
 
-from ..errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
-from ..results import Usage
-from .base import Completion, GenerationSettings, Message
-from .loops import LoopStop
+from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
+from ...results import Usage
+from ..base import Completion, GenerationSettings, Message
+from .gguf_cache import load_gguf
+from .repetition import LoopStop
 
 __all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
 
@@ -139,8 +140,6 @@ def quiet_loading(transformers: Any) -> Iterator[None]:
 
 def _read(key: _Key, torch: Any, transformers: Any) -> tuple[Any, Any]:
     """``(tokenizer, model)`` from the directory, or from the GGUF via its saved conversion."""
-    from .gguf_cache import load_gguf
-
     with quiet_loading(transformers):
         if key.gguf_file:
             return load_gguf(Path(key.path) / key.gguf_file, key.dtype, torch, transformers)

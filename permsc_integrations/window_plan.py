@@ -1,4 +1,5 @@
-"""RankGPT-style sliding windows: a pure plan and its sequential execution.
+"""RankGPT-style sliding windows: the plan (pure); the sliding strategy runs it
+(:mod:`permsc_integrations.strategies.sliding`).
 
 Windows of ``window_size`` positions move by ``step`` from the back of the list to the
 front; each window reorders the current list in place, so the best items are carried
@@ -22,12 +23,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import ConfigurationError, InvalidRankingError
+from .checks import at_least, positive_int
+from .errors import ConfigurationError
 
-__all__ = ["Window", "plan_windows", "settled_per_pass", "run_windows"]
+__all__ = ["Window", "plan_windows", "settled_per_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,17 +45,15 @@ class Window:
 
 
 def _check(n: int, window_size: int, step: int, top_k: int | None) -> None:
-    if n < 0:
-        raise ConfigurationError(f"n must be >= 0, got {n}")
-    if window_size < 2:
-        raise ConfigurationError(f"window_size must be >= 2, got {window_size}")
+    at_least(0)("n", n)
+    at_least(2)("window_size", window_size)
+    positive_int("step", step)
     if not 1 <= step < window_size:
         raise ConfigurationError(
             f"step must be in 1..window_size-1 so that windows overlap and carry the best "
             f"items forward; got step={step}, window_size={window_size}"
         )
-    if top_k is not None and top_k < 1:
-        raise ConfigurationError(f"top_k must be >= 1 or None, got {top_k}")
+    at_least(1, optional=True)("top_k", top_k)
 
 
 def settled_per_pass(window_size: int, step: int) -> int:
@@ -90,21 +89,3 @@ def plan_windows(
         settled = n if remaining <= window_size else settled + settled_per_pass(window_size, step)
         pass_index += 1
     return plan
-
-
-RankWindow = Callable[[int, Window, tuple[int, ...]], Awaitable[Sequence[int]]]
-"""``rank(window_number, window, items_in_window) -> the same items, best first``."""
-
-
-async def run_windows(order: Sequence[int], plan: Sequence[Window], rank: RankWindow) -> list[int]:
-    """Run ``plan`` over ``order`` in sequence: each window's ranking replaces its slice."""
-    current = list(order)
-    for number, window in enumerate(plan):
-        inside = tuple(current[window.start : window.end])
-        ranked = list(await rank(number, window, inside))
-        if sorted(ranked) != sorted(inside):
-            raise InvalidRankingError(
-                f"window {number} returned {ranked}, not a reordering of {list(inside)}"
-            )
-        current[window.start : window.end] = ranked
-    return current

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = ["run_sync", "shutdown"]
 

@@ -1,7 +1,7 @@
 """One request while it runs: its texts, its events, and the PSC windows a strategy asks for.
 
-:class:`RequestRun` is the :class:`~permsc_integrations.strategies.RankContext` the ranker hands
-its strategy: ``window`` runs PSC over a window of the list, ``blocks`` PSC over blocks of it,
+:class:`RequestRun` is the :class:`~permsc_integrations.strategies.base.RankContext` the ranker
+hands its strategy: ``window`` runs PSC over a window of the list, ``blocks`` PSC over blocks of it,
 each with its ``window_start``/``window_end`` events, its own derived seed, and its result kept
 for the request's usage and confidence.
 """
@@ -9,7 +9,7 @@ for the request's usage and confidence.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,28 +18,17 @@ import anyio
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
+from ..errors import PermscError
+from ..events import Event, EventHook, EventKind, emit
+from ..options import RankingOptions
+from ..results import Usage, WindowResult
+from ..strategies.base import NextRounds
+from ..window_plan import Window
 from .engine import BlocksDraw, WindowEngine, derive_seed
-from .errors import PermscError
-from .events import Event, EventHook, EventKind, emit
 from .limiter import CallLimiter
-from .options import RankingOptions
-from .results import Usage, WindowResult
 from .sampling import first_failure
-from .windows import Window
 
-__all__ = ["RequestRun", "Later"]
-
-
-@dataclass(frozen=True, slots=True)
-class Later:
-    """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items, as
-    picked by ``head_by`` (an aggregator; ``None``: the ranker's quick stand-in, see
-    :meth:`~.engine.WindowEngine.head_by`). Unless that is the ranker's aggregator itself,
-    the head is known at once and ``rank`` runs while the round's consensus is computed."""
-
-    keep: int
-    head_by: Any
-    rank: Callable[[Any, tuple[int, ...]], Awaitable[Sequence[int]]]
+__all__ = ["RequestRun"]
 
 
 @dataclass
@@ -111,12 +100,12 @@ class RequestRun:
         inside: tuple[int, ...],
         *,
         shuffles: int | None = None,
-        then: Later | None = None,
+        then: NextRounds | None = None,
     ) -> Sequence[int]:
         """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events.
 
         ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds
-        (:class:`Later`) over this round's head; the answer is their order followed by this
+        (:class:`NextRounds`) over this round's head; the answer is their order followed by this
         round's consensus of the rest."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
         await self.emit("window_start", number, **where)
@@ -137,9 +126,9 @@ class RequestRun:
         return await self._then(number, draw, where, then)
 
     async def _then(
-        self, number: int, draw: BlocksDraw, where: dict[str, Any], then: Later
+        self, number: int, draw: BlocksDraw, where: dict[str, Any], then: NextRounds
     ) -> Sequence[int]:
-        """The later rounds over this round's head (:class:`Later`), beside its consensus
+        """The later rounds over this round's head (:class:`NextRounds`), beside its consensus
         unless the consensus itself picks the head."""
         pick = self.engine.head_by(then.head_by)
         if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
@@ -147,7 +136,7 @@ class RequestRun:
             head = tuple(order[: then.keep])
             ranked = await then.rank(self, head)
         else:
-            head = await self.engine.lead(draw, then.keep, pick)
+            head = await self.engine.pick_head(draw, then.keep, pick)
             outcome: list[Sequence[int] | PermscError] = []
             try:
                 async with anyio.create_task_group() as group:

@@ -1,0 +1,103 @@
+"""Checks on values given by users: one rule and one message for each kind of value.
+
+A check is ``check(name, value) -> value`` (the value as kept, e.g. an int as a float for
+:func:`number`); a bad value raises :class:`ConfigurationError` naming ``name``. Used by
+:mod:`.options` (every ranking option), the strategies, the window plan, the engine, the
+limiter and the backends, so that "an int >= 1" means the same everywhere (``True`` is not
+an int here).
+
+Example:
+    >>> positive_int("window_size", 20)
+    20
+    >>> positive_int("window_size", True)
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.ConfigurationError: window_size must be an int >= 1, got True
+    >>> at_least(0, optional=True)("top_k", None) is None
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "Check",
+    "is_int",
+    "at_least",
+    "positive_int",
+    "number",
+    "share",
+    "integer",
+    "flag",
+]
+
+Check = Callable[[str, Any], Any]
+"""``check(name, value) -> value as kept``; raises :class:`ConfigurationError`."""
+
+
+def is_int(value: Any) -> bool:
+    """An ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def at_least(low: int, *, optional: bool = False) -> Check:
+    """An int >= ``low`` (or ``None`` when ``optional``)."""
+
+    def check(name: str, value: Any) -> Any:
+        if (value is None and optional) or (is_int(value) and value >= low):
+            return value
+        what = f"an int >= {low}" + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
+
+    return check
+
+
+_POSITIVE = at_least(1)
+
+
+def positive_int(name: str, value: Any) -> int:
+    """An int >= 1."""
+    return _POSITIVE(name, value)  # type: ignore[no-any-return]
+
+
+def number(*, positive: bool, optional: bool = False) -> Check:
+    """A finite number > 0 (``positive``) or >= 0, kept as a float (or ``None`` when
+    ``optional``)."""
+
+    def check(name: str, value: Any) -> Any:
+        if value is None and optional:
+            return value
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and math.isfinite(value) and (value > 0 if positive else value >= 0):
+            return float(value)
+        what = ("a number > 0" if positive else "a number >= 0") + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}")
+
+    return check
+
+
+def share(name: str, value: Any) -> float:
+    """A number in 0..1, kept as a float."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and 0.0 <= value <= 1.0:
+        return float(value)
+    raise ConfigurationError(f"{name} must be a number in 0..1, got {value!r}")
+
+
+def integer(name: str, value: Any) -> int:
+    """Any int (a seed)."""
+    if is_int(value):
+        return int(value)
+    raise ConfigurationError(f"{name} must be an int, got {value!r}")
+
+
+def flag(name: str, value: Any) -> bool:
+    """``True`` or ``False``."""
+    if isinstance(value, bool):
+        return value
+    raise ConfigurationError(f"{name} must be True or False, got {value!r}")

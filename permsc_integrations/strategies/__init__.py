@@ -1,0 +1,78 @@
+"""How a list longer than one window is ranked: strategies, by name.
+
+- ``"sliding"`` (RankGPT): windows of ``window_size`` move by ``step`` from the back of the
+  list to the front, one after another, PSC in each (:mod:`.sliding`). One pass settles the
+  top ``window_size - step``; ``top_k`` adds passes.
+- ``"blocks"``: rounds of blocks, each over the head of the round before. In a round, each
+  shuffle of the round's items is cut into balanced blocks of at most ``window_size`` items
+  (every item once per shuffle, with new neighbours each time), and every block of every
+  shuffle is one call, all at once. A quick consensus (``head_by``) picks the round's head
+  for the next round, which starts at once while the ranker's aggregator orders the rest of
+  the round's items; the last round is one PSC window over the top ``window_size``. A list
+  of up to five windows takes two rounds (about two calls' latency whatever its length, for
+  ``m * ceil(n / window_size) + m`` calls; sliding, one pass: ``m`` per window); a longer
+  one is first *screened* by a round of a few shuffles (``screen_shuffles``, 5) that keeps
+  its top five windows (three rounds: n = 1000, m = 20: 370 calls). ``top_k`` up to
+  ``window_size`` is settled by the last round; below the head, each item keeps the order
+  of the last round that ranked it. ``Blocks(head_windows=2)`` makes the last round blocks
+  over the top two windows' worth instead.
+
+A list that fits one window is one PSC window under either strategy. A strategy is a callable
+``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``planned`` method;
+``strategies.register(name, obj)`` (or the entry-point group
+``permsc_integrations.strategies``) adds one.
+
+Example:
+    >>> available()
+    ['blocks', 'sliding']
+    >>> get("blocks").planned(100, window_size=20, step=10, top_k=None)
+    2
+    >>> get("blocks").planned(1000, window_size=20, step=10, top_k=None)
+    3
+"""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .base import NextRounds, RankContext, Strategy
+from .blocks import Blocks
+from .sliding import Sliding
+
+__all__ = [
+    "RankContext",
+    "Strategy",
+    "Sliding",
+    "Blocks",
+    "NextRounds",
+    "register",
+    "available",
+    "get",
+]
+
+SLIDING, BLOCKS = Sliding(), Blocks()
+
+
+_registry: Registry[Strategy] = Registry(
+    "strategy",
+    "permsc_integrations.strategies",
+    {
+        "sliding": "permsc_integrations.strategies:SLIDING",
+        "blocks": "permsc_integrations.strategies:BLOCKS",
+    },
+    normalize=lambda name: name.strip().lower(),
+)
+
+
+def register(name: str, strategy: Strategy) -> None:
+    """Register ``strategy`` (see :class:`Strategy`) as ``name``."""
+    _registry.register(name, strategy)
+
+
+def available() -> list[str]:
+    """Every strategy name, sorted."""
+    return _registry.available()
+
+
+def get(name: str | Strategy) -> Strategy:
+    """The strategy registered as ``name`` (an object is returned as is)."""
+    return _registry.get(name) if isinstance(name, str) else name

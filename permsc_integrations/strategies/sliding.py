@@ -1,0 +1,46 @@
+"""RankGPT's sliding windows: the plan (:mod:`permsc_integrations.window_plan`) run back to
+front, one window after another, each window's ranking replacing its slice of the list.
+
+Example:
+    >>> Sliding().planned(25, window_size=10, step=5, top_k=None)
+    4
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..errors import InvalidRankingError
+from ..window_plan import Window, plan_windows
+from .base import RankContext
+
+__all__ = ["Sliding", "run_windows", "RankWindow"]
+
+
+class Sliding:
+    """RankGPT's sliding windows, back to front (see the module docstring)."""
+
+    async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        plan = plan_windows(ctx.n, window_size=ctx.window_size, step=ctx.step, top_k=ctx.top_k)
+        return await run_windows(range(ctx.n), plan, ctx.window)
+
+    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
+        return len(plan_windows(n, window_size=window_size, step=step, top_k=top_k))
+
+
+RankWindow = Callable[[int, Window, tuple[int, ...]], Awaitable[Sequence[int]]]
+"""``rank(window_number, window, items_in_window) -> the same items, best first``."""
+
+
+async def run_windows(order: Sequence[int], plan: Sequence[Window], rank: RankWindow) -> list[int]:
+    """Run ``plan`` over ``order`` in sequence: each window's ranking replaces its slice."""
+    current = list(order)
+    for number, window in enumerate(plan):
+        inside = tuple(current[window.start : window.end])
+        ranked = list(await rank(number, window, inside))
+        if sorted(ranked) != sorted(inside):
+            raise InvalidRankingError(
+                f"window {number} returned {ranked}, not a reordering of {list(inside)}"
+            )
+        current[window.start : window.end] = ranked
+    return current
