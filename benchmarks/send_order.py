@@ -4,8 +4,8 @@ A round of blocks starts all its calls at once. Started as plain tasks, every re
 round was built (prompt, SDK request, headers) before the first one was written to its
 socket, so the first answer came back one latency after the *last* request was built, and
 all the answers arrived together to be read. Now the engine yields once after starting each
-call (``sampling._yield_to_started_call``), so each request goes out before the next is built and the
-answers come back spread over the same interval.
+call (``sampling._yield_to_started_call``), so each request goes out before the next is built
+and the answers come back spread over the same interval.
 
 Side by side in one run, alternating list by list: the scripted server of
 benchmarks/strategies.py (its own process, latency L), the default blocks strategy, m = 20,

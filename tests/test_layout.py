@@ -1,0 +1,127 @@
+"""The core's floor plan: no two modules import each other (nor any longer cycle), function-local
+imports included, and docs/architecture.md names every module of the package.
+
+The import graph is read from the source with ``ast``: every ``import`` and ``from ... import``
+anywhere in a module (inside functions too, and under ``TYPE_CHECKING``), relative imports
+resolved, ``from package import name`` counted as importing the submodule ``name`` when there is
+one. import-linter (``.importlinter``, run by ``.ci/run``) checks the direction between layers;
+this test checks that nothing is held apart by a function-local import alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "permsc_integrations"
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _known(name: str, known: dict[str, Path]) -> str | None:
+    """``name`` or the nearest enclosing module that exists (``pkg.mod.attr`` -> ``pkg.mod``)."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that module ``name`` imports, anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets.add(module)
+            targets.update(f"{module}.{alias.name}" for alias in node.names)
+    resolved = {_known(t, known) for t in targets if t.split(".")[0] == PACKAGE.name}
+    return {t for t in resolved if t is not None and t != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_relative_local_and_package_imports() -> None:
+    graph = import_graph()
+    assert "permsc_integrations.results" in graph["permsc_integrations.errors"]  # "from .results"
+    # function-local ("# lazy: start-up time"), relative to the parent package
+    assert "permsc_integrations.ranker" in graph["permsc_integrations.cli.demo"]
+    # "from ..backends.local import model_store" names a submodule
+    models = graph["permsc_integrations.cli.models"]
+    assert "permsc_integrations.backends.local.model_store" in models
+
+
+def test_a_planted_cycle_is_found() -> None:
+    graph = {name: set(targets) for name, targets in import_graph().items()}
+    graph["permsc_integrations.results"].add("permsc_integrations.ranker")
+    assert any("permsc_integrations.ranker" in c for c in cycles(graph))
+
+
+def test_no_two_modules_import_each_other() -> None:
+    graph = import_graph()
+    pairs = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if a in graph[b]})
+    assert pairs == []
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_architecture_names_every_module() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [
+        rel
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if f"`{(rel := path.relative_to(PACKAGE).as_posix())}`" not in text
+    ]
+    assert missing == []
