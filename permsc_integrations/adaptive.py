@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .aggregators import aggregate
 from .checks import positive_int
 from .errors import ConfigurationError
 
@@ -84,7 +85,6 @@ class Adaptive:
 
         ``grouped``: ``rankings`` is a list of groups (the blocks of one shuffle), left out a
         group at a time."""
-        from .aggregators import aggregate
 
         groups = list(rankings) if grouped else [[r] for r in rankings]
         if len(groups) < 2:
@@ -102,6 +102,7 @@ class Adaptive:
 
     def _distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> float:
         """The share of pairs ordered differently (a top-k that differs in its members: 1)."""
+        # lazy: start-up time (numpy); only adaptive m needs it
         from .metrics import kendall_distance
 
         if set(a) != set(b):

@@ -322,7 +322,8 @@ class RankingOptions:
         """``{name: (annotation, Field)}`` for ``pydantic.create_model``: the options as
         pydantic fields (same names, defaults and help), for the framework adapters. Values
         are validated by constructing :class:`RankingOptions`, never by pydantic."""
-        from pydantic import Field  # lazy: optional dependency (only the adapters call this)
+        # lazy: optional dependency (only the adapters call this)
+        from pydantic import Field
 
         fields: dict[str, Any] = {}
         for info in cls.describe():

@@ -27,8 +27,11 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from .errors import ConfigurationError, MissingDependencyError
 from .options import RankingOptions
+from .ranker import PSCRanker
 
 __all__ = ["rank_dataset", "split_budget", "RESULT_COLUMNS", "USAGE_FIELDS"]
 
@@ -39,8 +42,9 @@ USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "retries", "cache
 
 def _ray() -> Any:
     try:
+        # lazy: optional dependency (the ray extra)
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError as exc:
         raise MissingDependencyError("ray", "ray", purpose="ranking Ray datasets") from exc
     return ray
@@ -71,12 +75,12 @@ class _RankBatches:
     """The actor: one ranker (the actor's share of the budget), rows ranked concurrently."""
 
     def __init__(self, backend: Any, options: RankingOptions, columns: _Columns) -> None:
-        from .ranker import PSCRanker
 
         self.columns = columns
         self.ranker = PSCRanker(backend, options=options)
 
     async def __call__(self, batch: Any) -> AsyncIterator[Any]:
+        # lazy: optional dependency (pyarrow, with the ray extra)
         import pyarrow as pa
 
         rows = batch.to_pylist()
@@ -88,7 +92,6 @@ class _RankBatches:
 
     async def _rank(self, rows: list[dict[str, Any]]) -> list[Any]:
         """Every row's RankingResult or the exception it raised, in row order."""
-        import anyio
 
         c = self.columns
         out: list[Any] = [None] * len(rows)
@@ -128,6 +131,7 @@ def _result_columns(outcomes: Sequence[Any]) -> dict[str, list[Any]]:
 
 
 def _column_types() -> dict[str, Any]:
+    # lazy: optional dependency (pyarrow, with the ray extra)
     import pyarrow as pa
 
     return {

@@ -125,3 +125,37 @@ def test_architecture_names_every_module() -> None:
         if f"`{(rel := path.relative_to(PACKAGE).as_posix())}`" not in text
     ]
     assert missing == []
+
+
+def _local_import_groups(tree: ast.Module) -> list[list[ast.stmt]]:
+    """Runs of consecutive import statements inside functions."""
+    groups = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for holder in ast.walk(function):
+            for field in ("body", "orelse", "finalbody"):
+                body = getattr(holder, field, None)
+                if not isinstance(body, list):  # an IfExp's orelse is an expression
+                    continue
+                run: list[ast.stmt] = []
+                for stmt in [*body, None]:
+                    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                        run.append(stmt)
+                    elif run:
+                        groups.append(run)
+                        run = []
+    return groups
+
+
+def test_every_function_local_import_says_why() -> None:
+    """Function-local imports are kept only for optional dependencies and start-up time, with a
+    ``# lazy: reason`` line just above them."""
+    unexplained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for group in _local_import_groups(ast.parse("\n".join(lines))):
+            above = lines[group[0].lineno - 2].strip()
+            if not above.startswith("# lazy: "):
+                unexplained.append(f"{path.relative_to(ROOT)}:{group[0].lineno}")
+    assert unexplained == []

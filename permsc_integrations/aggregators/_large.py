@@ -20,7 +20,9 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 from ._bounds import cycle_packing, pairs_bound
+from ._lp import IPM_FROM, TriangleModel, order_from_matrix, pair_matrix, violated_triangles
 from ._pairwise import kendall_cost
+from ._pulp import solve_pulp
 from .local_search import insertion_refine
 
 __all__ = ["Part", "solve_large", "perturbed", "LP_SECONDS_PER_PAIR"]
@@ -74,7 +76,6 @@ def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -
         return Part(start, upper, lower, "bound")
     best = Part(start, upper, lower, "heuristic(time)")
     try:
-        from ._lp import TriangleModel
 
         if deadline - time.perf_counter() < LP_SECONDS_PER_PAIR * k * (k - 1) / 2:
             return best  # not even one LP solve would finish: the packing is the bound
@@ -114,7 +115,6 @@ def _lp_rounds(
     Yields after every solve: its ``k x k`` matrix, its bound, and the order when it is
     integral with no row violated (then it is optimal and the rounds end).
     """
-    from ._lp import IPM_FROM, order_from_matrix, pair_matrix, violated_triangles
 
     stop = _midway(deadline, 0.9)  # the rest is kept for rounding the last LP solution
     limit = max(200, (20 if k > IPM_FROM else 10) * k)  # IPM re-solves from scratch: fewer rounds
@@ -146,7 +146,6 @@ def _integer(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part
     if isinstance(solver, str) and solver == "highs":
         order, proven, bound, name = _highs_mip(model, deadline, W.shape[0])
     else:
-        from ._pulp import solve_pulp
 
         triples = model.triples() if model is not None else np.empty((0, 3), dtype=np.intp)
         res = solve_pulp(perturbed(W), triples, solver, time_limit=deadline - time.perf_counter())
@@ -162,7 +161,6 @@ def _integer(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part
 
 
 def _highs_mip(model: Any, deadline: float, k: int) -> tuple[list[int] | None, bool, float, str]:
-    from ._lp import order_from_matrix, pair_matrix, violated_triangles
 
     model.make_integer()
     while (left := deadline - time.perf_counter()) > 0:

@@ -31,6 +31,7 @@ _POOL = 50  # candidates held per row wanted: the worst are chosen from up to 50
 
 def _highspy():  # noqa: ANN202 - the module itself
     try:
+        # lazy: optional dependency (the highs extra)
         import highspy
     except ImportError:
         raise MissingDependencyError("highspy", "highs", purpose="exact Kemeny (LP/MIP)") from None

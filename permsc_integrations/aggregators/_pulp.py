@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ class PulpResult:
 
 def _pulp():  # noqa: ANN202
     try:
+        # lazy: optional dependency (the pulp extra)
         import pulp
     except ImportError:
         raise MissingDependencyError("pulp", "pulp", purpose="Kemeny with solver='pulp'") from None
@@ -92,7 +94,6 @@ def solve_pulp(
     cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: float
 ) -> PulpResult:
     """Solve the block's integer model with PuLP, adding violated 3-cycle rows lazily."""
-    import time
 
     pulp = _pulp()
     deadline = time.perf_counter() + time_limit

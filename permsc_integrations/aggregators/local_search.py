@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidRankingError
+from . import resolve
 from ._pairwise import pairwise_counts
 
 __all__ = ["local_search", "insertion_refine"]
@@ -89,7 +90,6 @@ def insertion_refine(
 
 
 def _start(rankings: Sequence[Sequence[int]], n_items: int, initial: Initial) -> list[int]:
-    from . import resolve
 
     if initial is None:
         initial = "borda"

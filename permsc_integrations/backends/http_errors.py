@@ -108,6 +108,7 @@ def _status_code(exc: BaseException) -> int | None:
 def map_model_error(exc: Exception, source: str, timeout: float | None) -> BackendError:
     """The typed error for what a framework's model (named by ``source``) raised."""
     try:
+        # lazy: optional dependency (the openai extra)
         import openai
     except ImportError:
         openai = None  # type: ignore[assignment]
@@ -133,7 +134,8 @@ def map_openai_error(
 ) -> BackendError:
     """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
     text goes through ``redact`` (URLs and, from a backend, its key)."""
-    import openai  # lazy: an optional dependency, installed whenever its errors reach here
+    # lazy: an optional dependency, installed whenever its errors reach here
+    import openai
 
     where = redact_url(base_url) or "api.openai.com"
     dropped = _aiohttp_connection_error(exc)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends import resolve_backend
 from ..errors import ConfigurationError, MissingDependencyError
 
 if TYPE_CHECKING:
-    from ..options import RankingOptions
+    from ..options import RankingOptions  # lazy: start-up time of every permsc command
 
 __all__ = [
     "LOCAL_KINDS",
@@ -82,6 +83,7 @@ def say(text: str = "") -> None:
 def _flag(group: Any, name: str, *aliases: str, help: str | None = None) -> None:
     """A ``--kebab-name`` flag for the option ``name``, from its declaration; its parsed
     default is None ("not given"), so :func:`ranker_options` can tell the two apart."""
+    # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
     info = next(i for i in RankingOptions.describe() if i.name == name)
@@ -157,7 +159,6 @@ def is_local(spec: str) -> bool:
 
 def build_backend(args: argparse.Namespace) -> Any:
     """Resolve the backend with the options that apply to its kind."""
-    from ..backends import resolve_backend
 
     spec = backend_spec(args)
     options: dict[str, Any] = {}
@@ -170,6 +171,7 @@ def build_backend(args: argparse.Namespace) -> Any:
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
     """The ranking options given as flags (those left out are absent)."""
+    # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
     return {
@@ -182,6 +184,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOptions:
     """The validated options of the flags; for a local ``spec``, no per-call timeout and an
     answer cap of ~6 tokens per item unless the flags say otherwise."""
+    # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
     given = _given(args)
@@ -259,6 +262,7 @@ def read_input(path: str) -> tuple[list[Query], int]:
     if not path.endswith(".parquet"):
         return load_queries(path)
     try:
+        # lazy: optional dependency (pyarrow, for .parquet input)
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise MissingDependencyError("pyarrow", "ray", purpose="Parquet input") from exc

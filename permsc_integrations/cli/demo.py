@@ -93,6 +93,7 @@ def _print_result(query: Query, result: RankingResult, spec: str, m: int, second
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: start-up time of every permsc command
     from ..ranker import PSCRanker
 
     query = demo_query()

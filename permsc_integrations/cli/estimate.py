@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..backends.base import Message
+from ..window_plan import plan_windows
 from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens"]
@@ -55,7 +56,6 @@ def estimate_query(
     query: Query, prompt: Any, *, m: int, window_size: int, step: int, top_k: int | None
 ) -> Estimate:
     """Windows x m calls; each window's prompt rendered on the items it starts with."""
-    from ..window_plan import plan_windows
 
     plan = plan_windows(len(query.texts), window_size=window_size, step=step, top_k=top_k)
     prompt_tokens = completion = 0

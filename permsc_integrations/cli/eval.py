@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..aggregators import get
 from ..errors import ConfigurationError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
@@ -82,6 +83,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _dataset(args: argparse.Namespace) -> Any:
+    # lazy: start-up time of every permsc command
     from ..eval import datasets, generators
 
     if args.generate:
@@ -96,6 +98,7 @@ def _dataset(args: argparse.Namespace) -> Any:
 
 
 def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[str, Any]) -> Any:
+    # lazy: start-up time of every permsc command
     from ..eval.runner import score_sorting
 
     sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
@@ -112,6 +115,7 @@ def _one_temperature(
     options: dict[str, Any],
 ) -> tuple[Any, list[Any]]:
     """Collect (saving and resuming with --samples) and score one temperature."""
+    # lazy: start-up time of every permsc command
     from ..eval.runner import acollect_samples
 
     config = {
@@ -155,6 +159,7 @@ def _observations(lists: list[Any], n: int) -> list[tuple[tuple[int, ...], tuple
 
 
 def _from_samples(args: argparse.Namespace) -> int:
+    # lazy: start-up time of every permsc command
     from ..eval.samples import read_samples
 
     header, found = read_samples(args.from_samples)
@@ -173,6 +178,7 @@ def _from_samples(args: argparse.Namespace) -> int:
 def _bias_map(args: argparse.Namespace, lists: list[Any], backend_name: str) -> None:
     if not args.bias_map:
         return
+    # lazy: start-up time of every permsc command
     from ..eval.bias import bias_map
 
     n = max(len(s.example.items) for s in lists)
@@ -211,7 +217,6 @@ def _sorting(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the offline, sorting or TREC evaluation."""
-    from ..aggregators import get
 
     for name in args.aggregators.split(","):
         get(name)  # an unknown name fails now, not after every model call

@@ -18,7 +18,8 @@ def progress(args: argparse.Namespace, label: str) -> Any:
     if args.no_progress:
         return None
     try:
-        from tqdm import tqdm  # lazy: optional dependency (the eval extra)
+        # lazy: optional dependency (the eval extra)
+        from tqdm import tqdm
     except ImportError:
         return None
     bar = tqdm(desc=label, file=sys.stderr, unit="list")
@@ -34,7 +35,8 @@ def progress(args: argparse.Namespace, label: str) -> Any:
 
 
 def emit_reports(args: argparse.Namespace, reports: list[Any]) -> None:
-    from ..eval.report import EvalReport  # lazy: start-up time of every permsc command
+    # lazy: start-up time of every permsc command
+    from ..eval.report import EvalReport
 
     parts = []
     for r in reports:
@@ -44,7 +46,8 @@ def emit_reports(args: argparse.Namespace, reports: list[Any]) -> None:
     markdown = "\n".join(parts)
     sys.stdout.write(markdown)
     if args.sweep_png:
-        from ..eval.plots import sweep_png  # lazy: matplotlib, only for --sweep-png
+        # lazy: matplotlib, only for --sweep-png
+        from ..eval.plots import sweep_png
 
         sweep_png(reports[-1], args.sweep_png)
     if args.markdown:
@@ -58,7 +61,8 @@ def emit_reports(args: argparse.Namespace, reports: list[Any]) -> None:
 
 def samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The --samples log (new, or resumed with the lists it already holds)."""
-    from ..eval.samples import SampleLog  # lazy: start-up time of every permsc command
+    # lazy: start-up time of every permsc command
+    from ..eval.samples import SampleLog
 
     if not args.samples:
         if args.resume:

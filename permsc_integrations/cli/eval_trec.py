@@ -18,6 +18,7 @@ __all__ = ["offline_runs", "trec", "passages_offline"]
 def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
     if not args.write_runs:
         return
+    # lazy: start-up time of every permsc command
     from ..eval.trec import write_run
 
     folder = Path(args.write_runs)
@@ -27,6 +28,7 @@ def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
 
 
 def offline_runs(args: argparse.Namespace) -> int:
+    # lazy: start-up time of every permsc command
     from ..eval.runner import aggregate_runs
     from ..eval.trec import read_qrels, read_run
 
@@ -50,6 +52,7 @@ def offline_runs(args: argparse.Namespace) -> int:
 
 
 def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+    # lazy: start-up time of every permsc command
     from ..eval.passages import score_passages
     from ..eval.trec import read_qrels
 
@@ -70,6 +73,7 @@ def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: li
 
 def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
     """One window per query, every answer saved to --samples (resumable)."""
+    # lazy: start-up time of every permsc command
     from ..eval.passages import acollect_passages, score_passages
 
     backend = build_backend(args)
@@ -115,6 +119,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
 
 
 def trec(args: argparse.Namespace) -> int:
+    # lazy: start-up time of every permsc command
     from ..eval.runner import aevaluate_trec
     from ..eval.trec import read_candidates, read_qrels
 

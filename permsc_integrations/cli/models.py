@@ -11,6 +11,7 @@ import argparse
 import time
 from typing import Any
 
+from ..backends.local.model_store import EMBEDDED_MODELS, default_model, part_files
 from ..errors import MissingDependencyError
 from ._common import report, say
 
@@ -31,7 +32,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _installed(name: str) -> bool:
-    from ..backends.local.model_store import EMBEDDED_MODELS, part_files
 
     try:
         part_files(EMBEDDED_MODELS[name])
@@ -41,6 +41,7 @@ def _installed(name: str) -> bool:
 
 
 def _prepare(name: str) -> None:
+    # lazy: start-up time of every permsc command
     from ..backends.local.embedded import embedded_backend
 
     started = time.perf_counter()
@@ -50,7 +51,6 @@ def _prepare(name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.local.model_store import EMBEDDED_MODELS, default_model
 
     names = args.names or [n for n in EMBEDDED_MODELS if _installed(n)]
     if args.action == "prepare":

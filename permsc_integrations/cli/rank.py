@@ -18,6 +18,7 @@ from typing import IO, Any
 from ..errors import ConfigurationError
 from ..results import RankingResult
 from ..run.bridge import run_sync
+from ..window_plan import plan_windows
 from ._common import (
     Query,
     add_backend_arguments,
@@ -96,6 +97,7 @@ class _Progress:
         self.bars: list[Any] = []
         if enabled and sys.stderr.isatty():
             try:
+                # lazy: optional dependency (tqdm, the cli extra)
                 from tqdm import tqdm
             except ImportError:
                 return
@@ -118,7 +120,6 @@ class _Progress:
 
 
 def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
-    from ..window_plan import plan_windows
 
     return sum(
         len(
@@ -143,6 +144,7 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 async def _rank_all(
     ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
 ) -> int:
+    # lazy: start-up time of every permsc command
     from ..ranker import RankRequest
 
     failed = 0
@@ -161,10 +163,12 @@ async def _rank_all(
 
 
 def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
+    # lazy: start-up time of every permsc command
     from ..ranker import PSCRanker
 
     cache = None
     if args.cache:
+        # lazy: start-up time of every permsc command
         from ..run.cache import SQLiteCache
 
         cache = SQLiteCache(args.cache)

@@ -40,6 +40,7 @@ def rank_queries_on_ray(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: Any
 ) -> int:
     """Rank ``queries`` on Ray; write each record in input order; return the failures."""
+    # lazy: optional dependency (the ray extra)
     import ray
 
     from ..ray import rank_dataset

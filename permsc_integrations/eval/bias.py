@@ -93,9 +93,11 @@ class BiasMap:
     def to_png(self, path: str | Path, *, title: str = "") -> None:
         """Save the rates as a heatmap (matplotlib, Agg backend; 1-based positions)."""
         try:
+            # lazy: optional dependency (matplotlib, the eval extra)
             import matplotlib
 
             matplotlib.use("Agg")
+            # lazy: optional dependency (matplotlib, the eval extra)
             import matplotlib.pyplot as plt
         except ImportError:
             raise MissingDependencyError("matplotlib", "eval", purpose="bias heatmaps") from None

@@ -65,6 +65,7 @@ def generate_mathsort(n_lists: int, *, n_items: int = 10, seed: int = 0) -> Sort
 def default_word_list() -> list[str]:
     """Lower-case alphabetic words, sorted: ``english-words`` web2, else the system dictionary."""
     try:
+        # lazy: optional dependency (the eval extra)
         from english_words import get_english_words_set
     except ImportError:
         system = Path("/usr/share/dict/words")

@@ -69,6 +69,7 @@ async def acollect_passages(
     **ranker_options: Any,
 ) -> list[ListSamples]:
     """``m`` answers per query (the first in first-stage order), one query after another."""
+    # lazy: start-up time; offline scoring never ranks
     from ..ranker import PSCRanker
 
     n = max((len(q.candidates) for q in queries), default=0)

@@ -17,9 +17,11 @@ __all__ = ["sweep_png"]
 
 def _pyplot() -> Any:
     try:
+        # lazy: optional dependency (matplotlib, the eval extra)
         import matplotlib
 
         matplotlib.use("Agg")
+        # lazy: optional dependency (matplotlib, the eval extra)
         import matplotlib.pyplot as plt
     except ImportError:
         raise MissingDependencyError("matplotlib", "eval", purpose="evaluation plots") from None

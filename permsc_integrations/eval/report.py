@@ -28,6 +28,7 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
     differences = [y - x for x, y in zip(a, b, strict=True)]
     if len(differences) < 2 or all(abs(d) < 1e-12 for d in differences):
         return 1.0
+    # lazy: optional dependency (scipy, the eval extra)
     from scipy.stats import wilcoxon
 
     return float(wilcoxon(differences, zero_method="wilcox").pvalue)

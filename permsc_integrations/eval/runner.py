@@ -34,8 +34,10 @@ from typing import Any
 import anyio
 
 from ..aggregators import aggregate
+from ..backends import resolve_backend
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
+from ..metrics import ndcg_at_k
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
@@ -62,6 +64,7 @@ Progress = Callable[[int, int], None]
 
 
 def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: Any) -> Any:
+    # lazy: start-up time; offline scoring never ranks
     from ..ranker import PSCRanker
 
     return PSCRanker(
@@ -235,7 +238,6 @@ def evaluate_sorting(dataset: SortingDataset, backend: Backend | str, **options:
 
 def ndcg10(run: Run, qrels: Qrels, qid: str) -> float:
     """nDCG@10 of one query with trec_eval semantics (``metrics.ndcg_at_k``)."""
-    from ..metrics import ndcg_at_k
 
     return float(ndcg_at_k(run[qid], qrels.get(qid, {}), 10))
 
@@ -329,7 +331,7 @@ async def aevaluate_trec(
     ``ranker_options`` go to both :class:`~permsc_integrations.ranker.PSCRanker` s
     (``window_size=20, step=10, temperature, seed, max_concurrency, ...``).
     """
-    from ..backends import resolve_backend
+    # lazy: start-up time; offline scoring never ranks
     from ..ranker import PSCRanker
 
     owned = isinstance(backend, str)

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio.to_thread
+
 from ..errors import MissingDependencyError, PermscError
 from .responders import ChatRequest, Fault, Reply, RequestRecord, Responder
 
@@ -217,6 +219,7 @@ class ScriptedOpenAIServer:
 
     def _app(self) -> Any:
         try:
+            # lazy: optional dependency (the testing extra)
             from starlette.applications import Starlette
             from starlette.responses import JSONResponse
             from starlette.routing import Route
@@ -239,6 +242,7 @@ class ScriptedOpenAIServer:
     def start(self) -> ScriptedOpenAIServer:
         """Start serving in a background thread; returns once the port accepts connections."""
         try:
+            # lazy: optional dependency (the testing extra)
             import uvicorn
         except ImportError as exc:
             raise MissingDependencyError("uvicorn", "test", purpose=_PURPOSE) from exc
@@ -291,11 +295,9 @@ class ScriptedOpenAIServer:
         self.stop()
 
     async def __aenter__(self) -> ScriptedOpenAIServer:
-        import anyio.to_thread
 
         return await anyio.to_thread.run_sync(self.start)
 
     async def __aexit__(self, *exc: object) -> None:
-        import anyio.to_thread
 
         await anyio.to_thread.run_sync(self.stop)

@@ -32,6 +32,7 @@ __all__ = ["LlamaCppBackend"]
 
 def _require() -> Any:
     try:
+        # lazy: optional dependency (the llamacpp extra)
         import llama_cpp
     except ImportError as exc:
         raise MissingDependencyError(

@@ -40,6 +40,7 @@ __all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
 
 def _require() -> tuple[Any, Any]:
     try:
+        # lazy: optional dependency (the local extra)
         import torch
         import transformers
     except ImportError as exc:

@@ -56,6 +56,7 @@ PLACEHOLDER_API_KEY = "not-needed"
 
 def _openai() -> Any:
     try:
+        # lazy: optional dependency (the openai extra)
         import openai
     except ImportError as exc:
         raise MissingDependencyError("openai", "openai", purpose="the openai backend") from exc
