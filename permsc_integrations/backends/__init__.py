@@ -2,8 +2,10 @@
 
 Spec strings are ``"<kind>:<model>"``: ``"openai:gpt-4o-mini"``,
 ``"transformers:/path/to/model-dir"``, ``"llamacpp:/path/model.gguf"``, or ``"embedded"``
-(the bundled SmolLM2-135M-Instruct). Third-party kinds register through the entry-point group
-``permsc_integrations.backends``.
+(an embedded model, by default Qwen2.5-Coder-1.5B-Instruct; ``"embedded:smollm2-135m"`` for the
+small one). The implementations live in ``backends/openai/`` and ``backends/local/``; the
+protocol they implement is :mod:`.base`. Third-party kinds register through the entry-point
+group ``permsc_integrations.backends``.
 
 Example:
     >>> from permsc_integrations.backends import available

@@ -109,20 +109,21 @@ class WindowEngine:
     def __post_init__(self) -> None:
         positive_int("num_permutations", self.num_permutations)
         at_least(0)("reasks", self.reasks)
-        if not 1 <= self.required <= self.num_permutations:
+        if not 1 <= self.good_needed(self.num_permutations) <= self.num_permutations:
             raise ConfigurationError(
                 f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
                 f"got {self.min_successful}"
             )
 
-    @property
-    def required(self) -> int:
-        """Samples that must succeed: ``min_successful`` or ``max(1, m // 2)``."""
-        return self.needed(self.num_permutations)
-
-    def needed(self, drawn: int) -> int:
-        """Good samples needed among ``drawn``: ``min_successful`` or ``max(1, drawn // 2)``."""
-        return max(1, drawn // 2) if self.min_successful is None else self.min_successful
+    def good_needed(self, drawn: int, per_unit: int = 1) -> int:
+        """Good samples a window needs among the ``drawn`` ones (a blocks round: ``per_unit``
+        answers per shuffle): ``min_successful`` per shuffle when set, else half of them, at
+        least one; a fixed-m window (no adaptive m, not blocks) counts all m as drawn."""
+        if self.min_successful is not None:
+            return self.min_successful * per_unit
+        if not self.adaptive and per_unit == 1:
+            drawn = self.num_permutations
+        return max(1, drawn // 2)
 
     def sampling_setup(self) -> SamplingSetup:
         """What a window's calls need of this engine (:class:`~.sampling.WindowRun`)."""
@@ -285,7 +286,7 @@ class WindowEngine:
     ) -> bool:
         """Whether adaptive m may stop: enough good samples and a stable consensus
         (leave-one-out over shuffles: one shuffle's samples at a time)."""
-        if policy is None or self._good(samples) < self._needed(len(samples), per_unit):
+        if policy is None or self._good(samples) < self.good_needed(len(samples), per_unit):
             return False
         groups = [
             [s.ranking for s in samples[u : u + per_unit] if s.ok]
@@ -299,18 +300,12 @@ class WindowEngine:
     def _good(samples: Sequence[Sample]) -> int:
         return sum(s.ok for s in samples)
 
-    def _needed(self, drawn: int, per_unit: int = 1) -> int:
-        """Good samples a window needs among ``drawn`` (blocks: per shuffle's blocks)."""
-        if self.min_successful is not None:
-            return self.min_successful * per_unit
-        return self.needed(drawn) if self.adaptive or per_unit > 1 else self.required
-
     def _good_rankings(
         self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int
     ) -> list[tuple[int, ...]]:
         """The good samples' rankings; :class:`InsufficientSamplesError` when too few."""
         good = [s.ranking for s in samples if s.ok]
-        required = self._needed(len(samples), per_unit)
+        required = self.good_needed(len(samples), per_unit)
         if len(good) < required:
             failures = [
                 s.exception or PermscError(s.error or "failed") for s in samples if not s.ok

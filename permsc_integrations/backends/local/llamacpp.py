@@ -2,7 +2,8 @@
 
 One ``Llama`` instance per (file, context, threads, GPU layers) per process; calls run in a
 worker thread, one at a time per instance (llama.cpp contexts are not thread-safe).
-``"llamacpp"`` without a path runs the embedded SmolLM2 file.
+``"llamacpp"`` without a path runs the default embedded model's file (Qwen2.5-Coder-1.5B-Instruct,
+:func:`.model_store.embedded_model_path`).
 
 Example:
     >>> from permsc_integrations.backends.local.llamacpp import LlamaCppBackend
