@@ -60,7 +60,7 @@ class PSCRanker:
     close). The options are those of :class:`~permsc_integrations.options.RankingOptions`,
     given as keywords or as ``options=`` (keywords override it); an unknown one is refused.
     Every call this ranker makes (all windows, all requests, from any thread or event loop)
-    shares one :class:`~.limiter.CallLimiter` of ``max_concurrency`` slots;
+    shares one :class:`~.run.limiter.CallLimiter` of ``max_concurrency`` slots;
     ``request_concurrency`` caps each request further. One ranker may be used from sync code,
     async code and threads at once. Lists
     longer than ``window_size`` are ranked by ``strategy`` (:mod:`.strategies`): by default

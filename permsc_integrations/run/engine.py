@@ -3,7 +3,7 @@
 For each of the m input orders (drawn from a seed derived from the ranker's seed, the
 query, the window's items and its place in the plan) the engine renders a prompt, calls
 the backend under the shared :class:`~.limiter.CallLimiter` (and an optional per-request
-one), retries retryable failures (:mod:`.retry`), re-asks unparseable answers up to
+one), retries retryable failures (:mod:`..retry`), re-asks unparseable answers up to
 ``reasks`` times, maps each answer back to the original items and aggregates the samples
 that succeeded. A :class:`BatchBackend` gets each round of a window's prompts as one batch.
 ``Sample.attempts`` counts asks (1 + re-asks); its ``usage.calls`` counts every backend

@@ -4,7 +4,7 @@ Each sample shows a list of the window's items in some order: all of them, shuff
 window), or a block of them (the blocks strategy); answers are mapped back to those items.
 
 :class:`WindowRun` renders each shuffled prompt, calls the backend (one call per sample, or
-one batch for a :class:`BatchBackend`), retries what is retryable (:mod:`.retry`), re-asks
+one batch for a :class:`BatchBackend`), retries what is retryable (:mod:`..retry`), re-asks
 unreadable answers and maps each answer back to the original items. What it costs:
 
 - ``Sample.usage`` is the sample's share: its own attempts (``calls``, retries included) and

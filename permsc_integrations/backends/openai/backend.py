@@ -142,7 +142,7 @@ class OpenAIBackend:
     and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. Each running
     event loop gets up to ``client_shards`` ``AsyncOpenAI`` clients (one, then one more every
     16 calls), used in turn, each with its share of ``max_connections``, closed with that loop
-    (:mod:`.loop_clients`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
+    (:mod:`.client_per_loop`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
     ``http``: the SDK's HTTP client, ``"httpx"`` (its default) or ``"aiohttp"`` (its aiohttp
     transport, the ``aiohttp`` extra): about half the client CPU per call, so the better

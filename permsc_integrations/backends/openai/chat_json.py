@@ -1,5 +1,6 @@
-"""A chat-completions JSON answer read into a :class:`~.base.Completion`, strictly: a
-malformed field fails that one call with a typed error, never a raw exception."""
+"""A chat-completions JSON answer read into a
+:class:`~permsc_integrations.backends.base.Completion`, strictly: a malformed field fails that
+one call with a typed error, never a raw exception."""
 
 from __future__ import annotations
 
