@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .checks import is_int
 from .errors import InvalidRankingError, ParseError
 from .results import ParsedAnswer
 
@@ -107,7 +108,7 @@ def _id_value(token: str) -> int | None:
 
 
 def _check_count(n_items: int) -> None:
-    if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1:
+    if not is_int(n_items) or n_items < 1:
         raise InvalidRankingError(f"n_items must be a positive integer, got {n_items!r}")
 
 

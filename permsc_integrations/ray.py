@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from .checks import positive_int
 from .errors import ConfigurationError, MissingDependencyError
 from .options import RankingOptions
 from .ranker import PSCRanker
@@ -58,8 +59,7 @@ def split_budget(max_concurrency: int, actors: int) -> tuple[int, int]:
     >>> split_budget(3, 8)  # fewer calls than actors: one call each, fewer actors
     (3, 1)
     """
-    if actors < 1:
-        raise ConfigurationError(f"concurrency (actors) must be >= 1, got {actors}")
+    positive_int("concurrency (actors)", actors)
     actors = min(actors, max_concurrency)
     return actors, max_concurrency // actors
 

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from .checks import positive_int
 from .errors import BackendError, BackendTimeoutError, ConfigurationError
 
 __all__ = ["RetryPolicy", "Budget", "call_with_retry", "is_retryable"]
@@ -62,10 +63,7 @@ class RetryPolicy:
     max_retry_after: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigurationError(
-                f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}"
-            )
+        positive_int("RetryPolicy.max_attempts", self.max_attempts)
         for name in ("initial_backoff", "max_backoff", "jitter", "max_retry_after"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"RetryPolicy.{name} must be >= 0")

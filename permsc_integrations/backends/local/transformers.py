@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from ...checks import at_least
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
 from ..base import Completion, GenerationSettings, Message
@@ -193,8 +194,7 @@ class TransformersBackend:
                 "the transformers backend needs a model: 'transformers:/path/to/model-dir' "
                 "or 'transformers:/path/to/model.gguf' (or use 'embedded')"
             )
-        if batch_size is not None and batch_size < 1:
-            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        at_least(1, optional=True)("batch_size", batch_size)
         path, gguf = _split_path(model, gguf_file)
         device, dtype_name = auto_device(device, dtype)
         self._key = _Key(path, gguf, device, dtype_name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...checks import is_int
 from ...errors import BackendError
 from ...results import Usage
 from ..base import Completion
@@ -18,7 +19,7 @@ def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
     value = usage.get(key)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value) or value < 0:
         raise BackendError(
             f"{source} answered usage.{key}={value!r}, not a count; the answer was dropped "
             "(a malformed provider response)",
