@@ -32,6 +32,7 @@ from .errors import (
     PermscError,
     QuotaExceededError,
     RateLimitError,
+    SpendingCapError,
     UnknownNameError,
 )
 from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, WindowResult
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from .ranker import PSCRanker, RankRequest
     from .retry import RetryPolicy
     from .run.cache import MemoryCache, SQLiteCache
+    from .spending import Prices, SpendingCap
 
 __version__ = "0.1.0"
 
@@ -60,6 +62,8 @@ _LAZY: dict[str, str] = {
     "MemoryCache": "permsc_integrations.run.cache",
     "SQLiteCache": "permsc_integrations.run.cache",
     "Event": "permsc_integrations.events",
+    "SpendingCap": "permsc_integrations.spending",
+    "Prices": "permsc_integrations.spending",
 }
 
 __all__ = [
@@ -99,6 +103,9 @@ __all__ = [
     "QuotaExceededError",
     "InsufficientSamplesError",
     "ModelIntegrityError",
+    "SpendingCap",
+    "Prices",
+    "SpendingCapError",
 ]
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "QuotaExceededError",
     "InsufficientSamplesError",
     "ModelIntegrityError",
+    "SpendingCapError",
 ]
 
 
@@ -206,3 +207,24 @@ def add_note(exc: BaseException, note: str) -> None:
     """``exc.add_note(note)`` where Python has it (3.11+); a no-op on 3.10."""
     if hasattr(exc, "add_note"):
         exc.add_note(note)
+
+
+class SpendingCapError(PermscError):
+    """A spending cap (``request_cap`` or ``ranker_cap``) would be passed: the call was not
+    sent, nor any after it in that scope.
+
+    ``scope`` is ``"request"`` or ``"ranker"``, ``limit`` the cap hit (``"calls"``,
+    ``"tokens"`` or ``"cost"``) and ``cap`` its value; ``spent`` is what that scope had spent
+    (with ``cost`` when prices are set) and ``usage``, as on every error out of a ranking,
+    what the request spent. Fix: raise the cap, or make a new ranker (a ranker's cap is spent
+    for good).
+    """
+
+    def __init__(self, scope: str, limit: str, cap: float, spent: Usage) -> None:
+        self.scope, self.limit, self.cap, self.spent = scope, limit, cap, spent
+        cost = f", cost {spent.cost:g}" if spent.cost is not None else ""
+        super().__init__(
+            f"{scope}_cap {limit}={cap:g} reached: the next call was not sent (spent so far: "
+            f"{spent.calls} calls, {spent.total_tokens} tokens{cost}); raise {scope}_cap"
+            + (" or make a new ranker" if scope == "ranker" else "")
+        )

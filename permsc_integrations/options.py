@@ -33,6 +33,7 @@ from .checks import Check, at_least, flag, integer, number, share
 from .errors import ConfigurationError
 from .prompts import get_prompt
 from .retry import RetryPolicy
+from .spending import parse_cap, parse_prices
 from .strategies import Sliding
 from .strategies import get as get_strategy
 
@@ -252,6 +253,27 @@ class RankingOptions:
         cli=str,
     )
     cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
+    request_cap: Any = _option(
+        None,
+        "spending cap per request, 'calls=N,tokens=N,cost=X' (any of them) or a SpendingCap; "
+        "no call is sent past it (SpendingCapError)",
+        parse_cap,
+        cli=str,
+    )
+    ranker_cap: Any = _option(
+        None,
+        "spending cap shared by every request of the ranker (adapter, command run), "
+        "'calls=N,tokens=N,cost=X' or a SpendingCap",
+        parse_cap,
+        cli=str,
+    )
+    prices: Any = _option(
+        None,
+        "prices per million prompt and completion tokens, 'PROMPT,COMPLETION' or Prices: "
+        "usage then reports its cost, and a cap may set cost=",
+        parse_prices,
+        cli=str,
+    )
     backend_options: dict[str, Any] = _option(
         {},
         "options for a spec-string backend (base_url=, api_key=, device=, ...)",
@@ -268,6 +290,11 @@ class RankingOptions:
                 f"step must be in 1..window_size-1 so that sliding windows overlap and carry the "
                 f"best items forward; got step={self.step}, window_size={self.window_size}"
             )
+        for cap in (self.request_cap, self.ranker_cap):
+            if cap is not None and cap.cost is not None and self.prices is None:
+                raise ConfigurationError(
+                    "a cap with cost= needs prices= ('PROMPT,COMPLETION' per million tokens)"
+                )
         if self.min_successful is not None and self.min_successful > self.num_permutations:
             raise ConfigurationError(
                 f"min_successful must be in 1..num_permutations ({self.num_permutations}), "

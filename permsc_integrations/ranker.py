@@ -38,6 +38,7 @@ from .run.engine import WindowEngine
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
 from .run.sampling import Breaker
+from .spending import Meter, metering
 from .strategies import get as get_strategy
 
 __all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
@@ -95,6 +96,7 @@ class PSCRanker:
         self.on_event = on_event
         self.limiter = CallLimiter(o.max_concurrency)
         self.breaker = Breaker()
+        self.meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
         self.engine = WindowEngine(
             backend=self.backend,
             prompt=o.build_prompt(),
@@ -146,17 +148,19 @@ class PSCRanker:
             CallLimiter(cap) if cap else None,
         )
         await req.emit("request_start", n_items=len(texts))
+        mine = Meter(o.request_cap, "request", o.prices) if o.request_cap else None
         try:
-            order = tuple(await strategy(req))
+            with metering(self.meter, mine):
+                order = tuple(await strategy(req))
         except Exception as exc:
-            spent = req.usage() + (getattr(exc, "usage", None) or Usage())
+            spent = self._priced(req.usage() + (getattr(exc, "usage", None) or Usage()))
             if isinstance(exc, PermscError):
                 exc.usage = spent
             await req.emit(
                 "request_end", n_items=len(texts), status="error", error=repr(exc), usage=spent
             )
             raise
-        usage = req.usage()
+        usage = self._priced(req.usage())
         confidence = (
             sum(w.confidence for w in req.windows) / len(req.windows) if req.windows else 1.0
         )
@@ -164,6 +168,16 @@ class PSCRanker:
             "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
         )
         return RankingResult(order, scores_from_order(order), tuple(req.windows), confidence, usage)
+
+    def _priced(self, usage: Usage) -> Usage:
+        prices = self.options.prices
+        return prices.priced(usage) if prices is not None else usage
+
+    @property
+    def spent(self) -> Usage | None:
+        """What the ranker has spent against ``ranker_cap`` (None without one): calls sent
+        and tokens reported by every request, thread and loop, with ``cost`` if priced."""
+        return self.meter.spent if self.meter is not None else None
 
     def rank(
         self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None

@@ -35,6 +35,7 @@ class Usage:
     cached_calls: int = 0
     latency_s: float = 0.0
     saved_calls: int = 0  # samples adaptive m did not need to draw
+    cost: float | None = None  # with prices set (spending.Prices); None: not known
 
     @property
     def total_tokens(self) -> int:
@@ -49,7 +50,12 @@ class Usage:
             self.cached_calls + other.cached_calls,
             self.latency_s + other.latency_s,
             self.saved_calls + other.saved_calls,
+            None if self.cost is None and other.cost is None else _cost(self) + _cost(other),
         )
+
+
+def _cost(usage: Usage) -> float:
+    return usage.cost or 0.0
 
 
 class ParseStatus(str, Enum):

@@ -45,6 +45,9 @@ CORE_ALL = {
     "ModelNotFoundError",
     "QuotaExceededError",
     "ModelIntegrityError",
+    "SpendingCap",
+    "Prices",
+    "SpendingCapError",
 }
 
 

@@ -36,6 +36,7 @@ from ..events import Event, EventHook, EventKind, emit
 from ..prompts.base import Prompt
 from ..results import ParseStatus, Sample, Usage
 from ..retry import RetryPolicy, call_with_retry
+from ..spending import charged
 from .cache import ResponseCache, cache_key
 from .limiter import Limiter
 
@@ -260,29 +261,36 @@ class WindowRun:
             hit = await e.cache.aget(key)
             if hit is not None:
                 return hit, Usage(cached_calls=1)
-        completion, usage = await self._timed(lambda: e.backend.acomplete(messages, e.settings))
+        completion, usage = await self._timed(
+            lambda: e.backend.acomplete(messages, e.settings), _chars(messages)
+        )
         tokens = _tokens(completion)
         self.spent += tokens
         if key is not None and e.cache is not None:
             await e.cache.aset(key, completion)
         return completion, usage + tokens
 
-    async def _timed(self, call: Callable[[], Awaitable[Any]]) -> tuple[Any, Usage]:
+    async def _timed(self, call: Callable[[], Awaitable[Any]], chars: int) -> tuple[Any, Usage]:
         """``call()`` with retries, one limiter slot per attempt; the usage counts attempts,
-        retries and the attempts' summed latency (not queueing, not backoff)."""
+        retries and the attempts' summed latency (not queueing, not backoff). Each attempt
+        is charged to the spending caps (:mod:`..spending`; ``chars``: the prompt's size) and
+        not sent if one would be passed."""
         attempts, latency = 0, 0.0
 
         async def counted() -> Any:
             nonlocal attempts, latency
             self.setup.breaker.check()  # again with the slot held: it may have opened meanwhile
-            attempts += 1
-            began = time.perf_counter()
-            try:
-                return await _guarded(call, self.setup.backend.name)
-            finally:
-                took = time.perf_counter() - began
-                latency += took
-                self.spent += Usage(calls=1, retries=int(attempts > 1), latency_s=took)
+            with charged(chars) as reported:
+                attempts += 1
+                began = time.perf_counter()
+                try:
+                    result = await _guarded(call, self.setup.backend.name)
+                    reported.append(_reported(result))
+                    return result
+                finally:
+                    took = time.perf_counter() - began
+                    latency += took
+                    self.spent += Usage(calls=1, retries=int(attempts > 1), latency_s=took)
 
         try:
             result, retries = await call_with_retry(
@@ -307,7 +315,8 @@ class WindowRun:
             return out
         backend: Any = e.backend
         completions, usage = await self._timed(
-            lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings)
+            lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings),
+            sum(_chars(batch[i]) for i in todo),
         )
         if len(completions) != len(todo):
             raise BackendError(f"{e.backend.name}: batch of {len(todo)} gave {len(completions)}")
@@ -364,6 +373,16 @@ class _Slots:
     async def __aexit__(self, *exc: object) -> None:
         for lim in reversed(self.limiters):
             lim.release()
+
+
+def _chars(messages: list[Message]) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def _reported(result: Completion | list[Completion]) -> Usage:
+    """The tokens a call's answer (or a batch's answers) reported."""
+    answers = result if isinstance(result, list) else [result]
+    return sum((_tokens(c) for c in answers if isinstance(c, Completion)), Usage())
 
 
 def _tokens(completion: Completion) -> Usage:

@@ -1,0 +1,112 @@
+"""Spending caps through the real openai client and a real loopback server (issue 26, point 9):
+no call is sent past a cap, the error says which cap and carries the usage; a ranker's cap is
+shared by every thread and event loop; prices give usage a cost."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from permsc_integrations import PSCRanker, SpendingCap, SpendingCapError
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.spending import Prices
+from permsc_integrations.testing import oracle_responder
+
+pytest.importorskip("openai")
+pytestmark = pytest.mark.timeout(60)
+
+ORACLE = oracle_responder(lambda text: text.count("gold"))
+ITEMS = ["gold gold", "tin", "gold", "iron"]
+
+
+def ranker(server, **options) -> PSCRanker:
+    return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
+
+
+def test_a_request_cap_on_calls_stops_sending_and_says_which_cap(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    with ranker(server, num_permutations=6, request_cap="calls=3") as r:
+        with pytest.raises(SpendingCapError) as caught:
+            r.rank("gold?", ITEMS)
+        assert r.rank("gold?", ITEMS[:1]).usage.calls == 0  # one item needs no call
+    error = caught.value
+    # all six were started at once: the fourth was refused, the window failed and the three
+    # in flight were cancelled (counted as spent: a provider may have received them)
+    assert server.request_count <= 3
+    assert (error.scope, error.limit, error.cap) == ("request", "calls", 3)
+    assert error.usage is not None and error.usage.calls == 3 and error.spent.calls == 3
+    assert "request_cap calls=3" in str(error)
+
+
+def test_a_token_cap_counts_what_the_server_reported(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    with ranker(server, num_permutations=1, max_concurrency=1) as r:
+        one = r.rank("gold?", ITEMS).usage.total_tokens  # one call's tokens
+    cap = SpendingCap(tokens=int(2.5 * one))
+    with ranker(server, num_permutations=6, max_concurrency=1, request_cap=cap) as r:
+        with pytest.raises(SpendingCapError) as caught:
+            r.rank("gold?", ITEMS)
+    assert server.request_count == 1 + 2  # the third call would pass 2.5 calls' tokens
+    assert caught.value.limit == "tokens" and caught.value.spent.total_tokens == 2 * one
+
+
+def test_the_ranker_cap_is_shared_by_threads_and_event_loops(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    outcomes: list[object] = []
+    # one slot: a call is charged once it holds it, so none is cancelled after charging
+    with ranker(server, num_permutations=4, ranker_cap="calls=10", max_concurrency=1) as r:
+
+        def sync_rank() -> None:
+            try:
+                outcomes.append(r.rank("gold?", ITEMS))
+            except SpendingCapError as exc:
+                outcomes.append(exc)
+
+        def own_loop() -> None:
+            try:
+                outcomes.append(asyncio.run(r.arank("gold?", ITEMS)))
+            except SpendingCapError as exc:
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=t) for t in (sync_rank, own_loop) * 3]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert r.spent is not None and r.spent.calls == 10
+        with pytest.raises(SpendingCapError) as later:  # spent for good
+            r.rank("gold?", ITEMS)
+    assert server.request_count == 10
+    errors = [o for o in outcomes if isinstance(o, SpendingCapError)]
+    assert len(outcomes) == 6 and len(errors) >= 4  # 24 calls wanted, 10 allowed
+    assert {(e.scope, e.limit) for e in errors} == {("ranker", "calls")}
+    assert later.value.usage is not None and later.value.usage.calls == 0
+
+
+def test_prices_give_usage_a_cost_and_a_cost_cap_stops_calls(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    prices = Prices(prompt=2.0, completion=10.0)
+    with ranker(server, num_permutations=2, prices=prices) as r:
+        usage = r.rank("gold?", ITEMS).usage
+    expected = (usage.prompt_tokens * 2.0 + usage.completion_tokens * 10.0) / 1e6
+    assert usage.cost == pytest.approx(expected) and usage.cost > 0
+    per_call = usage.cost / 2
+    cap = f"cost={per_call * 3.5!r}"
+    with ranker(server, num_permutations=8, max_concurrency=1, request_cap=cap, prices="2,10") as r:
+        with pytest.raises(SpendingCapError) as caught:
+            r.rank("gold?", ITEMS)
+    assert server.request_count == 2 + 3
+    assert caught.value.limit == "cost" and caught.value.spent.cost == pytest.approx(3 * per_call)
+
+
+def test_cap_values_are_checked_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="needs prices"):
+        PSCRanker("openai:m", request_cap="cost=1")
+    with pytest.raises(ConfigurationError, match="calls=N"):
+        PSCRanker("openai:m", ranker_cap="call=3")
+    with pytest.raises(ConfigurationError, match="calls must be a int > 0"):
+        SpendingCap(calls=0)
+    with pytest.raises(ConfigurationError, match="PROMPT,COMPLETION"):
+        PSCRanker("openai:m", prices="0.15")
