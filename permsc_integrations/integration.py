@@ -67,6 +67,7 @@ def usage_dict(result: RankingResult) -> dict[str, Any]:
         "completion_tokens": u.completion_tokens,
         "cached_calls": u.cached_calls,
         "retries": u.retries,
+        **({"cost": u.cost} if u.cost is not None else {}),
     }
 
 
@@ -74,13 +75,16 @@ class OneRanker:
     """One core ranker per adapter object, built on first use under a lock and rebuilt after
     a change of option; any number of threads, event loops and coroutines share it (its
     :class:`~permsc_integrations.run.limiter.CallLimiter` caps their calls together). Replaced
-    rankers are kept until :meth:`aclose`, which closes the backends they made."""
+    rankers are kept until :meth:`aclose`, which closes the backends they made. The
+    ``ranker_cap``'s meter carries over to a rebuilt ranker while the cap and the prices
+    stay the same: changing another option does not refill the cap."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # a build may call own()
         self._ranker: Any = None
         self._retired: list[Any] = []
         self._owned: list[Any] = []
+        self._meter: Any = None
 
     def own(self, backend: Any) -> None:
         """Close ``backend`` (built by the adapter from a spec string) in :meth:`aclose`."""
@@ -91,7 +95,15 @@ class OneRanker:
         with self._lock:
             if self._ranker is None:
                 self._ranker = build()
+                self._keep_meter(self._ranker)
             return self._ranker
+
+    def _keep_meter(self, ranker: Any) -> None:
+        old, new = self._meter, getattr(ranker, "meter", None)
+        if old is not None and new is not None and (old.cap, old.prices) == (new.cap, new.prices):
+            ranker.meter = old
+        else:
+            self._meter = new
 
     def reset(self) -> None:
         """Forget the ranker: the next call builds one from the current options."""

@@ -174,6 +174,11 @@ def rank_dataset(
             "a cache object cannot be shared by Ray actors; rank without cache= (or give each "
             "actor its own by wrapping the backend)"
         )
+    if options.ranker_cap is not None:
+        raise ConfigurationError(
+            "ranker_cap is one ranker's meter and Ray actors each build their own: it would "
+            "allow the cap once per actor; cap each request with request_cap instead"
+        )
     clash = sorted(set(RESULT_COLUMNS) & set(ds.columns() or ()))
     if clash:
         raise ConfigurationError(f"the dataset already has column(s) {clash}; rename them first")

@@ -5,11 +5,14 @@ shared by every thread and event loop; prices give usage a cost."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from pathlib import Path
 
 import pytest
 
 from permsc_integrations import PSCRanker, SpendingCap, SpendingCapError
+from permsc_integrations.cli import main
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.spending import Prices
 from permsc_integrations.testing import oracle_responder
@@ -110,3 +113,52 @@ def test_cap_values_are_checked_at_construction() -> None:
         SpendingCap(calls=0)
     with pytest.raises(ConfigurationError, match="PROMPT,COMPLETION"):
         PSCRanker("openai:m", prices="0.15")
+
+
+def _queries(tmp_path: Path) -> Path:
+    path = tmp_path / "queries.jsonl"
+    rows = [{"qid": f"q{k}", "query": "gold?", "items": ITEMS} for k in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_command_line_caps_a_run_and_prices_its_records(scripted_server, tmp_path, capsys):
+    server = scripted_server(ORACLE)
+    path, out = _queries(tmp_path), tmp_path / "ranked.jsonl"
+    remote = ["--backend", "openai:m", "--base-url", server.base_url, "-m", "4"]
+    code = main(
+        [
+            "rank",
+            "-i",
+            str(path),
+            "-o",
+            str(out),
+            *remote,
+            "--ranker-cap",
+            "calls=6",
+            "--concurrency",
+            "1",
+            "--prices",
+            "1,2",
+        ]  # fmt: skip
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and server.request_count == 6  # 12 calls wanted, 6 allowed
+    assert err.count("ranker_cap calls=6 reached") >= 2
+    for record in map(json.loads, out.read_text().splitlines()):  # at most one query ranked
+        usage = record["usage"]
+        assert usage["cost"] == pytest.approx(
+            (usage["prompt_tokens"] + 2 * usage["completion_tokens"]) / 1e6
+        )
+
+
+def test_estimate_says_what_a_cap_would_allow(tmp_path, capsys) -> None:
+    path = _queries(tmp_path)
+    args = ["estimate", "-i", str(path), "-m", "4", "--prices", "1,2"]
+    assert main([*args, "--request-cap", "calls=3", "--ranker-cap", "calls=9", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["calls"] == 12 and got["cost"] > 0
+    assert got["request_cap"] == {"cap": "calls=3", "queries_stopped": 3}
+    assert got["ranker_cap"] == {"cap": "calls=9", "queries_allowed": 2}
+    assert main([*args, "--ranker-cap", "calls=12"]) == 0
+    assert "ranker cap:        calls=12: allows about 3 of 3 queries" in capsys.readouterr().out

@@ -127,6 +127,9 @@ _RANKING_FLAGS = (
     ("min_coverage",),
     ("adaptive",),
     ("reasks",),
+    ("request_cap",),
+    ("ranker_cap",),
+    ("prices",),
 )
 
 

@@ -2,6 +2,8 @@
 
 Calls are exact for the planned windows (windows x m per query; re-asks and retries come on
 top). Tokens are approximate: characters / 4 of the rendered prompts, no tokenizer needed.
+With ``--prices`` the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says
+how many queries a cap would stop (request) or allow (ranker).
 
 Example:
     $ permsc estimate --input dl19.bm25.top100.jsonl -m 20
@@ -12,13 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Message
+from ..results import Usage
 from ..window_plan import plan_windows
 from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
 
-__all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens"]
+if TYPE_CHECKING:
+    from ..options import RankingOptions
+    from ..spending import Prices, SpendingCap
+
+__all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
 
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4  # role and separators in chat formats
@@ -40,6 +47,44 @@ class Estimate:
         return Estimate(
             *(a + b for a, b in zip(asdict(self).values(), asdict(other).values(), strict=True))
         )
+
+    @property
+    def usage(self) -> Usage:
+        """As a :class:`Usage` (for prices and caps)."""
+        return Usage(self.prompt_tokens, self.completion_tokens, self.calls)
+
+
+def _passes(cap: SpendingCap, usage: Usage, prices: Prices | None) -> bool:
+    cost = prices.cost(usage) if prices is not None else 0.0
+    return (
+        (cap.calls is not None and usage.calls > cap.calls)
+        or (cap.tokens is not None and usage.total_tokens > cap.tokens)
+        or (cap.cost is not None and cost > cap.cost)
+    )
+
+
+def cap_report(per_query: list[Estimate], options: RankingOptions) -> dict[str, Any]:
+    """What the caps would do to these queries: ``request_cap`` stops the queries whose own
+    estimate passes it; ``ranker_cap`` allows as many queries as fit together (in input
+    order; queries run concurrently, so which ones is not fixed)."""
+    out: dict[str, Any] = {}
+    prices = options.prices
+    if options.request_cap is not None:
+        over = sum(_passes(options.request_cap, q.usage, prices) for q in per_query)
+        out["request_cap"] = {"cap": _cap_text(options.request_cap), "queries_stopped": over}
+    if options.ranker_cap is not None:
+        total, fit = Usage(), 0
+        for q in per_query:
+            total += q.usage
+            if _passes(options.ranker_cap, total, prices):
+                break
+            fit += 1
+        out["ranker_cap"] = {"cap": _cap_text(options.ranker_cap), "queries_allowed": fit}
+    return out
+
+
+def _cap_text(cap: SpendingCap) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in asdict(cap).items() if v is not None)
 
 
 def approx_tokens(messages: list[Message]) -> int:
@@ -81,9 +126,8 @@ def run(args: argparse.Namespace) -> int:
     options = cli_options(args)  # a bad option fails here, as it would in 'rank'
     prompt = options.build_prompt()
     queries, bad = load_queries(args.input)
-    total = Estimate()
-    for query in queries:
-        total += estimate_query(
+    per_query = [
+        estimate_query(
             query,
             prompt,
             m=options.num_permutations,
@@ -91,8 +135,15 @@ def run(args: argparse.Namespace) -> int:
             step=options.step,
             top_k=options.top_k,
         )
+        for query in queries
+    ]
+    total = sum(per_query, Estimate())
+    cost = options.prices.cost(total.usage) if options.prices is not None else None
+    caps = cap_report(per_query, options)
     if args.json:
-        say(json.dumps({**asdict(total), "bad_lines": bad, "tokens": "approximate (chars/4)"}))
+        extra = {"cost": cost} if cost is not None else {}
+        record = {**asdict(total), **extra, **caps}
+        say(json.dumps({**record, "bad_lines": bad, "tokens": "approximate (chars/4)"}))
     else:
         say(f"queries:           {total.queries} ({bad} bad lines skipped)")
         say(f"items:             {total.items}")
@@ -103,4 +154,22 @@ def run(args: argparse.Namespace) -> int:
         )
         say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
         say(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")
+        if cost is not None:
+            say(f"cost:              ~{cost:.4g} (at --prices, per million tokens)")
+        _say_caps(caps, total.queries)
     return 2 if bad else 0
+
+
+def _say_caps(caps: dict[str, Any], queries: int) -> None:
+    if "request_cap" in caps:
+        cap = caps["request_cap"]
+        say(
+            f"request cap:       {cap['cap']}: would stop {cap['queries_stopped']} of "
+            f"{queries} queries (each query's own estimate)"
+        )
+    if "ranker_cap" in caps:
+        cap = caps["ranker_cap"]
+        say(
+            f"ranker cap:        {cap['cap']}: allows about {cap['queries_allowed']} of "
+            f"{queries} queries (the rest fail with SpendingCapError)"
+        )

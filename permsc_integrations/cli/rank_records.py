@@ -30,6 +30,8 @@ def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
             "cached_calls": result.usage.cached_calls,
         },
     }
+    if result.usage.cost is not None:
+        record["usage"]["cost"] = result.usage.cost
     if query.plain:
         record["items"] = [query.items[i] for i in result.order]
     return record

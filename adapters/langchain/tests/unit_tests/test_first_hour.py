@@ -1,0 +1,44 @@
+"""What a new user meets in the first hour (issue 26), through the real openai client and the
+loopback server: spending caps, option typos, masked secrets and reprs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_permsc import PSCReranker
+
+from permsc_integrations.errors import SpendingCapError
+from permsc_integrations.testing import ScriptedOpenAIServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def spec(server: ScriptedOpenAIServer, **options: Any) -> PSCReranker:
+    return PSCReranker(
+        backend="openai:scripted", backend_options={"base_url": server.base_url}, **options
+    )
+
+
+def test_the_ranker_cap_is_the_rerankers_and_survives_an_option_change(corpus, server) -> None:
+    reranker = spec(
+        server, num_permutations=4, ranker_cap="calls=6", prices="1,2", top_n=2, max_concurrency=1
+    )
+    first = reranker.compress_documents(corpus.documents(), "q")
+    assert first[0].metadata["psc"]["usage"]["cost"] > 0  # priced usage in the metadata
+    reranker.top_n = 3  # rebuilds the core ranker: the cap is not refilled
+    with pytest.raises(SpendingCapError) as caught:
+        asyncio.run(reranker.acompress_documents(corpus.documents(), "q"))
+    assert (caught.value.scope, caught.value.limit) == ("ranker", "calls")
+    assert server.request_count == 6 and caught.value.spent.calls == 6
+    reranker.close()
+
+
+def test_a_request_cap_stops_one_rerank(corpus, server) -> None:
+    reranker = spec(server, num_permutations=4, request_cap="calls=2", max_concurrency=1)
+    with pytest.raises(SpendingCapError) as caught:
+        reranker.invoke({"query": "q", "documents": corpus.documents()})
+    assert caught.value.scope == "request" and server.request_count == 2
+    assert caught.value.usage is not None and caught.value.usage.calls == 2
+    reranker.close()

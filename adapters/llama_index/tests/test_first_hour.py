@@ -1,0 +1,40 @@
+"""What a new user meets in the first hour (issue 26), through the real openai client and the
+loopback server: spending caps, option typos, masked secrets and reprs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.permsc import PSCRerank
+
+from permsc_integrations.errors import SpendingCapError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def spec(server: Any, **options: Any) -> PSCRerank:
+    return PSCRerank(
+        backend="openai:scripted", backend_options={"base_url": server.base_url}, **options
+    )
+
+
+def nodes(kit: Any) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=text), score=0.5) for text, _ in kit.DOCS]
+
+
+def test_the_ranker_cap_is_the_reranks_and_survives_an_option_change(kit, server) -> None:
+    before = server.request_count
+    rerank = spec(
+        server, num_permutations=4, ranker_cap="calls=6", prices="1,2", top_n=2, max_concurrency=1
+    )
+    query = QueryBundle("q")
+    first = rerank.postprocess_nodes(nodes(kit), query)
+    assert first[0].node.metadata["psc"]["usage"]["cost"] > 0
+    rerank.top_n = 3  # rebuilds the core ranker: the cap is not refilled
+    with pytest.raises(SpendingCapError) as caught:
+        rerank.postprocess_nodes(nodes(kit), query)
+    assert (caught.value.scope, caught.value.limit) == ("ranker", "calls")
+    assert server.request_count - before == 6 and caught.value.spent.calls == 6
+    rerank.close()
