@@ -23,6 +23,8 @@ from .results import RankingResult
 __all__ = [
     "checked_options",
     "refuse_unknown",
+    "refuse_unknown_attribute",
+    "check_backend",
     "public_backend_options",
     "usage_dict",
     "OneRanker",
@@ -35,6 +37,22 @@ def refuse_unknown(given: Iterable[str], known: Iterable[str]) -> None:
     for name in given:
         if name not in names:
             raise ConfigurationError(unknown_option(name, names))
+
+
+def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None:
+    """Refuse setting ``name`` on an adapter object when it is neither a field nor anything
+    the class defines (a typo such as ``reranker.num_permutation = 3``)."""
+    if name.startswith("_") or name in fields or hasattr(type(obj), name):
+        return
+    raise ConfigurationError(unknown_option(name, tuple(sorted(fields))))
+
+
+def check_backend(backend: Any, backend_options: Mapping[str, Any]) -> None:
+    """Refuse, at construction, backend options the spec string's backend does not take."""
+    from .backends import check_backend_options
+
+    if isinstance(backend, str) and backend_options:
+        check_backend_options(backend, backend_options)
 
 
 def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> RankingOptions:

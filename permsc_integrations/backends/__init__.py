@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -31,6 +32,7 @@ __all__ = [
     "register",
     "available",
     "resolve_backend",
+    "check_backend_options",
 ]
 
 ENTRY_POINT_GROUP = "permsc_integrations.backends"
@@ -73,5 +75,43 @@ def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
                 f"name, acomplete() and aclose(); got {type(spec).__name__}"
             )
         return spec
+    check_backend_options(spec, options)
     kind, _, model = spec.partition(":")
     return _registry.get(kind)(model.strip() or None, **options)
+
+
+def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option the backend of ``spec`` does not take, naming the closest ones.
+
+    The accepted names are the factory's keyword parameters, or its ``accepted_options``
+    when it passes ``**options`` on; a factory with neither is not checked.
+
+    >>> try:
+    ...     check_backend_options("openai:m", {"base_ulr": "http://h/v1"})
+    ... except ConfigurationError as exc:
+    ...     print(str(exc).split(";")[0])
+    unknown option 'base_ulr' for the openai backend (did you mean 'base_url'?)
+    """
+    from ..options import unknown_option
+
+    kind = spec.partition(":")[0]
+    known = _accepted(_registry.get(kind))
+    for name in options:
+        if known is not None and name not in known:
+            message = unknown_option(name, known).replace(
+                f"{name!r}", f"{name!r} for the {kind.strip().lower()} backend", 1
+            )
+            raise ConfigurationError(message)
+
+
+def _accepted(factory: Callable[..., Any]) -> tuple[str, ...] | None:
+    declared = getattr(factory, "accepted_options", None)
+    if declared is not None:
+        return tuple(declared)
+    try:
+        params = list(inspect.signature(factory).parameters.values())[1:]  # after the model
+    except (TypeError, ValueError):  # no signature to read
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)

@@ -44,9 +44,11 @@ from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
 from permsc_integrations.integration import (
     OneRanker,
+    check_backend,
     checked_options,
     public_backend_options,
     refuse_unknown,
+    refuse_unknown_attribute,
 )
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
@@ -111,6 +113,7 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
                 "backend_options apply to a spec string backend only; configure the backend "
                 f"object ({type(self.backend).__name__}) itself"
             )
+        check_backend(self.backend, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         values["prompt"] = core_prompt(self.prompt, self.max_words)
         values["top_k"] = self.top_k if self.top_k is not None else self._returned()
@@ -122,6 +125,7 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in type(self).model_fields:
+            refuse_unknown_attribute(self, name, type(self).model_fields)
             super().__setattr__(name, value)
             return
         old = getattr(self, name)

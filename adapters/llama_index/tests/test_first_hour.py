@@ -9,7 +9,7 @@ import pytest
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.permsc import PSCRerank
 
-from permsc_integrations.errors import SpendingCapError
+from permsc_integrations.errors import ConfigurationError, SpendingCapError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,4 +37,19 @@ def test_the_ranker_cap_is_the_reranks_and_survives_an_option_change(kit, server
         rerank.postprocess_nodes(nodes(kit), query)
     assert (caught.value.scope, caught.value.limit) == ("ranker", "calls")
     assert server.request_count - before == 6 and caught.value.spent.calls == 6
+    rerank.close()
+
+
+def test_a_typo_in_backend_options_fails_at_construction_with_a_suggestion(server) -> None:
+    with pytest.raises(ConfigurationError, match=r"'base_ulr' for the openai backend.*'base_url'"):
+        PSCRerank(backend="openai:scripted", backend_options={"base_ulr": server.base_url})
+
+
+def test_an_unknown_attribute_set_later_is_refused_with_a_suggestion(server) -> None:
+    rerank = spec(server, num_permutations=2)
+    with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
+        rerank.num_permutation = 3
+    with pytest.raises(ConfigurationError, match="did you mean 'top_n'"):
+        rerank.top_m = 3
+    assert rerank.num_permutations == 2
     rerank.close()

@@ -63,3 +63,17 @@ def embedded_backend(
     if engine == "llamacpp":
         return LlamaCppBackend(gguf_path(name), name=f"embedded:{name}:llamacpp", **options)
     return TransformersBackend(gguf_path(name), name=f"embedded:{name}", **options)
+
+
+# what the options may name (those of TransformersBackend and LlamaCppBackend), so that a typo
+# in backend_options is refused when the ranker is built (backends.check_backend_options)
+embedded_backend.accepted_options = (  # type: ignore[attr-defined]
+    "engine",
+    "device",
+    "dtype",
+    "max_new_tokens",
+    "batch_size",
+    "n_ctx",
+    "n_threads",
+    "n_gpu_layers",
+)

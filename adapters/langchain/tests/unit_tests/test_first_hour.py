@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_permsc import PSCReranker
 
-from permsc_integrations.errors import SpendingCapError
+from permsc_integrations.errors import ConfigurationError, SpendingCapError
 from permsc_integrations.testing import ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,4 +41,22 @@ def test_a_request_cap_stops_one_rerank(corpus, server) -> None:
         reranker.invoke({"query": "q", "documents": corpus.documents()})
     assert caught.value.scope == "request" and server.request_count == 2
     assert caught.value.usage is not None and caught.value.usage.calls == 2
+    reranker.close()
+
+
+def test_a_typo_in_backend_options_fails_at_construction_with_a_suggestion(server) -> None:
+    with pytest.raises(ConfigurationError, match=r"'base_ulr' for the openai backend.*'base_url'"):
+        PSCReranker(backend="openai:scripted", backend_options={"base_ulr": server.base_url})
+    assert server.request_count == 0
+
+
+def test_an_unknown_attribute_set_later_is_refused_with_a_suggestion(server) -> None:
+    reranker = spec(server, num_permutations=2)
+    with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
+        reranker.num_permutation = 3
+    with pytest.raises(ConfigurationError, match=r"'base_ulr'.*did you mean 'base_url'"):
+        reranker.backend_options = {"base_ulr": server.base_url}
+    assert reranker.num_permutations == 2 and reranker.backend_options == {
+        "base_url": server.base_url
+    }
     reranker.close()

@@ -51,9 +51,11 @@ from permsc_integrations.checks import at_least
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.integration import (
     OneRanker,
+    check_backend,
     checked_options,
     public_backend_options,
     refuse_unknown,
+    refuse_unknown_attribute,
     usage_dict,
 )
 from permsc_integrations.options import RankingOptions
@@ -140,6 +142,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
                 "backend_options apply to a spec string backend only; configure the LLM or "
                 "backend object itself"
             )
+        check_backend(self.backend, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         if self.rerank_prompt is not None:
             values["prompt"] = to_core_prompt(self.rerank_prompt, max_words=self.max_words)
@@ -148,6 +151,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in _RANKER_FIELDS:
+            refuse_unknown_attribute(self, name, type(self).model_fields)
             super().__setattr__(name, value)
             return
         changes = {name: value}
