@@ -18,7 +18,15 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["redact_url", "redact_text", "is_secret_name", "public_settings", "MASK"]
+__all__ = [
+    "redact_url",
+    "redact_text",
+    "is_secret_name",
+    "is_masked",
+    "refuse_masked",
+    "public_settings",
+    "MASK",
+]
 
 MASK = "***"
 _SECRET_NAME = re.compile(
@@ -54,6 +62,44 @@ def redact_url(url: str | None) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, MASK if is_secret_name(k) else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def is_masked(value: object) -> bool:
+    """True for what redaction put in place of a secret: ``"***"``, or a URL whose
+    credentials or secret query values are ``"***"`` (never a usable credential).
+
+    >>> is_masked("***"), is_masked(redact_url("http://u:p@h/v1")), is_masked("http://h/v1")
+    (True, True, False)
+    """
+    if not isinstance(value, str):
+        return False
+    if value == MASK:
+        return True
+    if "://" not in value:
+        return False
+    try:
+        parts = urlsplit(value)
+        username, password = parts.username, parts.password
+    except ValueError:
+        return False
+    if MASK in (username, password):
+        return True
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    return any(is_secret_name(k) and v == MASK for k, v in pairs)
+
+
+def refuse_masked(name: str, value: object) -> None:
+    """Raise :class:`ConfigurationError` if ``value`` (option ``name``) is a masked secret."""
+    if is_masked(value):
+        from .errors import ConfigurationError
+
+        shown = redact_url(str(value)) if "://" in str(value) else MASK
+        raise ConfigurationError(
+            f"{name} holds the masked placeholder {shown!r}, not a credential: a configuration "
+            "serialised by to_dict()/dumps() never keeps its secrets. Pass the real value again "
+            "(from_dict(data, backend_options={...})), or set it in the environment "
+            "(OPENAI_API_KEY, OPENAI_BASE_URL)"
+        )
 
 
 def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -23,3 +23,27 @@ def test_a_typo_in_backend_options_is_refused_when_the_ranker_is_built(scripted_
     with pytest.raises(ConfigurationError, match="did you mean 'device'"):
         resolve_backend("embedded", devcie="cpu")
     assert server.request_count == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"api_key": "***"},
+        {"base_url": "http://***@127.0.0.1:{port}/v1"},
+        {"base_url": "http://127.0.0.1:{port}/v1?api-key=***"},
+    ],
+)
+def test_masked_secrets_are_refused_as_credentials(scripted_server, options) -> None:
+    server = scripted_server()
+    given = {"base_url": server.base_url, **options}
+    given = {k: v.format(port=server.port) for k, v in given.items()}
+    with pytest.raises(ConfigurationError, match="masked placeholder"):
+        PSCRanker("openai:m", backend_options=given)
+    assert server.request_count == 0
+
+
+def test_a_masked_key_from_the_environment_is_refused(scripted_server, monkeypatch) -> None:
+    server = scripted_server()
+    monkeypatch.setenv("OPENAI_API_KEY", "***")
+    with pytest.raises(ConfigurationError, match="api_key holds the masked placeholder"):
+        PSCRanker("openai:m", backend_options={"base_url": server.base_url})

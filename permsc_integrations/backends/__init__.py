@@ -81,7 +81,8 @@ def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
 
 
 def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
-    """Refuse an option the backend of ``spec`` does not take, naming the closest ones.
+    """Refuse an option the backend of ``spec`` does not take, naming the closest ones, and a
+    masked secret (``"***"``, as ``to_dict()`` leaves it) given as a value.
 
     The accepted names are the factory's keyword parameters, or its ``accepted_options``
     when it passes ``**options`` on; a factory with neither is not checked.
@@ -93,7 +94,10 @@ def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
     unknown option 'base_ulr' for the openai backend (did you mean 'base_url'?)
     """
     from ..options import unknown_option
+    from ..redaction import refuse_masked
 
+    for name, value in options.items():
+        refuse_masked(f"backend option {name}", value)
     kind = spec.partition(":")[0]
     known = _accepted(_registry.get(kind))
     for name in options:

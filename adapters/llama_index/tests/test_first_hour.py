@@ -53,3 +53,18 @@ def test_an_unknown_attribute_set_later_is_refused_with_a_suggestion(server) -> 
         rerank.top_m = 3
     assert rerank.num_permutations == 2
     rerank.close()
+
+
+def test_from_dict_without_the_secrets_is_refused_not_sent_masked(server) -> None:
+    url = f"http://user:pw@127.0.0.1:{server.port}/v1"
+    rerank = PSCRerank(backend="openai:m", backend_options={"base_url": url, "api_key": "sk-live"})
+    data = rerank.to_dict()
+    assert "sk-live" not in str(data) and "pw@" not in str(data)
+    before = server.request_count
+    with pytest.raises(ConfigurationError, match="masked placeholder"):
+        PSCRerank.from_dict(data)
+    again = PSCRerank.from_dict(data, backend_options={"base_url": url, "api_key": "sk-live"})
+    assert again.backend_options["api_key"] == "sk-live"
+    assert server.request_count == before
+    rerank.close()
+    again.close()

@@ -42,7 +42,7 @@ from ...errors import (
     ConfigurationError,
     MissingDependencyError,
 )
-from ...redaction import is_secret_name, redact_text, redact_url
+from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, Message
 from ..http_errors import map_openai_error
 from .chat_json import completion_from_json
@@ -179,6 +179,7 @@ class OpenAIBackend:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         if client is not None and not url:
             url = str(getattr(client, "base_url", "")) or None
+        refuse_masked("base_url", url)
         self.base_url = _checked_url(url)
         if http == "aiohttp" and self.base_url and urlsplit(self.base_url).username is not None:
             raise ConfigurationError(
@@ -186,6 +187,7 @@ class OpenAIBackend:
                 f"({redact_url(self.base_url)}); put them in default_headers or use http='httpx'"
             )
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        refuse_masked("api_key", self._api_key)
         if self._api_key is None and client is None:
             if self.base_url is None:
                 raise ConfigurationError(

@@ -60,3 +60,14 @@ def test_an_unknown_attribute_set_later_is_refused_with_a_suggestion(server) -> 
         "base_url": server.base_url
     }
     reranker.close()
+
+
+def test_a_dumped_reranker_with_masked_secrets_is_refused(server) -> None:
+    reranker = PSCReranker(
+        backend="openai:m", backend_options={"base_url": server.base_url, "api_key": "sk-live"}
+    )
+    dumped = reranker.model_dump()
+    assert dumped["backend_options"]["api_key"] == "***"
+    with pytest.raises(ConfigurationError, match="api_key holds the masked placeholder"):
+        PSCReranker(**dumped)
+    reranker.close()
