@@ -179,6 +179,19 @@ class QuotaExceededError(RateLimitError):
     trips_breaker = True
 
 
+def grouped(errors: Sequence[BaseException]) -> list[str]:
+    """One line per distinct error, in first-seen order, identical ones counted.
+
+    >>> grouped([ValueError("x"), KeyError("k"), ValueError("x")])
+    ['2 x ValueError: x', "KeyError: 'k'"]
+    """
+    counts: dict[str, int] = {}
+    for error in errors:
+        line = f"{type(error).__name__}: {error}"
+        counts[line] = counts.get(line, 0) + 1
+    return [f"{n} x {line}" if n > 1 else line for line, n in counts.items()]
+
+
 class InsufficientSamplesError(PermscError):
     """Fewer than ``min_successful`` permuted samples succeeded.
 
@@ -188,7 +201,7 @@ class InsufficientSamplesError(PermscError):
 
     def __init__(self, successful: int, required: int, failures: Sequence[BaseException]) -> None:
         self.successful, self.required, self.failures = successful, required, tuple(failures)
-        listed = "\n".join(f"  - {type(f).__name__}: {f}" for f in self.failures)
+        listed = "\n".join(f"  - {line}" for line in grouped(self.failures))
         super().__init__(
             f"only {successful} permuted samples succeeded, {required} required "
             f"(lower min_successful, or check the backend):\n{listed}"

@@ -28,7 +28,7 @@ import anyio
 from .aggregators import resolve
 from .backends import resolve_backend
 from .backends.base import Backend
-from .errors import ConfigurationError, PermscError, add_note
+from .errors import ConfigurationError, PermscError, add_note, grouped
 from .events import EventHook
 from .items import normalize_items
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
@@ -316,6 +316,6 @@ def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest
 
 
 def _first_failure(failures: list[BaseException]) -> BaseException:
-    for extra in failures[1:]:
-        add_note(failures[0], f"another request also failed: {type(extra).__name__}: {extra}")
+    for line in grouped(failures[1:]):  # identical failures once, counted
+        add_note(failures[0], f"other requests also failed: {line}")
     return failures[0]

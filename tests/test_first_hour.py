@@ -3,11 +3,14 @@ real loopback server: typos in backend options, repeated failures, masked secret
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from permsc_integrations import PSCRanker
+from permsc_integrations import PSCRanker, RetryPolicy
 from permsc_integrations.backends import resolve_backend
-from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.cli import main
+from permsc_integrations.errors import ConfigurationError, InsufficientSamplesError
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -47,3 +50,29 @@ def test_a_masked_key_from_the_environment_is_refused(scripted_server, monkeypat
     monkeypatch.setenv("OPENAI_API_KEY", "***")
     with pytest.raises(ConfigurationError, match="api_key holds the masked placeholder"):
         PSCRanker("openai:m", backend_options={"base_url": server.base_url})
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_identical_failures_are_grouped_with_a_count(tmp_path, capsys) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    quick = RetryPolicy(max_attempts=2, initial_backoff=0.01, jitter=0.0)
+    with PSCRanker("openai:m", backend_options={"base_url": url}, retry=quick) as r:
+        with pytest.raises(InsufficientSamplesError) as caught:
+            r.rank("q", ITEMS)
+        with pytest.raises(InsufficientSamplesError) as many:
+            r.rank_many([("q", ITEMS)] * 4)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  - 20 x BackendConnectionError: ")
+    assert len(caught.value.failures) == 20  # every real exception is still there
+    notes = [n for n in many.value.__notes__ if "other requests" in n]
+    assert len(notes) == 1 and "3 x InsufficientSamplesError" in notes[0]
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"qid": "1", "query": "q", "items": ["a", "b"]}\n')
+    assert main(["rank", "-i", str(path), "--backend", "openai:m", "--base-url", url]) == 2
+    failed = [line for line in capsys.readouterr().err.splitlines() if "query 1 failed" in line]
+    assert len(failed) == 1 and "20 x BackendConnectionError" in failed[0]

@@ -218,7 +218,7 @@ async def test_a_failed_request_loses_no_other_result() -> None:
         [x async for x in r.arank_many(two_bad)]
     notes = info.value.__notes__
     assert any("window at positions 0..4" in n for n in notes) or any("0..5" in n for n in notes)
-    assert sum("another request also failed" in n for n in notes) == 1
+    assert sum("other requests also failed" in n for n in notes) == 1
 
 
 def test_rank_many_keeps_request_order() -> None:
