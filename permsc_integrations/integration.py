@@ -11,8 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import ConfigurationError
@@ -27,6 +28,7 @@ __all__ = [
     "check_backend",
     "public_backend_options",
     "usage_dict",
+    "repr_args",
     "OneRanker",
 ]
 
@@ -74,6 +76,55 @@ def public_backend_options(options: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+_NOT_CONFIGURATION = frozenset({"callback_manager", "callbacks", "verbose", "tags", "metadata"})
+
+
+class _Shown(str):
+    """A description that a pydantic repr prints as is (no quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def repr_args(obj: Any, fields: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``__repr_args__`` for an adapter: the fields that differ from their defaults, each as
+    what identifies it (a framework model by its class and model name: no clients, no keys,
+    no callback managers), secrets masked and URLs redacted."""
+    for name, info in fields.items():
+        value = getattr(obj, name, None)
+        if name in _NOT_CONFIGURATION or _is_default(value, info):
+            continue
+        yield (
+            name,
+            public_backend_options(value or {}) if name == "backend_options" else _shown(value),
+        )
+
+
+def _is_default(value: Any, info: Any) -> bool:
+    try:
+        return bool(value == info.get_default(call_default_factory=True))
+    except Exception:  # an object whose == cannot compare with the default
+        return False
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_url(value) if "://" in value else value
+    if value is None or isinstance(value, (int, float, bool)):
+        return value
+    if dataclasses.is_dataclass(value):  # RetryPolicy, SpendingCap, Prices, Adaptive
+        return value
+    kind = type(value).__name__
+    named = getattr(value, "name", None)
+    if hasattr(value, "acomplete") and isinstance(named, str):  # a core backend
+        return _Shown(f"{kind}({named!r})")
+    for attr in ("model_name", "model", "model_id"):
+        model = getattr(value, attr, None)
+        if isinstance(model, str) and model:
+            return _Shown(f"{kind}({attr}={redact_url(model) if '://' in model else model!r})")
+    return _Shown(f"{kind}(...)")
 
 
 def usage_dict(result: RankingResult) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class OptionInfo:
     help: str
     applies: str
     cli_type: Callable[[str], Any] | None  # None: not a command-line flag
+    cli_help: str | None = None  # the flag's help, where ``help`` names Python-only values
 
 
 def _adaptive(name: str, value: Any) -> Any:
@@ -147,8 +148,9 @@ def _option(
     *,
     applies: str = "all",
     cli: Callable[[str], Any] | None = None,
+    cli_help: str | None = None,
 ) -> Any:
-    meta = {"help": help, "check": check, "applies": applies, "cli": cli}
+    meta = {"help": help, "check": check, "applies": applies, "cli": cli, "cli_help": cli_help}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=meta)
     return field(default=default, metadata=meta)
@@ -164,8 +166,15 @@ class RankingOptions:
         "aggregator name (kemeny, borda, copeland, rrf, ...) or callable",
         _aggregator,
         cli=str,
+        cli_help="aggregator: kemeny, borda, copeland, rrf, local_search (or a plugin's name)",
     )
-    prompt: Any = _option("rankgpt", "prompt name or Prompt object", _prompt, cli=str)
+    prompt: Any = _option(
+        "rankgpt",
+        "prompt name or Prompt object",
+        _prompt,
+        cli=str,
+        cli_help="prompt: rankgpt, rankvicuna, mathsort, wordsort, gsm8ksort",
+    )
     strategy: Any = _option(
         "blocks",
         "how a list longer than a window is ranked: blocks (rounds in which every "
@@ -212,6 +221,7 @@ class RankingOptions:
         "passage truncation in words, for prompts given by name (None: no cut)",
         at_least(1, optional=True),
         cli=int,
+        cli_help="passage truncation in words",
     )
     max_concurrency: int = _option(
         DEFAULT_MAX_CONCURRENCY,
@@ -237,6 +247,7 @@ class RankingOptions:
         "samples per window that must succeed (None: max(1, m // 2))",
         at_least(1, optional=True),
         cli=int,
+        cli_help="samples per window that must succeed (default: half of m, at least 1)",
     )
     min_coverage: float = _option(
         0.0,
@@ -251,6 +262,8 @@ class RankingOptions:
         "'FIRST,WAVE[,TOP_K]'); num_permutations is the cap",
         _adaptive,
         cli=str,
+        cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "
+        "consensus is stable; -m is the cap",
     )
     cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
     request_cap: Any = _option(
@@ -259,6 +272,8 @@ class RankingOptions:
         "no call is sent past it (SpendingCapError)",
         parse_cap,
         cli=str,
+        cli_help="spending cap per query, 'calls=N,tokens=N,cost=X' (any of them): a query "
+        "that would pass it fails, and no call is sent past it",
     )
     ranker_cap: Any = _option(
         None,
@@ -266,6 +281,8 @@ class RankingOptions:
         "'calls=N,tokens=N,cost=X' or a SpendingCap",
         parse_cap,
         cli=str,
+        cli_help="spending cap of the whole run, 'calls=N,tokens=N,cost=X': once reached, "
+        "no call is sent and the remaining queries fail",
     )
     prices: Any = _option(
         None,
@@ -273,6 +290,8 @@ class RankingOptions:
         "usage then reports its cost, and a cap may set cost=",
         parse_prices,
         cli=str,
+        cli_help="'PROMPT,COMPLETION' prices per million tokens: records report their cost, "
+        "and a cap may set cost=",
     )
     backend_options: dict[str, Any] = _option(
         {},
@@ -374,7 +393,9 @@ class RankingOptions:
         """What the declaration says of each option, in declaration order."""
         for f in dataclasses.fields(cls):
             meta = f.metadata
-            yield OptionInfo(f.name, _default(f), meta["help"], meta["applies"], meta["cli"])
+            yield OptionInfo(
+                f.name, _default(f), meta["help"], meta["applies"], meta["cli"], meta["cli_help"]
+            )
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:

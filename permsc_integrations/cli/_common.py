@@ -88,7 +88,8 @@ def _flag(group: Any, name: str, *aliases: str, help: str | None = None) -> None
 
     info = next(i for i in RankingOptions.describe() if i.name == name)
     assert info.cli_type is not None, f"{name} is not a command-line option"
-    text = help or f"{info.help} (default: {info.default})"
+    shown = "" if info.default is None else f" (default: {info.default})"
+    text = help or (info.cli_help or info.help) + shown
     group.add_argument(
         *aliases, "--" + name.replace("_", "-"), dest=name, type=info.cli_type, help=text
     )

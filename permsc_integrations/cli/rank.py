@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -56,6 +57,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--cache", help="SQLite response cache file (reused across runs)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="when stderr is not a terminal (logs, CI): a one-line progress report at most "
+        "this often (default: 10)",
+    )
+    parser.add_argument(
         "--resume", action="store_true", help="skip the qids already in --output; append the rest"
     )
     parser.add_argument(
@@ -90,12 +99,51 @@ class _OrderedWriter:
             self.next += 1
 
 
-class _Progress:
-    """tqdm bars (queries, samples) on stderr, only when stderr is a terminal."""
+class _LogLines:
+    """Progress for logs: one line on stderr at most every ``every`` seconds, as work is done,
+    and a last one at the end if any was written."""
 
-    def __init__(self, queries: list[Query], samples: int, enabled: bool) -> None:
+    def __init__(self, queries: int, samples: int, every: float) -> None:
+        self.queries, self.samples, self.every = queries, samples, every
+        self.done = self.sampled = 0
+        self.began = self.last = time.monotonic()
+        self.written = False
+
+    def sample_done(self) -> None:
+        self.sampled += 1
+        self._maybe()
+
+    def query_done(self) -> None:
+        self.done += 1
+        self._maybe()
+
+    def _maybe(self) -> None:
+        if time.monotonic() - self.last >= self.every:
+            self._write()
+
+    def _write(self) -> None:
+        self.last, self.written = time.monotonic(), True
+        report(
+            f"progress: {self.done}/{self.queries} queries, {self.sampled}/~{self.samples} "
+            f"samples, {self.last - self.began:.0f} s"
+        )
+
+    def close(self) -> None:
+        if self.written:
+            self._write()
+
+
+class _Progress:
+    """tqdm bars (queries, samples) on stderr when it is a terminal; else log lines."""
+
+    def __init__(
+        self, queries: list[Query], samples: int, enabled: bool, every: float = 10.0
+    ) -> None:
         self.bars: list[Any] = []
-        if enabled and sys.stderr.isatty():
+        self.lines: _LogLines | None = None
+        if enabled and not sys.stderr.isatty():
+            self.lines = _LogLines(len(queries), samples, every)
+        elif enabled:
             try:
                 # lazy: optional dependency (tqdm, the cli extra)
                 from tqdm import tqdm
@@ -107,16 +155,24 @@ class _Progress:
             ]
 
     def on_event(self, event: Any) -> None:
-        if self.bars and event.kind == "sample_end":
+        if event.kind != "sample_end":
+            return
+        if self.bars:
             self.bars[1].update(1)
+        if self.lines is not None:
+            self.lines.sample_done()
 
     def query_done(self) -> None:
         if self.bars:
             self.bars[0].update(1)
+        if self.lines is not None:
+            self.lines.query_done()
 
     def close(self) -> None:
         for bar in self.bars:
             bar.close()
+        if self.lines is not None:
+            self.lines.close()
 
 
 def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
@@ -232,7 +288,8 @@ def _rank_here(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
 ) -> int:
     ranker = _ranker(args, opts)
-    progress = _Progress(queries, _planned_samples(queries, opts), not args.no_progress)
+    planned = _planned_samples(queries, opts)
+    progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
     try:
         return run_sync(_rank_all, ranker, queries, writer, progress)
     finally:

@@ -6,7 +6,7 @@ serves ``POST /v1/chat/completions`` (non-streaming, OpenAI's schema, with usage
 :class:`ChatRequest` and returns text, a :class:`Reply` (text after a delay) or a
 :class:`Fault` (an HTTP error, a dropped connection). Every request is recorded, with
 timestamps and the peak number in flight, so tests can assert concurrency and retries.
-Needs the ``test`` extra (uvicorn, starlette).
+Needs the ``testing`` extra (uvicorn, starlette): ``pip install 'permsc-integrations[testing]'``.
 
 Example:
     >>> from openai import OpenAI

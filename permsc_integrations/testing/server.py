@@ -43,6 +43,8 @@ class _ChatEndpoint:
         body = bytearray()
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left before its request was whole: nobody to answer
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
@@ -50,7 +52,7 @@ class _ChatEndpoint:
             payload = json.loads(body or b"{}")
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             request = self.server._admit(payload, scope.get("path", ""), headers)
-        except (ValueError, TypeError, AttributeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
         start = time.perf_counter()
@@ -65,6 +67,8 @@ class _ChatEndpoint:
             await self._answer(request, scope, send, done)
         except asyncio.CancelledError:  # the server is stopping: abandon quietly
             done("abandoned")
+        except OSError:  # the client cancelled and hung up (uvicorn's ClientDisconnected)
+            done("client gone")
 
     async def _answer(self, request: ChatRequest, scope: Any, send: Any, done: Any) -> None:
         try:
@@ -224,7 +228,7 @@ class ScriptedOpenAIServer:
             from starlette.responses import JSONResponse
             from starlette.routing import Route
         except ImportError as exc:
-            raise MissingDependencyError("starlette", "test", purpose=_PURPOSE) from exc
+            raise MissingDependencyError("starlette", "testing", purpose=_PURPOSE) from exc
 
         async def models(request: Any) -> Any:
             entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
@@ -245,7 +249,7 @@ class ScriptedOpenAIServer:
             # lazy: optional dependency (the testing extra)
             import uvicorn
         except ImportError as exc:
-            raise MissingDependencyError("uvicorn", "test", purpose=_PURPOSE) from exc
+            raise MissingDependencyError("uvicorn", "testing", purpose=_PURPOSE) from exc
         # proto=IPPROTO_TCP: only then does asyncio set TCP_NODELAY on accepted connections
         # (without it every answer waits ~40 ms for a delayed ACK)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

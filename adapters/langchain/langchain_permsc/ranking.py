@@ -49,6 +49,7 @@ from permsc_integrations.integration import (
     public_backend_options,
     refuse_unknown,
     refuse_unknown_attribute,
+    repr_args,
 )
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
@@ -138,8 +139,7 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         self._one.reset()  # the next call builds a ranker from the new options
 
     def __repr_args__(self) -> Any:
-        for name, value in super().__repr_args__():
-            yield name, public_backend_options(value) if name == "backend_options" else value
+        return repr_args(self, type(self).model_fields)
 
     @field_serializer("backend_options", check_fields=False)
     def _public_backend_options(self, value: Mapping[str, Any]) -> dict[str, Any]:

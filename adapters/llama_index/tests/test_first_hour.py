@@ -68,3 +68,13 @@ def test_from_dict_without_the_secrets_is_refused_not_sent_masked(server) -> Non
     assert server.request_count == before
     rerank.close()
     again.close()
+
+
+def test_repr_shows_only_what_identifies_the_configuration(kit, server) -> None:
+    llm = kit.openai_like(server)
+    llm.api_key = "sk-live"
+    rerank = PSCRerank(llm=llm, num_permutations=3)
+    for text in (repr(rerank), str(rerank)):
+        assert "OpenAILike(model='scripted-ranker')" in text and "num_permutations=3" in text
+        for internal in ("callback_manager", "object at", "sk-live", "aggregator=", "function"):
+            assert internal not in text

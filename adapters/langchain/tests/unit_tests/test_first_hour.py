@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from langchain_openai import ChatOpenAI
 from langchain_permsc import PSCReranker
 
 from permsc_integrations.errors import ConfigurationError, SpendingCapError
@@ -71,3 +72,19 @@ def test_a_dumped_reranker_with_masked_secrets_is_refused(server) -> None:
     with pytest.raises(ConfigurationError, match="api_key holds the masked placeholder"):
         PSCReranker(**dumped)
     reranker.close()
+
+
+def test_repr_shows_only_what_identifies_the_configuration(server) -> None:
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url="http://u:pw@h/v1", api_key="sk-live", max_retries=0
+    )
+    reranker = PSCReranker(backend=model, num_permutations=3)
+    for text in (repr(reranker), str(reranker)):
+        assert "ChatOpenAI(model_name='gpt-4o-mini')" in text and "num_permutations=3" in text
+        for internal in ("client", "object at", "profile", "sk-live", "pw", "aggregator="):
+            assert internal not in text
+    keyed = PSCReranker(
+        backend="openai:m", backend_options={"base_url": server.base_url, "api_key": "sk-1"}
+    )
+    spec_text = repr(keyed)
+    assert "'api_key': '***'" in spec_text and "sk-1" not in spec_text

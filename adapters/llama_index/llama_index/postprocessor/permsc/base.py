@@ -56,6 +56,7 @@ from permsc_integrations.integration import (
     public_backend_options,
     refuse_unknown,
     refuse_unknown_attribute,
+    repr_args,
     usage_dict,
 )
 from permsc_integrations.options import RankingOptions
@@ -172,8 +173,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
             self.model_name = self._backend().name
 
     def __repr_args__(self) -> Any:
-        for name, value in super().__repr_args__():
-            yield name, public_backend_options(value) if name == "backend_options" else value
+        return repr_args(self, type(self).model_fields)
 
     @field_serializer("backend_options", check_fields=False)
     def _public_backend_options(self, value: Mapping[str, Any]) -> dict[str, Any]:
