@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -144,7 +145,9 @@ def test_the_command_line_caps_a_run_and_prices_its_records(scripted_server, tmp
     )
     err = capsys.readouterr().err
     assert code == 2 and server.request_count == 6  # 12 calls wanted, 6 allowed
-    assert err.count("ranker_cap calls=6 reached") >= 2
+    assert err.count("ranker_cap calls=6 reached") == 1  # reported once, the rest cancelled
+    assert re.search(r"the other \d queries were not ranked .*--resume", err)
+    assert re.search(r"ranked \d of 3 queries; 0 bad lines, \d failed", err)
     for record in map(json.loads, out.read_text().splitlines()):  # at most one query ranked
         usage = record["usage"]
         assert usage["cost"] == pytest.approx(

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -16,7 +17,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SpendingCapError
 from ..results import RankingResult
 from ..run.bridge import run_sync
 from ..window_plan import plan_windows
@@ -200,22 +201,35 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 async def _rank_all(
     ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
 ) -> int:
+    """Rank every query; the failures' count. Once the ranker cap is spent, the queries
+    still under way are cancelled and reported once, not one by one."""
     # lazy: start-up time of every permsc command
     from ..ranker import RankRequest
 
     failed = 0
+    left = set(range(len(queries)))
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
     outcomes = ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True)
-    async for outcome in outcomes:
-        position = outcome.request.id
-        if isinstance(outcome, BaseException):
-            failed += 1
-            report(f"query {queries[position].qid} failed: {one_line(outcome)}")
-            writer.put(position, None)
-        else:
-            writer.put(position, writer.render(queries[position], outcome))
-        progress.query_done()
-    return failed
+    async with contextlib.aclosing(outcomes):
+        async for outcome in outcomes:
+            position = outcome.request.id
+            left.discard(position)
+            if isinstance(outcome, BaseException):
+                failed += 1
+                report(f"query {queries[position].qid} failed: {one_line(outcome)}")
+                writer.put(position, None)
+            else:
+                writer.put(position, writer.render(queries[position], outcome))
+            progress.query_done()
+            if isinstance(outcome, SpendingCapError) and outcome.scope == "ranker" and left:
+                report(
+                    f"ranker_cap spent: the other {len(left)} queries were not ranked (rerun "
+                    "with --resume and a higher --ranker-cap)"
+                )
+                break
+    for position in sorted(left):  # let the results after them out
+        writer.put(position, None)
+    return failed + len(left)
 
 
 def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
