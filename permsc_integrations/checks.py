@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "share",
     "integer",
     "flag",
+    "unknown_option",
 ]
 
 Check = Callable[[str, Any], Any]
@@ -101,3 +103,14 @@ def flag(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+
+
+def unknown_option(name: str, known: tuple[str, ...]) -> str:
+    """The message for an unknown option name, with the closest known ones.
+
+    >>> unknown_option("base_ulr", ("base_url", "api_key"))
+    "unknown option 'base_ulr' (did you mean 'base_url'?); options: base_url, api_key"
+    """
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"unknown option {name!r}{hint}; options: {', '.join(known)}"

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from .backends import check_backend_options
 from .errors import ConfigurationError
 from .options import RankingOptions, unknown_option
 from .redaction import MASK, is_secret_name, redact_url
@@ -51,8 +52,6 @@ def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None
 
 def check_backend(backend: Any, backend_options: Mapping[str, Any]) -> None:
     """Refuse, at construction, backend options the spec string's backend does not take."""
-    from .backends import check_backend_options
-
     if isinstance(backend, str) and backend_options:
         check_backend_options(backend, backend_options)
 

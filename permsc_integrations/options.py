@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .adaptive import Adaptive
 from .aggregators import resolve
 from .backends.base import GenerationSettings
-from .checks import Check, at_least, flag, integer, number, share
+from .checks import Check, at_least, flag, integer, number, share, unknown_option
 from .errors import ConfigurationError
 from .prompts import get_prompt
 from .retry import RetryPolicy
@@ -402,9 +401,3 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
-
-
-def unknown_option(name: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"unknown option {name!r}{hint}; options: {', '.join(known)}"

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .errors import ConfigurationError
+
 __all__ = [
     "redact_url",
     "redact_text",
@@ -91,8 +93,6 @@ def is_masked(value: object) -> bool:
 def refuse_masked(name: str, value: object) -> None:
     """Raise :class:`ConfigurationError` if ``value`` (option ``name``) is a masked secret."""
     if is_masked(value):
-        from .errors import ConfigurationError
-
         shown = redact_url(str(value)) if "://" in str(value) else MASK
         raise ConfigurationError(
             f"{name} holds the masked placeholder {shown!r}, not a credential: a configuration "

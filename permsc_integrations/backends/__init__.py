@@ -19,7 +19,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..checks import unknown_option
 from ..errors import ConfigurationError
+from ..redaction import refuse_masked
 from ..registry import Registry
 from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
 
@@ -93,9 +95,6 @@ def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
     ...     print(str(exc).split(";")[0])
     unknown option 'base_ulr' for the openai backend (did you mean 'base_url'?)
     """
-    from ..options import unknown_option
-    from ..redaction import refuse_masked
-
     for name, value in options.items():
         refuse_masked(f"backend option {name}", value)
     kind = spec.partition(":")[0]
