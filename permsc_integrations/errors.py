@@ -31,6 +31,7 @@ __all__ = [
     "AuthenticationError",
     "ModelNotFoundError",
     "QuotaExceededError",
+    "LogprobsUnavailableError",
     "InsufficientSamplesError",
     "ModelIntegrityError",
     "SpendingCapError",
@@ -177,6 +178,19 @@ class QuotaExceededError(RateLimitError):
     retryable = False
     fatal = True
     trips_breaker = True
+
+
+class LogprobsUnavailableError(BackendError):
+    """First-token scoring asked a server for ``logprobs`` and it returned none (some
+    OpenAI-compatible servers and proxies drop them); never retried, fatal: no other call of
+    the request can get them either.
+
+    Fix: ``scoring="generate"``, or a server that returns logprobs (OpenAI, vLLM, llama.cpp's
+    server).
+    """
+
+    retryable = False
+    fatal = True
 
 
 def grouped(errors: Sequence[BaseException]) -> list[str]:

@@ -44,6 +44,7 @@ CORE_ALL = {
     "AuthenticationError",
     "ModelNotFoundError",
     "QuotaExceededError",
+    "LogprobsUnavailableError",
     "ModelIntegrityError",
     "SpendingCap",
     "Prices",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import anyio
 import httpx
 import openai
@@ -171,8 +173,10 @@ def test_noisy_responder_keeps_a_concordant_subset_in_place():
     for seed in range(20):
         order = noisy_order(texts, keep=0.5, seed=seed)
         assert sorted(order) == sorted(truth)  # a full permutation, nothing lost
-    matches = [sum(a == b for a, b in zip(noisy_order(texts, keep=0.5, seed=s), truth, strict=True))
-               for s in range(40)]
+    matches = [
+        sum(a == b for a, b in zip(noisy_order(texts, keep=0.5, seed=s), truth, strict=True))
+        for s in range(40)
+    ]
     assert 0.35 < sum(matches) / (40 * 12) < 0.8  # about half stay in place (+ lucky shuffles)
 
 
@@ -181,3 +185,44 @@ def test_lost_in_the_middle_bias_favours_the_ends():
     tops = [noisy_order(texts, keep=0.0, position_bias=5.0, seed=s)[0] for s in range(40)]
     at_ends = sum(top in (0, 8) for top in tops)
     assert at_ends > 30  # unbiased would put about 40 * 2 / 9 ≈ 9 there
+
+
+def test_a_first_token_reply_answers_logprobs_in_openai_s_shape(scripted_server):
+    top = {"B": 0.6, " A": 0.25, "A": 0.1, "C": 0.05}
+    server = scripted_server(lambda request: Reply.first_token(top))
+    with client(server) as c:
+        answer = c.chat.completions.create(
+            model="m", messages=MESSAGES, max_tokens=1, logprobs=True, top_logprobs=3
+        )
+        plain = c.chat.completions.create(model="m", messages=MESSAGES, max_tokens=1)
+    choice = answer.choices[0]  # parsed by the SDK's own models
+    assert choice.message.content == "B" and answer.usage.completion_tokens == 1
+    first = choice.logprobs.content[0]
+    assert first.token == "B" and first.logprob == pytest.approx(math.log(0.6))
+    assert [(t.token, round(math.exp(t.logprob), 6)) for t in first.top_logprobs] == [
+        ("B", 0.6),
+        (" A", 0.25),
+        ("A", 0.1),
+    ]
+    assert first.top_logprobs[1].bytes == [32, 65]
+    assert plain.choices[0].logprobs is None  # not asked: none sent
+
+
+def test_a_server_told_to_omit_logprobs_and_a_plain_reply_send_none(scripted_server):
+    for server, reply in (
+        (scripted_server(logprobs=False), Reply.first_token({"A": 1.0})),
+        (scripted_server(), Reply("A")),
+    ):
+        server.responder = lambda request, reply=reply: reply
+        with client(server) as c:
+            answer = c.chat.completions.create(
+                model="m", messages=MESSAGES, logprobs=True, top_logprobs=5
+            )
+        assert answer.choices[0].message.content == "A" and answer.choices[0].logprobs is None
+
+
+def test_first_token_probabilities_are_checked():
+    for bad in ({}, {"A": 1.5}, {"A": 0.7, "B": 0.7}, {"A": -0.1}):
+        with pytest.raises(ValueError, match="probabilities"):
+            Reply.first_token(bad)
+    assert Reply.first_token([("A", 0.3), ("A", 0.3), ("B", 0.4)]).text == "B"

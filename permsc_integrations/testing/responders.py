@@ -53,12 +53,36 @@ class ChatRequest:
 class Reply:
     """A successful answer, sent after ``delay`` seconds (a delay past the client's timeout
     makes a slow answer). ``fields`` replace top-level fields of the JSON answer, to play a
-    misbehaving provider (``{"usage": "ten"}``)."""
+    misbehaving provider (``{"usage": "ten"}``).
+
+    ``top_tokens``: the first token's candidates and their probabilities; the server sends the
+    request's ``top_logprobs`` most likely of them in OpenAI's shape when the request asks for
+    ``logprobs`` (a reply without them answers ``"logprobs": null``). Made by
+    :meth:`first_token`.
+    """
 
     text: str
     delay: float = 0.0
     finish_reason: str = "stop"
     fields: Mapping[str, Any] = field(default_factory=dict)
+    top_tokens: tuple[tuple[str, float], ...] | None = None
+
+    @classmethod
+    def first_token(
+        cls, probabilities: Mapping[str, float] | Iterable[tuple[str, float]], *, delay: float = 0.0
+    ) -> Reply:
+        """A one-token answer, the most likely of ``probabilities`` (token text to probability;
+        a text may repeat, as different token ids can decode alike), with them as its logprobs.
+
+        >>> reply = Reply.first_token({"B": 0.7, " A": 0.2, "A": 0.1})
+        >>> reply.text, reply.finish_reason, reply.top_tokens[0]
+        ('B', 'length', ('B', 0.7))
+        """
+        pairs = probabilities.items() if isinstance(probabilities, Mapping) else probabilities
+        top = tuple(sorted(((str(t), float(p)) for t, p in pairs), key=lambda tp: -tp[1]))
+        if not top or any(not 0.0 <= p <= 1.0 for _, p in top) or sum(p for _, p in top) > 1.001:
+            raise ValueError(f"probabilities must be in [0, 1] summing to at most 1, got {top}")
+        return cls(top[0][0], delay=delay, finish_reason="length", top_tokens=top)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import socket
 import threading
 import time
@@ -93,8 +94,13 @@ class _ChatEndpoint:
 
     def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, Any]:
         prompt, completion = _tokens(request.text), _tokens(reply.text)
+        if reply.top_tokens is not None:  # a one-token answer, whitespace or not
+            completion = 1
         message = {"role": "assistant", "content": reply.text}
-        return {**self._standard(request, reply, message, prompt, completion), **reply.fields}
+        answer = self._standard(request, reply, message, prompt, completion)
+        if request.body.get("logprobs") and reply.top_tokens is not None and self.server.logprobs:
+            answer["choices"][0]["logprobs"] = _logprobs(reply, request.body.get("top_logprobs"))
+        return {**answer, **reply.fields}
 
     def _standard(
         self, request: ChatRequest, reply: Reply, message: Any, prompt: int, completion: int
@@ -118,6 +124,21 @@ class _ChatEndpoint:
                 "total_tokens": prompt + completion,
             },
         }
+
+
+def _logprobs(reply: Reply, top_logprobs: Any) -> dict[str, Any]:
+    """OpenAI's ``choices[0].logprobs`` for a one-token reply: its token, with the
+    ``top_logprobs`` most likely candidates (none when the request did not say how many)."""
+
+    def entry(token: str, probability: float) -> dict[str, Any]:
+        logprob = math.log(probability) if probability > 0 else -9999.0  # OpenAI's "unlikely"
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    top = reply.top_tokens or ()
+    chosen = entry(reply.text, next((p for t, p in top if t == reply.text), 0.0))
+    count = top_logprobs if isinstance(top_logprobs, int) else 0
+    chosen["top_logprobs"] = [entry(t, p) for t, p in top[:count]]
+    return {"content": [chosen], "refusal": None}
 
 
 def _error_body(message: str, code: str | None) -> dict[str, Any]:
@@ -163,6 +184,8 @@ class ScriptedOpenAIServer:
 
     Use as a context manager, sync or async; ``base_url`` ends in ``/v1``. Recorded:
     ``requests``, ``records``, ``request_count``, ``in_flight`` and ``max_in_flight``.
+    ``logprobs=False`` plays a server that never returns logprobs, even for a reply that has
+    them (:meth:`Reply.first_token`).
     """
 
     def __init__(
@@ -171,9 +194,11 @@ class ScriptedOpenAIServer:
         *,
         model: str = "scripted-model",
         http: str = "h11",
+        logprobs: bool = True,
     ) -> None:
         self.responder: Responder = responder or (lambda request: "[1]")
         self.model, self.http = model, http  # http: uvicorn's parser, "h11" or "httptools"
+        self.logprobs = logprobs  # False: never answers logprobs, as some servers
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None

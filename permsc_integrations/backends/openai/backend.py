@@ -33,6 +33,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,8 +44,9 @@ from ...errors import (
     MissingDependencyError,
 )
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
-from ..base import Completion, GenerationSettings, Message
+from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..http_errors import map_openai_error
+from ..logprobs import check_labels, first_token_from_json
 from .chat_json import completion_from_json
 from .client_per_loop import LoopClients
 
@@ -149,6 +151,9 @@ class OpenAIBackend:
     choice for hundreds of calls at once (docs/benchmarks.md "client-shards"); one client a
     loop, no shards. It cannot send credentials embedded in ``base_url``.
 
+    ``top_logprobs``: how many of the first token's most likely tokens :meth:`afirst_token`
+    asks for (20, OpenAI's maximum; vLLM's default ``--max-logprobs`` is 20 too).
+
     >>> OpenAIBackend("llama3", base_url="http://localhost:11434/v1").name
     'openai:llama3@localhost:11434'
     """
@@ -166,6 +171,7 @@ class OpenAIBackend:
         max_connections: int = 1000,
         client_shards: int = 16,
         http: str = "httpx",
+        top_logprobs: int = 20,
     ) -> None:
         # fail early, naming the extra, when the SDK or the transport is missing
         self._client_class = _http_client_class(http)
@@ -201,6 +207,7 @@ class OpenAIBackend:
         self.max_connections = max_connections
         positive_int("client_shards", client_shards)
         self.client_shards = client_shards if http == "httpx" else 1
+        self.top_logprobs = positive_int("top_logprobs", top_logprobs)
         self._client = client
         self._clients = LoopClients(self._new_shards)
         self.name = f"openai:{self.model}@{self._host()}"
@@ -216,18 +223,17 @@ class OpenAIBackend:
         """Everything that can change an answer, secrets excluded (part of cache keys)."""
         headers = {k: v for k, v in (self.default_headers or {}).items() if not is_secret_name(k)}
         extra = {k: v for k, v in (self.extra_body or {}).items() if not is_secret_name(k)}
-        return json.dumps(
-            {
-                "backend": "openai",
-                "model": self.model,
-                "endpoint": redact_url(self.base_url or "https://api.openai.com/v1"),
-                "organization": self.organization,
-                "extra_body": extra,
-                "headers": headers,
-            },
-            sort_keys=True,
-            default=repr,
-        )
+        key: dict[str, Any] = {
+            "backend": "openai",
+            "model": self.model,
+            "endpoint": redact_url(self.base_url or "https://api.openai.com/v1"),
+            "organization": self.organization,
+            "extra_body": extra,
+            "headers": headers,
+        }
+        if self.top_logprobs != 20:  # only then, so that the keys of earlier answers hold
+            key["top_logprobs"] = self.top_logprobs
+        return json.dumps(key, sort_keys=True, default=repr)
 
     def __repr__(self) -> str:
         return f"OpenAIBackend({self.model!r}, base_url={redact_url(self.base_url) or None!r})"
@@ -274,21 +280,41 @@ class OpenAIBackend:
         most of its CPU transforming the many-message RankGPT prompt and building response
         models (see docs/benchmarks.md, section "engine").
         """
-        client, openai = await self._next_client(), _openai()
         started = time.perf_counter()
+        data = await self._post(self._body(messages, settings), settings.timeout)
+        return completion_from_json(data, self.name, self.model, time.perf_counter() - started)
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        """The first answer token's probabilities over ``labels``, from the server's logprobs:
+        one token at temperature 0 with the ``top_logprobs`` most likely, read by the rule of
+        :mod:`.logprobs`. No logprobs in the answer: ``LogprobsUnavailableError``."""
+        check_labels(labels)
+        one_token = replace(settings, temperature=0.0, max_tokens=1, stop=())
+        asked = {"logprobs": True, "top_logprobs": self.top_logprobs}
+        # the caller's extra_body wins, as for generation
+        body = {**self._body(messages, one_token), **asked, **(self.extra_body or {})}
+        started = time.perf_counter()
+        data = await self._post(body, settings.timeout)
+        latency = time.perf_counter() - started
+        return first_token_from_json(data, labels, self.name, self.model, latency)
+
+    async def _post(self, body: dict[str, Any], timeout: float | None) -> Any:
+        """POST ``body`` to ``/chat/completions``; the parsed JSON answer, or a typed error."""
+        client, openai = await self._next_client(), _openai()
         try:
             response = await client.post(
                 "/chat/completions",
-                body=self._body(messages, settings),
+                body=body,
                 cast_to=_http().Response,
-                options={"timeout": settings.timeout},
+                options={"timeout": timeout},
             )
-            data = response.json()
+            return response.json()
         except openai.APIError as exc:
-            raise map_openai_error(exc, self.base_url, settings.timeout, self._redact) from exc
+            raise map_openai_error(exc, self.base_url, timeout, self._redact) from exc
         except ValueError as exc:  # not JSON
             raise BackendError(f"{self.name} answered with no JSON: {exc}", retryable=True) from exc
-        return completion_from_json(data, self.name, self.model, time.perf_counter() - started)
 
     def _body(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
         body: dict[str, Any] = {

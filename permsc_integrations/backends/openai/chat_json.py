@@ -12,7 +12,7 @@ from ...errors import BackendError
 from ...results import Usage
 from ..base import Completion
 
-__all__ = ["completion_from_json"]
+__all__ = ["completion_from_json", "usage_from_json", "answered_model"]
 
 
 def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
@@ -43,15 +43,25 @@ def completion_from_json(data: Any, source: str, model: str, latency: float) -> 
         content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
     if content is not None and not isinstance(content, str):
         raise BackendError(f"{source} answered a non-text message: {content!r:.80}")
+    reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+    return Completion(
+        text=content or "",
+        usage=usage_from_json(data, source, latency),
+        model=answered_model(data, model),
+        finish_reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def usage_from_json(data: Mapping[str, Any], source: str, latency: float) -> Usage:
+    """One call's :class:`Usage` from a chat-completions answer's ``usage`` (absent: zeros)."""
     usage = data.get("usage") or {}
     if not isinstance(usage, Mapping):
         raise BackendError(f"{source} answered usage={usage!r:.80}, not an object")
     prompt, completion = (_count(usage, k, source) for k in ("prompt_tokens", "completion_tokens"))
-    reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency)
+
+
+def answered_model(data: Mapping[str, Any], model: str) -> str:
+    """The model the server says answered, else the one asked for."""
     answered = data.get("model")
-    return Completion(
-        text=content or "",
-        usage=Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency),
-        model=answered if isinstance(answered, str) and answered else model,
-        finish_reason=reason if isinstance(reason, str) else None,
-    )
+    return answered if isinstance(answered, str) and answered else model

@@ -1,0 +1,148 @@
+"""A chat-completions answer's first-token ``logprobs`` read as a distribution over labels.
+
+The first token's top list (``choices[0].logprobs.content[0].top_logprobs``: OpenAI, vLLM,
+llama.cpp's server) is read into ``(token, probability)`` pairs; llama.cpp's ``top_probs``
+(``post_sampling_probs``) and the legacy completions shape that llama-cpp-python's server
+answers (``logprobs.top_logprobs[0]``, a token-to-logprob object) are read too.
+
+:func:`label_probabilities` applies the rule: a label's probability is the sum over the top
+list's tokens whose text, stripped of whitespace, equals the label (``"A"``, ``" A"``,
+``"A\\n"``); a label missing from the list gets the *floor*, the smallest probability in the
+list capped by the probability the list leaves out (no missing token can hold more than
+either); the labels are then renormalised. ``mass`` sums the probabilities actually read
+for the labels (floors are estimates, not read), so it is a lower bound of their true mass.
+
+Example:
+    >>> probabilities, mass = label_probabilities([("A", 0.5), (" B", 0.2), ("B", 0.1),
+    ...                                            ("The", 0.1)], ["A", "B", "C"])
+    >>> [round(p, 3) for p in probabilities], round(mass, 3)
+    ([0.556, 0.333, 0.111], 0.8)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import BackendError, ConfigurationError, LogprobsUnavailableError
+from .base import LabelProbabilities
+from .openai.chat_json import answered_model, usage_from_json
+
+__all__ = ["label_probabilities", "first_token_from_json", "top_list", "check_labels"]
+
+TopList = list[tuple[str, float]]
+
+
+def check_labels(labels: Sequence[str]) -> None:
+    """Refuse an empty, blank or repeated label (they could not be told apart)."""
+    stripped = [label.strip() if isinstance(label, str) else label for label in labels]
+    if not stripped or any(not isinstance(s, str) or not s for s in stripped):
+        raise ConfigurationError(f"labels must be non-blank strings, got {list(labels)!r}")
+    if len(set(stripped)) != len(stripped):
+        raise ConfigurationError(f"labels must differ once stripped, got {list(labels)!r}")
+
+
+def label_probabilities(
+    top: Sequence[tuple[str, float]], labels: Sequence[str]
+) -> tuple[tuple[float, ...], float]:
+    """The labels' probabilities renormalised over the labels, and the mass read for them.
+
+    With no label in the list and a floor of 0, every label gets ``1 / len(labels)``.
+    """
+    index = {label.strip(): i for i, label in enumerate(labels)}
+    read: list[float | None] = [None] * len(labels)
+    for token, probability in top:
+        i = index.get(token.strip())
+        if i is not None:
+            read[i] = (read[i] or 0.0) + probability
+    floor = min(min((p for _, p in top), default=0.0), max(0.0, 1.0 - sum(p for _, p in top)))
+    raw = [floor if r is None else r for r in read]
+    total = sum(raw)
+    if total <= 0.0:
+        return tuple(1.0 / len(labels) for _ in labels), 0.0
+    return tuple(r / total for r in raw), sum(r for r in read if r is not None)
+
+
+def first_token_from_json(
+    data: Any, labels: Sequence[str], source: str, model: str, latency: float
+) -> LabelProbabilities:
+    """A :class:`LabelProbabilities` from a chat-completions answer asked with ``logprobs``."""
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise BackendError(
+            f"{source} answered without choices[0]: {str(data)[:200]}", retryable=True
+        ) from None
+    probabilities, mass = label_probabilities(top_list(choice, source), labels)
+    return LabelProbabilities(
+        probabilities=probabilities,
+        mass=mass,
+        usage=usage_from_json(data, source, latency),
+        model=answered_model(data, model),
+    )
+
+
+def top_list(choice: Any, source: str) -> TopList:
+    """The first token's ``(token, probability)`` top list from one answer choice."""
+    logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
+    if logprobs is None:
+        raise _unavailable(source, "no logprobs")
+    if not isinstance(logprobs, Mapping):
+        raise _malformed(source, "logprobs", logprobs)
+    content = logprobs.get("content")
+    if content is None and "top_logprobs" in logprobs:  # legacy completions shape
+        return _legacy(logprobs["top_logprobs"], source)
+    if not isinstance(content, list):
+        raise _unavailable(source, "no logprobs.content")
+    if not content:
+        raise _unavailable(source, "an empty logprobs.content")
+    first = content[0]
+    entries = first.get("top_logprobs", first.get("top_probs")) if isinstance(first, Mapping) else 0
+    if not isinstance(entries, list):
+        raise _malformed(source, "logprobs.content[0]", first)
+    if not entries:
+        raise _unavailable(source, "an empty top_logprobs list")
+    return [_entry(entry, source) for entry in entries]
+
+
+def _legacy(tops: Any, source: str) -> TopList:
+    if not isinstance(tops, list) or not tops or not isinstance(tops[0], Mapping):
+        raise _unavailable(source, "no top_logprobs for the first token")
+    if not tops[0]:
+        raise _unavailable(source, "an empty top_logprobs object")
+    return [(str(token), _probability(lp, None, source)) for token, lp in tops[0].items()]
+
+
+def _entry(entry: Any, source: str) -> tuple[str, float]:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("token"), str):
+        raise _malformed(source, "a top_logprobs entry", entry)
+    return entry["token"], _probability(entry.get("logprob"), entry.get("prob"), source)
+
+
+def _probability(logprob: Any, probability: Any, source: str) -> float:
+    """``exp(logprob)`` (``-9999``, OpenAI's "very unlikely", gives 0), or ``prob``."""
+    value, is_log = (logprob, True) if logprob is not None else (probability, False)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise _malformed(source, "a token's logprob", value)
+    if is_log:
+        return math.exp(min(float(value), 0.0))
+    if not 0.0 <= value <= 1.0:
+        raise _malformed(source, "a token's prob", value)
+    return float(value)
+
+
+def _unavailable(source: str, what: str) -> LogprobsUnavailableError:
+    return LogprobsUnavailableError(
+        f"{source} answered with {what}: this server returns no logprobs, which first-token "
+        'scoring reads; use scoring="generate", or a server that returns logprobs '
+        "(OpenAI, vLLM, llama.cpp's server)"
+    )
+
+
+def _malformed(source: str, what: str, value: Any) -> BackendError:
+    return BackendError(
+        f"{source} answered {what} {value!r:.120}, not OpenAI's logprobs shape; the answer "
+        "was dropped (a malformed provider response)",
+        retryable=False,
+    )
