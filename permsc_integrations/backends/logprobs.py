@@ -25,11 +25,19 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import BackendError, ConfigurationError, LogprobsUnavailableError
 from .base import LabelProbabilities
 from .openai.chat_json import answered_model, usage_from_json
 
-__all__ = ["label_probabilities", "first_token_from_json", "top_list", "check_labels"]
+__all__ = [
+    "label_probabilities",
+    "label_probabilities_from_logits",
+    "first_token_from_json",
+    "top_list",
+    "check_labels",
+]
 
 TopList = list[tuple[str, float]]
 
@@ -62,6 +70,26 @@ def label_probabilities(
     if total <= 0.0:
         return tuple(1.0 / len(labels) for _ in labels), 0.0
     return tuple(r / total for r in raw), sum(r for r in read if r is not None)
+
+
+def label_probabilities_from_logits(
+    logits: Any, label_ids: Sequence[Sequence[int]]
+) -> tuple[tuple[float, ...], float]:
+    """From a whole vocabulary's logits: each label's probability (the softmax summed over
+    its token ids), renormalised over the labels, and the labels' mass before that.
+
+    >>> probabilities, mass = label_probabilities_from_logits([2.0, 1.0, 1.0, 0.0], [[0], [1, 2]])
+    >>> [round(p, 3) for p in probabilities], round(mass, 3)
+    ([0.576, 0.424], 0.928)
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    exp = np.exp(z - z.max())
+    softmax = exp / exp.sum()
+    raw = [float(softmax[list(ids)].sum()) for ids in label_ids]
+    mass = sum(raw)
+    if not mass > 0.0:
+        return tuple(1.0 / len(raw) for _ in raw), 0.0
+    return tuple(r / mass for r in raw), mass
 
 
 def first_token_from_json(

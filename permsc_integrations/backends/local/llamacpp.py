@@ -5,6 +5,12 @@ worker thread, one at a time per instance (llama.cpp contexts are not thread-saf
 ``"llamacpp"`` without a path runs the default embedded model's file (Qwen2.5-Coder-1.5B-Instruct,
 :func:`.model_store.embedded_model_path`).
 
+First-token scoring (:meth:`LlamaCppBackend.afirst_token`) reads the logits directly: the
+conversation is formatted by the GGUF's own chat template, evaluated in one pass (no
+sampling, no ``logits_all``), and the last position's logits are softmaxed over the whole
+vocabulary; a label's probability sums the tokens whose text, stripped of whitespace, is
+the label (``"A"`` and ``" A"``), exactly, with no top-list floor.
+
 Example:
     >>> from permsc_integrations.backends.local.llamacpp import LlamaCppBackend
     >>> backend = LlamaCppBackend("/models/qwen2.5-1.5b-instruct-q4_k_m.gguf")  # doctest: +SKIP
@@ -16,16 +22,19 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
-from ..base import Completion, GenerationSettings, Message
+from ..base import Completion, GenerationSettings, LabelProbabilities, Message
+from ..logprobs import check_labels, label_probabilities_from_logits
 from .model_store import embedded_model_path
 
 __all__ = ["LlamaCppBackend"]
@@ -116,8 +125,35 @@ class LlamaCppBackend:
     ) -> Completion:
         return await anyio.to_thread.run_sync(self._complete, [dict(m) for m in messages], settings)
 
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        """The first answer token's probabilities over ``labels``, from the model's logits;
+        each label must be one token of this model's vocabulary (else ConfigurationError)."""
+        check_labels(labels)
+        chat = [dict(m) for m in messages]
+        return await anyio.to_thread.run_sync(self._first_token, chat, list(labels))
+
     async def aclose(self) -> None:
         """Nothing to release: the model stays loaded for the process."""
+
+    def _first_token(self, messages: list[dict[str, str]], labels: list[str]) -> LabelProbabilities:
+        model, lock = _load(self._key)
+        started = time.perf_counter()
+        with lock:
+            reader = _reader(self._key, model)
+            ids = [reader.label_ids(model, label, self.name) for label in labels]
+            tokens = model.tokenize(reader.prompt(messages).encode(), add_bos=False, special=True)
+            if len(tokens) >= self._key.n_ctx:
+                raise ContextLengthError(
+                    f"the prompt has {len(tokens)} tokens, n_ctx is {self._key.n_ctx}; raise "
+                    "n_ctx, or lower window_size or max_words"
+                )
+            logits = _last_logits(model, tokens)
+        probabilities, mass = label_probabilities_from_logits(logits, ids)
+        latency = time.perf_counter() - started
+        usage = Usage(prompt_tokens=len(tokens), completion_tokens=1, calls=1, latency_s=latency)
+        return LabelProbabilities(probabilities, mass, usage, self.name)
 
     def _complete(self, messages: list[dict[str, str]], settings: GenerationSettings) -> Completion:
         model, lock = _load(self._key)
@@ -153,3 +189,68 @@ def _completion(response: dict[str, Any], name: str) -> Completion:
         model=name,
         finish_reason=choice.get("finish_reason"),
     )
+
+
+def _last_logits(model: Any, tokens: list[int]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Evaluate ``tokens`` from a clean state; the last position's logits (one output row,
+    so no ``logits_all``). A later generation reuses the evaluated prefix as usual."""
+    llama_cpp = _require()
+    try:
+        model.reset()
+        model.eval(tokens)
+    except RuntimeError as exc:
+        raise BackendError(f"llama.cpp failed to evaluate the prompt: {exc}") from exc
+    pointer = llama_cpp.llama_get_logits_ith(model.ctx, -1)
+    if not pointer:
+        raise BackendError("llama.cpp returned no logits for the prompt's last token")
+    return np.array(np.ctypeslib.as_array(pointer, shape=(model.n_vocab(),)), dtype=np.float64)
+
+
+class _Reader:
+    """A model's chat template (compiled) and its vocabulary by stripped token text, built once."""
+
+    def __init__(self, model: Any) -> None:
+        template = model.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigurationError(
+                "this GGUF file has no chat template (tokenizer.chat_template), which "
+                'first-token scoring formats the prompt with; use scoring="generate"'
+            )
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def text(token: int) -> str:
+            if token < 0:
+                return ""
+            return model.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+        self._format = Jinja2ChatFormatter(
+            template=template, eos_token=text(model.token_eos()), bos_token=text(model.token_bos())
+        )
+        self._vocab: dict[str, list[int]] = {}
+        for token in range(model.n_vocab()):
+            piece = model.detokenize([token]).decode("utf-8", errors="replace").strip()
+            if piece:
+                self._vocab.setdefault(piece, []).append(token)
+
+    def prompt(self, messages: list[dict[str, str]]) -> str:
+        return str(self._format(messages=messages).prompt)
+
+    def label_ids(self, model: Any, label: str, name: str) -> list[int]:
+        """The ids of every token that reads as ``label``; ``label`` must be one token."""
+        own = model.tokenize(label.strip().encode(), add_bos=False, special=False)
+        if len(own) != 1:
+            raise ConfigurationError(
+                f"label {label!r} is {len(own)} tokens for {name}, not one; first-token "
+                "scoring needs single-token labels (such as A-Z)"
+            )
+        return sorted(set(self._vocab.get(label.strip(), [])) | set(own))
+
+
+_READERS: dict[_Key, _Reader] = {}
+
+
+def _reader(key: _Key, model: Any) -> _Reader:
+    """The model's reader (called under the model's lock)."""
+    if key not in _READERS:
+        _READERS[key] = _Reader(model)
+    return _READERS[key]
