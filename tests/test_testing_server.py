@@ -15,6 +15,8 @@ from permsc_integrations.testing import (
     Fault,
     Reply,
     ScriptedOpenAIServer,
+    first_token_responder,
+    labelled_items,
     noisy_responder,
     oracle_responder,
     sequence,
@@ -226,3 +228,27 @@ def test_first_token_probabilities_are_checked():
         with pytest.raises(ValueError, match="probabilities"):
             Reply.first_token(bad)
     assert Reply.first_token([("A", 0.3), ("A", 0.3), ("B", 0.4)]).text == "B"
+
+
+def test_the_first_token_responder_scores_labelled_items_with_a_primacy_bias(scripted_server):
+    relevance = {"goldfish grow": 2.0, "cats purr": 0.0, "dogs bark": 0.0}.__getitem__
+    shown = "[A] cats purr\n[B] goldfish grow\n[C] dogs bark"
+    messages = [
+        {"role": "system", "content": "[Z] not an item"},
+        {"role": "user", "content": shown},
+    ]
+    server = scripted_server(first_token_responder(relevance, position_bias=1.0, other=0.2))
+    with client(server) as c:
+        answer = c.chat.completions.create(
+            model="m", messages=messages, max_tokens=1, logprobs=True, top_logprobs=10
+        )
+    top = {t.token: math.exp(t.logprob) for t in answer.choices[0].logprobs.content[0].top_logprobs}
+    weights = {"A": math.exp(0 + 1.0), "B": math.exp(2.0 + 0.5), "C": math.exp(0.0)}
+    expected = {k: 0.8 * w / sum(weights.values()) for k, w in weights.items()}
+    assert top == pytest.approx({**expected, "The": 0.2})
+    assert answer.choices[0].message.content == "B"
+    assert labelled_items(messages) == [
+        ("A", "cats purr"),
+        ("B", "goldfish grow"),
+        ("C", "dogs bark"),
+    ]

@@ -25,6 +25,8 @@ from .responders import (
     Reply,
     RequestRecord,
     Responder,
+    first_token_responder,
+    labelled_items,
     noisy_responder,
     oracle_responder,
     sequence,
@@ -43,4 +45,6 @@ __all__ = [
     "sequence",
     "oracle_responder",
     "noisy_responder",
+    "labelled_items",
+    "first_token_responder",
 ]

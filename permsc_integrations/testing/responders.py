@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 import threading
@@ -27,6 +28,8 @@ __all__ = [
     "sequence",
     "oracle_responder",
     "noisy_responder",
+    "labelled_items",
+    "first_token_responder",
 ]
 
 
@@ -244,5 +247,58 @@ def noisy_responder(
         it = iter(loose)
         order = [p if k else next(it) for p, k in zip(truth, kept, strict=True)]
         return Reply(_format(order), delay=delay)
+
+    return respond
+
+
+_LABELLED = re.compile(r"^\[([^\]\s]+)\][ \t]+(.*)$", re.M)
+
+
+def labelled_items(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(label, text)`` of the ``[A] text`` lines of user messages, in prompt order (the
+    first-token prompts' items).
+
+    >>> labelled_items([{"role": "user", "content": "[A] a cat\\n[B] a dog"}])
+    [('A', 'a cat'), ('B', 'a dog')]
+    """
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        if message.get("role") == "user":
+            content = str(message.get("content") or "")
+            found += [(m.group(1), m.group(2).strip()) for m in _LABELLED.finditer(content)]
+    return found
+
+
+def first_token_responder(
+    relevance: Callable[[str], float],
+    *,
+    sharpness: float = 1.0,
+    position_bias: float = 0.0,
+    other: float = 0.1,
+    delay: float = 0.0,
+) -> Responder:
+    """Answer first-token prompts with logprobs: the shown items' labels get probabilities
+    in proportion to ``exp(sharpness * relevance(text) + position_bias * primacy)``, where
+    ``primacy`` falls from 1 for the first item shown to 0 for the last (a model that favours
+    what it reads first); ``other`` of the mass goes to a token that is no label.
+
+    >>> r = first_token_responder(len, other=0.0)
+    >>> r(ChatRequest(0, "m", ({"role": "user", "content": "[A] a\\n[B] abc"},))).text
+    'B'
+    """
+
+    def respond(request: ChatRequest) -> Reply:
+        shown = labelled_items(request.messages)
+        if not shown:
+            return Reply.first_token({"I": 1.0}, delay=delay)
+        last = max(len(shown) - 1, 1)
+        logits = [
+            sharpness * relevance(text) + position_bias * (1 - i / last)
+            for i, (_, text) in enumerate(shown)
+        ]
+        weights = [math.exp(z - max(logits)) for z in logits]
+        total = sum(weights)
+        top = [(s[0], (1 - other) * w / total) for s, w in zip(shown, weights, strict=True)]
+        return Reply.first_token([*top, ("The", other)] if other else top, delay=delay)
 
     return respond
