@@ -37,13 +37,27 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from permsc_integrations.backends.base import Backend, Completion, GenerationSettings, Message
+from permsc_integrations.backends.base import (
+    Backend,
+    Completion,
+    FirstTokenBackend,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
-__all__ = ["ChatModelBackend", "TracedBackend", "run_config", "TAG"]
+__all__ = [
+    "ChatModelBackend",
+    "TracedBackend",
+    "TracedFirstTokenBackend",
+    "traced",
+    "run_config",
+    "TAG",
+]
 
 TAG = "permsc"
 """The tag on every ranking call, for tracers and callback handlers."""
@@ -147,7 +161,10 @@ class ChatModelBackend:
 
 
 class TracedBackend:
-    """A core backend whose calls are chat-model runs of the current LangChain run."""
+    """A core backend whose calls are chat-model runs of the current LangChain run.
+
+    Build it with :func:`traced`, which keeps first-token scoring where the backend has it.
+    """
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
@@ -157,6 +174,16 @@ class TracedBackend:
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
+        run = await self._start(messages)
+        try:
+            completion = await self.inner.acomplete(messages, settings)
+        except BaseException as exc:
+            await run.on_llm_error(exc)
+            raise
+        await _end(run, completion.text, completion.usage, completion.model or self.name)
+        return completion
+
+    async def _start(self, messages: Sequence[Message]) -> Any:
         config = _config()
         manager = AsyncCallbackManager.configure(
             inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")
@@ -164,26 +191,55 @@ class TracedBackend:
         [run] = await manager.on_chat_model_start(
             {"name": self.name}, [_messages(messages)], invocation_params={"model": self.name}
         )
-        try:
-            completion = await self.inner.acomplete(messages, settings)
-        except BaseException as exc:
-            await run.on_llm_error(exc)
-            raise
-        u = completion.usage
-        message = AIMessage(
-            completion.text,
-            usage_metadata={
-                "input_tokens": u.prompt_tokens,
-                "output_tokens": u.completion_tokens,
-                "total_tokens": u.total_tokens,
-            },
-            response_metadata={"model_name": completion.model or self.name},
-        )
-        await run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=message)]]))
-        return completion
+        return run
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class TracedFirstTokenBackend(TracedBackend):
+    """A traced backend that also scores first tokens: each ``afirst_token`` call is a
+    chat-model run whose answer is the most likely label, with the label probabilities in
+    its ``response_metadata``."""
+
+    inner: FirstTokenBackend
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        run = await self._start(messages)
+        try:
+            scored = await self.inner.afirst_token(messages, labels, settings)
+        except BaseException as exc:
+            await run.on_llm_error(exc)
+            raise
+        probabilities = dict(zip(labels, scored.probabilities, strict=True))
+        best = max(probabilities, key=probabilities.__getitem__)
+        extra = {"label_probabilities": probabilities, "label_mass": scored.mass}
+        await _end(run, best, scored.usage, scored.model or self.name, extra)
+        return scored
+
+
+def traced(inner: Backend) -> TracedBackend:
+    """``inner`` traced; a first-token backend stays one (:class:`TracedFirstTokenBackend`)."""
+    if isinstance(inner, FirstTokenBackend):
+        return TracedFirstTokenBackend(inner)
+    return TracedBackend(inner)
+
+
+async def _end(
+    run: Any, text: str, u: Usage, model: str, extra: dict[str, Any] | None = None
+) -> None:
+    message = AIMessage(
+        text,
+        usage_metadata={
+            "input_tokens": u.prompt_tokens,
+            "output_tokens": u.completion_tokens,
+            "total_tokens": u.total_tokens,
+        },
+        response_metadata={"model_name": model, **(extra or {})},
+    )
+    await run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=message)]]))
 
 
 def _usage(answer: Any) -> tuple[int, int]:

@@ -56,7 +56,7 @@ from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .chat_backend import ChatModelBackend, TracedBackend, chat_model, run_config
+from .chat_backend import ChatModelBackend, chat_model, run_config, traced
 from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
@@ -157,9 +157,9 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         options = self._check()
         if isinstance(self.backend, str):
             backend = resolve_backend(self.backend, **self.backend_options)
-            traced = backend if isinstance(backend, BatchBackend) else TracedBackend(backend)
-            self._one.own(traced)
-            return PSCRanker(traced, options=options.replace(backend_options={}))
+            wrapped = backend if isinstance(backend, BatchBackend) else traced(backend)
+            self._one.own(wrapped)
+            return PSCRanker(wrapped, options=options.replace(backend_options={}))
         if isinstance(self.backend, Runnable):
             return PSCRanker(ChatModelBackend(self.backend), options=options)
         return PSCRanker(self.backend, options=options)

@@ -64,7 +64,7 @@ from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .llm_backend import LlamaIndexLLMBackend, TracedBackend
+from .llm_backend import LlamaIndexLLMBackend, traced
 from .prompts import to_core_prompt
 
 __all__ = ["PSCRerank", "DEFAULT_TOP_N"]
@@ -211,7 +211,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
         backend = self._backend()
         if isinstance(self.backend, str):
             if not isinstance(backend, BatchBackend):
-                backend = TracedBackend(backend, lambda: self.callback_manager)
+                backend = traced(backend, lambda: self.callback_manager)
             self._one.own(backend)
             options = options.replace(backend_options={})
         return PSCRanker(backend, options=options)

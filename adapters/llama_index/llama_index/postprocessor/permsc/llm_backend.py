@@ -25,13 +25,20 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageR
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
-from permsc_integrations.backends.base import Backend, Completion, GenerationSettings, Message
+from permsc_integrations.backends.base import (
+    Backend,
+    Completion,
+    FirstTokenBackend,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.errors import BackendError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
-__all__ = ["LlamaIndexLLMBackend", "TracedBackend"]
+__all__ = ["LlamaIndexLLMBackend", "TracedBackend", "TracedFirstTokenBackend", "traced"]
 
 
 class LlamaIndexLLMBackend:
@@ -54,7 +61,7 @@ class LlamaIndexLLMBackend:
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
-        chat = [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
+        chat = _chat(messages)
         started = time.perf_counter()
         try:
             with anyio.fail_after(settings.timeout):
@@ -99,7 +106,8 @@ def _finish_reason(response: ChatResponse) -> str | None:
 class TracedBackend:
     """A core backend (built from a spec string) whose calls are LLM events of the reranker's
     callback manager, with their token usage: LlamaIndex's ``TokenCountingHandler`` and
-    tracers count them like any LLM call."""
+    tracers count them like any LLM call. Build it with :func:`traced`, which keeps
+    first-token scoring where the backend has it."""
 
     def __init__(self, inner: Backend, callback_manager: Callable[[], Any]) -> None:
         self.inner = inner
@@ -110,22 +118,66 @@ class TracedBackend:
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
-        chat = [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
-        manager = self._callback_manager()
-        with manager.event(CBEventType.LLM, payload={EventPayload.MESSAGES: chat}) as event:
+        chat = _chat(messages)
+        with self._callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
             completion = await self.inner.acomplete(messages, settings)
-            u = completion.usage
-            usage = {
-                "prompt_tokens": u.prompt_tokens,
-                "completion_tokens": u.completion_tokens,
-                "total_tokens": u.total_tokens,
-            }
-            response = ChatResponse(
-                message=ChatMessage(role=MessageRole.ASSISTANT, content=completion.text),
-                raw={"usage": usage, "model": completion.model},
-            )
-            event.on_end(payload={EventPayload.MESSAGES: chat, EventPayload.RESPONSE: response})
+            _end(event, chat, completion.text, completion.usage, completion.model)
         return completion
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class TracedFirstTokenBackend(TracedBackend):
+    """A traced backend that also scores first tokens: each ``afirst_token`` call is an LLM
+    event whose answer is the most likely label, with the label probabilities in its raw
+    response."""
+
+    inner: FirstTokenBackend
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        chat = _chat(messages)
+        with self._callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
+            scored = await self.inner.afirst_token(messages, labels, settings)
+            probabilities = dict(zip(labels, scored.probabilities, strict=True))
+            best = max(probabilities, key=probabilities.__getitem__)
+            extra = {"label_probabilities": probabilities, "label_mass": scored.mass}
+            _end(event, chat, best, scored.usage, scored.model, extra)
+        return scored
+
+
+def traced(inner: Backend, callback_manager: Callable[[], Any]) -> TracedBackend:
+    """``inner`` traced; a first-token backend stays one (:class:`TracedFirstTokenBackend`)."""
+    if isinstance(inner, FirstTokenBackend):
+        return TracedFirstTokenBackend(inner, callback_manager)
+    return TracedBackend(inner, callback_manager)
+
+
+def _chat(messages: Sequence[Message]) -> list[ChatMessage]:
+    return [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
+
+
+def _sent(chat: list[ChatMessage]) -> dict[str, Any]:
+    return {EventPayload.MESSAGES: chat}
+
+
+def _end(
+    event: Any,
+    chat: list[ChatMessage],
+    text: str,
+    u: Usage,
+    model: str,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    usage = {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+    }
+    response = ChatResponse(
+        message=ChatMessage(role=MessageRole.ASSISTANT, content=text),
+        raw={"usage": usage, "model": model, **(extra or {})},
+    )
+    event.on_end(payload={EventPayload.MESSAGES: chat, EventPayload.RESPONSE: response})

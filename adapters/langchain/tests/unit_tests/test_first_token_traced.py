@@ -1,0 +1,79 @@
+"""A spec-string backend keeps first-token scoring inside the LangChain adapter: each call is
+a traced chat-model run with the label probabilities and usage (real openai client, loopback
+server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_permsc import PSCReranker
+from langchain_permsc.chat_backend import TracedBackend, run_config, traced
+
+from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
+from permsc_integrations.errors import LogprobsUnavailableError
+from permsc_integrations.testing import Reply, ScriptedOpenAIServer
+
+pytestmark = pytest.mark.timeout(60)
+
+MESSAGES = [{"role": "user", "content": "[A] a\n[B] bb\nWhich is best? Answer A or B."}]
+
+
+class Runs(AsyncCallbackHandler):
+    def __init__(self) -> None:
+        self.started: list[list[Any]] = []
+        self.ended: list[Any] = []
+        self.failed: list[BaseException] = []
+
+    async def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.started.append(messages)
+
+    async def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        self.ended.append(response.generations[0][0].message)
+
+    async def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.failed.append(error)
+
+
+def backend(server: ScriptedOpenAIServer) -> Any:
+    settings = PSCReranker(backend="openai:scripted", backend_options={"base_url": server.base_url})
+    return settings.core_ranker().backend
+
+
+async def test_a_spec_string_backend_scores_first_tokens_as_traced_runs(server) -> None:
+    server.responder = lambda request: Reply.first_token({"B": 0.7, "A": 0.2, "x": 0.1})
+    scoring = backend(server)
+    assert isinstance(scoring, FirstTokenBackend)
+    runs = Runs()
+    with run_config({"callbacks": [runs]}):
+        scored = await scoring.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    assert scored.probabilities == pytest.approx((2 / 9, 7 / 9))
+    assert len(runs.started) == 1 and runs.failed == []
+    [message] = runs.ended
+    assert message.content == "B"
+    assert message.response_metadata["label_probabilities"] == pytest.approx(
+        {"A": 2 / 9, "B": 7 / 9}
+    )
+    assert message.usage_metadata["output_tokens"] == 1 == scored.usage.completion_tokens
+    assert message.usage_metadata["input_tokens"] == scored.usage.prompt_tokens > 0
+
+
+async def test_a_failed_first_token_call_ends_its_run_with_the_error(server) -> None:
+    server.responder = lambda request: Reply("A")  # no logprobs
+    runs = Runs()
+    with run_config({"callbacks": [runs]}), pytest.raises(LogprobsUnavailableError):
+        await backend(server).afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    assert len(runs.started) == 1 and isinstance(runs.failed[0], LogprobsUnavailableError)
+
+
+def test_a_backend_without_first_token_scoring_is_not_made_to_look_like_one() -> None:
+    class Plain:
+        name = "plain"
+
+        async def acomplete(self, messages: Any, settings: Any) -> Any: ...
+
+        async def aclose(self) -> None: ...
+
+    wrapped = traced(Plain())
+    assert type(wrapped) is TracedBackend and not isinstance(wrapped, FirstTokenBackend)
