@@ -46,6 +46,7 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.backends.logprobs import check_labels, label_probabilities, top_list
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
@@ -108,15 +109,20 @@ def _messages(messages: Sequence[Message]) -> list[BaseMessage]:
 
 
 class ChatModelBackend:
-    """Complete the engine's chat messages with ``model.ainvoke`` (see the module docstring)."""
+    """Complete the engine's chat messages with ``model.ainvoke`` (see the module docstring);
+    first-token scoring reads the model's logprobs (``top_logprobs`` of them)."""
 
-    def __init__(self, model: Runnable[Any, Any], *, name: str | None = None) -> None:
+    def __init__(
+        self, model: Runnable[Any, Any], *, name: str | None = None, top_logprobs: int = 20
+    ) -> None:
         if not isinstance(model, Runnable) or chat_model(model) is None:
             raise ConfigurationError(
                 "ChatModelBackend needs a LangChain BaseChatModel (or a Runnable around one: "
                 f"bind, with_config, with_retry, with_fallbacks), got {type(model).__name__}"
             )
-        self.model = model
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
+            raise ConfigurationError(f"top_logprobs must be an int >= 1, got {top_logprobs!r}")
+        self.model, self.top_logprobs = model, top_logprobs
         self.name = name or f"langchain:{_model_name(model)}"
 
     @property
@@ -137,17 +143,7 @@ class ChatModelBackend:
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
         started = time.perf_counter()
-        try:
-            with anyio.fail_after(settings.timeout):
-                answer = await self.model.ainvoke(_messages(messages), _config(), stream=False)
-        except BackendError:
-            raise
-        except TimeoutError as exc:
-            raise BackendTimeoutError(
-                f"{self.name} gave no answer within {settings.timeout} s (raise timeout=)"
-            ) from exc
-        except Exception as exc:
-            raise map_model_error(exc, "the LangChain chat model", settings.timeout) from exc
+        answer = await self._ainvoke(messages, settings.timeout)
         prompt, completion = _usage(answer)
         return Completion(
             text=answer.text if isinstance(answer, BaseMessage) else str(answer),
@@ -155,6 +151,38 @@ class ChatModelBackend:
             model=_model_name(self.model),
             finish_reason=(getattr(answer, "response_metadata", None) or {}).get("finish_reason"),
         )
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        """First-token scoring through the chat model's logprobs (``ChatOpenAI`` and other
+        OpenAI-compatible models put them in ``response_metadata["logprobs"]``): one token at
+        temperature 0 with the ``top_logprobs`` most likely, read as the core's openai
+        backend reads them. A model that returns none raises ``LogprobsUnavailableError``."""
+        check_labels(labels)
+        started = time.perf_counter()
+        asked = {"logprobs": True, "top_logprobs": self.top_logprobs, "max_tokens": 1}
+        answer = await self._ainvoke(messages, settings.timeout, temperature=0.0, **asked)
+        meta = getattr(answer, "response_metadata", None) or {}
+        top = top_list({"logprobs": meta.get("logprobs")}, self.name)
+        probabilities, mass = label_probabilities(top, labels)
+        prompt, completion = _usage(answer)
+        usage = Usage(prompt, completion, 1, latency_s=time.perf_counter() - started)
+        return LabelProbabilities(probabilities, mass, usage, _model_name(self.model))
+
+    async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+        """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
+        try:
+            with anyio.fail_after(timeout):
+                return await self.model.ainvoke(_messages(messages), _config(), stream=False, **kw)
+        except BackendError:
+            raise
+        except TimeoutError as exc:
+            raise BackendTimeoutError(
+                f"{self.name} gave no answer within {timeout} s (raise timeout=)"
+            ) from exc
+        except Exception as exc:
+            raise map_model_error(exc, "the LangChain chat model", timeout) from exc
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""

@@ -1,6 +1,6 @@
-"""A spec-string backend keeps first-token scoring inside the LangChain adapter: each call is
-a traced chat-model run with the label probabilities and usage (real openai client, loopback
-server)."""
+"""First-token scoring in the LangChain adapter: a spec-string backend keeps it, each call a
+traced chat-model run with the label probabilities and usage; a ChatOpenAI model scores from
+its logprobs (real openai client and ChatOpenAI, loopback server)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
-from langchain_permsc import PSCReranker
+from langchain_core.language_models import FakeListChatModel
+from langchain_openai import ChatOpenAI
+from langchain_permsc import ChatModelBackend, PSCReranker
 from langchain_permsc.chat_backend import TracedBackend, run_config, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
-from permsc_integrations.errors import LogprobsUnavailableError
+from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
 from permsc_integrations.testing import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,3 +79,29 @@ def test_a_backend_without_first_token_scoring_is_not_made_to_look_like_one() ->
 
     wrapped = traced(Plain())
     assert type(wrapped) is TracedBackend and not isinstance(wrapped, FirstTokenBackend)
+
+
+async def test_a_chat_openai_model_scores_first_tokens_from_its_logprobs(server) -> None:
+    server.responder = lambda request: Reply.first_token({" B": 0.5, "B": 0.2, "A": 0.2})
+    model = ChatOpenAI(model="scripted", base_url=server.base_url, api_key="k", max_retries=0)
+    for wrapped in (model, model.bind(stop=["\n"]).with_retry(stop_after_attempt=1)):
+        server.reset()
+        scoring = ChatModelBackend(wrapped, top_logprobs=5)
+        scored = await scoring.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+        assert scored.probabilities == pytest.approx((2 / 9, 7 / 9))
+        assert scored.mass == pytest.approx(0.9) and scored.model == "scripted"
+        assert scored.usage.completion_tokens == 1 and scored.usage.prompt_tokens > 0
+        [request] = server.requests
+        assert request.body["logprobs"] is True and request.body["top_logprobs"] == 5
+        assert request.body["temperature"] == 0.0
+        assert 1 in (request.body.get("max_tokens"), request.body.get("max_completion_tokens"))
+
+
+async def test_a_chat_model_without_logprobs_raises_the_typed_error(server) -> None:
+    server.responder = lambda request: Reply("B")
+    model = ChatOpenAI(model="scripted", base_url=server.base_url, api_key="k", max_retries=0)
+    for scoring in (ChatModelBackend(model), ChatModelBackend(FakeListChatModel(responses=["A"]))):
+        with pytest.raises(LogprobsUnavailableError, match='scoring="generate"'):
+            await scoring.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    with pytest.raises(ConfigurationError, match="top_logprobs"):
+        ChatModelBackend(model, top_logprobs=0)
