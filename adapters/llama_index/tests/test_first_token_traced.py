@@ -1,6 +1,6 @@
-"""A spec-string backend keeps first-token scoring inside PSCRerank: each call is an LLM event
-of the reranker's callback manager, counted by TokenCountingHandler (real openai client,
-loopback server)."""
+"""First-token scoring in the LlamaIndex adapter: a spec-string backend keeps it, each call an
+LLM event counted by TokenCountingHandler; an OpenAILike LLM scores from its logprobs (real
+openai client and OpenAILike, loopback server)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
-from llama_index.postprocessor.permsc import PSCRerank
+from llama_index.core.llms import MockLLM
+from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
 from llama_index.postprocessor.permsc.llm_backend import TracedBackend, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
-from permsc_integrations.errors import LogprobsUnavailableError
+from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
 from permsc_integrations.testing import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,3 +70,26 @@ def test_a_backend_without_first_token_scoring_is_not_made_to_look_like_one() ->
 
     wrapped = traced(Plain(), CallbackManager)
     assert type(wrapped) is TracedBackend and not isinstance(wrapped, FirstTokenBackend)
+
+
+async def test_an_openai_like_llm_scores_first_tokens_from_its_logprobs(kit, logprobs_server):
+    logprobs_server.responder = lambda request: Reply.first_token({" B": 0.5, "B": 0.2, "A": 0.2})
+    scoring = LlamaIndexLLMBackend(kit.openai_like(logprobs_server), top_logprobs=5)
+    assert isinstance(scoring, FirstTokenBackend)
+    scored = await scoring.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    assert scored.probabilities == pytest.approx((2 / 9, 7 / 9)) and scored.mass == pytest.approx(
+        0.9
+    )
+    assert scored.usage.completion_tokens == 1 and scored.usage.prompt_tokens > 0
+    [request] = logprobs_server.requests
+    assert request.body["logprobs"] is True and request.body["top_logprobs"] == 5
+    assert (request.body["max_tokens"], request.body["temperature"]) == (1, 0.0)
+
+
+async def test_an_llm_without_logprobs_raises_the_typed_error(kit, logprobs_server) -> None:
+    logprobs_server.responder = lambda request: Reply("B")
+    for llm in (kit.openai_like(logprobs_server), MockLLM()):
+        with pytest.raises(LogprobsUnavailableError, match='scoring="generate"'):
+            await LlamaIndexLLMBackend(llm).afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    with pytest.raises(ConfigurationError, match="top_logprobs"):
+        LlamaIndexLLMBackend(MockLLM(), top_logprobs=0)

@@ -34,7 +34,8 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.http_errors import map_model_error
-from permsc_integrations.errors import BackendError
+from permsc_integrations.backends.logprobs import check_labels, label_probabilities, top_list
+from permsc_integrations.errors import BackendError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
@@ -44,8 +45,10 @@ __all__ = ["LlamaIndexLLMBackend", "TracedBackend", "TracedFirstTokenBackend", "
 class LlamaIndexLLMBackend:
     """Complete the engine's chat messages with ``llm.achat`` (see the module docstring)."""
 
-    def __init__(self, llm: LLM, *, name: str | None = None) -> None:
-        self.llm = llm
+    def __init__(self, llm: LLM, *, name: str | None = None, top_logprobs: int = 20) -> None:
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
+            raise ConfigurationError(f"top_logprobs must be an int >= 1, got {top_logprobs!r}")
+        self.llm, self.top_logprobs = llm, top_logprobs
         self.name = name or f"llama_index:{llm.metadata.model_name}"
 
     @property
@@ -61,15 +64,8 @@ class LlamaIndexLLMBackend:
     async def acomplete(
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
-        chat = _chat(messages)
         started = time.perf_counter()
-        try:
-            with anyio.fail_after(settings.timeout):
-                response = await self.llm.achat(chat)
-        except BackendError:
-            raise
-        except Exception as exc:
-            raise map_model_error(exc, "the LlamaIndex LLM", settings.timeout) from exc
+        response = await self._achat(messages, settings.timeout)
         usage = _usage(response)
         latency = time.perf_counter() - started
         return Completion(
@@ -78,6 +74,35 @@ class LlamaIndexLLMBackend:
             model=self.llm.metadata.model_name,
             finish_reason=_finish_reason(response),
         )
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        """First-token scoring through the LLM's logprobs (``ChatResponse.logprobs``, which
+        LlamaIndex's OpenAI LLMs fill): one token at temperature 0 with the ``top_logprobs``
+        most likely, read as the core's openai backend reads them. An LLM that returns none
+        raises ``LogprobsUnavailableError``."""
+        check_labels(labels)
+        started = time.perf_counter()
+        asked = {"logprobs": True, "top_logprobs": self.top_logprobs, "max_tokens": 1}
+        response = await self._achat(messages, settings.timeout, temperature=0.0, **asked)
+        first = (response.logprobs or [None])[0]
+        top = [{"token": p.token, "logprob": p.logprob} for p in first] if first else []
+        choice = {"logprobs": {"content": [{"top_logprobs": top}]} if first is not None else None}
+        probabilities, mass = label_probabilities(top_list(choice, self.name), labels)
+        counted, latency = _usage(response), time.perf_counter() - started
+        usage = Usage(counted.prompt_tokens, counted.completion_tokens, 1, latency_s=latency)
+        return LabelProbabilities(probabilities, mass, usage, self.llm.metadata.model_name)
+
+    async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+        """One ``achat``, its failures as the core's typed errors."""
+        try:
+            with anyio.fail_after(timeout):
+                return await self.llm.achat(_chat(messages), **kw)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise map_model_error(exc, "the LlamaIndex LLM", timeout) from exc
 
     async def aclose(self) -> None:
         """Nothing to release: the LLM object belongs to the caller."""
