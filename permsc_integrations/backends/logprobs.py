@@ -125,10 +125,10 @@ def top_list(choice: Any, source: str) -> TopList:
         raise _unavailable(source, "no logprobs.content")
     if not content:
         raise _unavailable(source, "an empty logprobs.content")
-    first = content[0]
-    entries = first.get("top_logprobs", first.get("top_probs")) if isinstance(first, Mapping) else 0
+    first = content[0] if isinstance(content[0], Mapping) else {}
+    entries = first.get("top_logprobs", first.get("top_probs"))  # top_probs: llama.cpp's
     if not isinstance(entries, list):
-        raise _malformed(source, "logprobs.content[0]", first)
+        raise _malformed(source, "logprobs.content[0]", content[0])
     if not entries:
         raise _unavailable(source, "an empty top_logprobs list")
     return [_entry(entry, source) for entry in entries]
