@@ -6,11 +6,13 @@ a configurable ``init_chat_model``). Ranking calls never stream (``stream=False`
 ``astream_events`` shows no ranking tokens, and a server that cannot stream still answers)
 and carry the tag ``permsc`` so that tracers can tell them apart. Errors become the core's
 typed :class:`~permsc_integrations.errors.BackendError` tree so that the engine retries only
-what is retryable: turn the model's own retries off (``max_retries=0``).
+what is retryable: turn the model's own retries off (``max_retries=0``). First-token scoring
+asks for one token with logprobs and reads ``response_metadata["logprobs"]`` (``ChatOpenAI``).
 
 :class:`TracedBackend` wraps a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
 so that each of its calls is a chat-model run of the LangChain run that started the ranking,
-with its token usage: LangChain's usage callbacks and tracers see them like any model call.
+with its token usage: LangChain's usage callbacks and tracers see them like any model call
+(a first-token call's answer is its most likely label).
 
 Calls run inside the run that started the ranking (see :func:`run_config`).
 

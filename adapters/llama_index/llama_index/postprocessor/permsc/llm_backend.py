@@ -1,8 +1,10 @@
 """A core backend over any LlamaIndex ``LLM``: each permuted prompt is one ``achat`` call.
 
 Decoding settings (temperature, max tokens, retries) are those configured on the LLM object;
-the engine's per-call timeout applies. Usage is read from what the LLM reports (the raw
-response's ``usage``, or ``prompt_tokens``/``completion_tokens`` in ``additional_kwargs``).
+the engine's per-call timeout applies. First-token scoring asks for one token with logprobs
+and reads ``ChatResponse.logprobs`` (LlamaIndex's OpenAI LLMs fill it). Usage is read from
+what the LLM reports (the raw response's ``usage``, or ``prompt_tokens``/``completion_tokens``
+in ``additional_kwargs``).
 Errors become the core's typed :class:`~permsc_integrations.errors.BackendError` tree so the
 engine retries only what is retryable; turn the LLM's own retries off (``max_retries=0``).
 
@@ -86,10 +88,11 @@ class LlamaIndexLLMBackend:
         started = time.perf_counter()
         asked = {"logprobs": True, "top_logprobs": self.top_logprobs, "max_tokens": 1}
         response = await self._achat(messages, settings.timeout, temperature=0.0, **asked)
-        first = (response.logprobs or [None])[0]
-        top = [{"token": p.token, "logprob": p.logprob} for p in first] if first else []
-        choice = {"logprobs": {"content": [{"top_logprobs": top}]} if first is not None else None}
-        probabilities, mass = label_probabilities(top_list(choice, self.name), labels)
+        first = response.logprobs[0] if response.logprobs else None  # the first token's top list
+        entries = [{"token": p.token, "logprob": p.logprob} for p in first or ()]
+        logprobs = None if first is None else {"content": [{"top_logprobs": entries}]}
+        top = top_list({"logprobs": logprobs}, self.name)
+        probabilities, mass = label_probabilities(top, labels)
         counted, latency = _usage(response), time.perf_counter() - started
         usage = Usage(counted.prompt_tokens, counted.completion_tokens, 1, latency_s=latency)
         return LabelProbabilities(probabilities, mass, usage, self.llm.metadata.model_name)
