@@ -204,3 +204,27 @@ def test_extra_body_wins_over_the_first_token_fields(scripted_server):
     assert server.requests[0].body["top_logprobs"] == 1
     floor = min(0.8, 0.2)
     assert got.probabilities == pytest.approx((0.8 / (0.8 + 2 * floor), floor / 1.2, floor / 1.2))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Requested sample logprobs of 20, which is greater than max allowed: 5",  # vLLM's cap
+        "logprobs is not supported with this model",
+    ],
+)
+def test_a_400_that_refuses_logprobs_is_the_typed_error_with_what_to_do(scripted_server, message):
+    server = scripted_server(lambda request: Fault.status(400, message=message))
+    with pytest.raises(LogprobsUnavailableError, match="top_logprobs=20") as caught:
+        first_token(OpenAIBackend("m", base_url=server.base_url))
+    assert message in str(caught.value) and caught.value.fatal and caught.value.status_code == 400
+    assert isinstance(caught.value.__cause__, BackendError)
+
+
+def test_another_400_stays_as_mapped(scripted_server):
+    server = scripted_server(
+        lambda request: Fault.status(400, message="messages must not be empty")
+    )
+    with pytest.raises(BackendError) as caught:
+        first_token(OpenAIBackend("m", base_url=server.base_url))
+    assert type(caught.value) is BackendError and not caught.value.retryable

@@ -37,6 +37,8 @@ __all__ = [
     "first_token_from_json",
     "top_list",
     "check_labels",
+    "check_top_logprobs",
+    "refused_logprobs",
 ]
 
 TopList = list[tuple[str, float]]
@@ -49,6 +51,13 @@ def check_labels(labels: Sequence[str]) -> None:
         raise ConfigurationError(f"labels must be non-blank strings, got {list(labels)!r}")
     if len(set(stripped)) != len(stripped):
         raise ConfigurationError(f"labels must differ once stripped, got {list(labels)!r}")
+
+
+def check_top_logprobs(value: Any) -> int:
+    """``top_logprobs``, an int >= 1 (how many of the first token's likeliest to ask for)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"top_logprobs must be an int >= 1, got {value!r}")
+    return value
 
 
 def label_probabilities(
@@ -158,6 +167,21 @@ def _probability(logprob: Any, probability: Any, source: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise _malformed(source, "a token's prob", value)
     return float(value)
+
+
+def refused_logprobs(error: BackendError, top_logprobs: Any) -> LogprobsUnavailableError | None:
+    """A 400/422 that names logprobs (a model without them, a cap on ``top_logprobs`` such as
+    vLLM's ``--max-logprobs``) as the fatal :class:`LogprobsUnavailableError`, with what to
+    do; ``None`` for any other error."""
+    plain = type(error) is BackendError  # not a context-length error, a rate limit, ...
+    if not plain or error.status_code not in (400, 422) or "logprob" not in str(error).lower():
+        return None
+    return LogprobsUnavailableError(
+        f"{error}; first-token scoring asked for logprobs with top_logprobs={top_logprobs}: "
+        "for a server that caps it pass a lower top_logprobs= (a backend option), for one "
+        'without logprobs use scoring="generate"',
+        status_code=error.status_code,
+    )
 
 
 def _unavailable(source: str, what: str) -> LogprobsUnavailableError:

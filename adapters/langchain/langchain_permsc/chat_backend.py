@@ -48,7 +48,12 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.http_errors import map_model_error
-from permsc_integrations.backends.logprobs import check_labels, label_probabilities, top_list
+from permsc_integrations.backends.logprobs import (
+    check_labels,
+    check_top_logprobs,
+    label_probabilities,
+    top_list,
+)
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
@@ -122,9 +127,7 @@ class ChatModelBackend:
                 "ChatModelBackend needs a LangChain BaseChatModel (or a Runnable around one: "
                 f"bind, with_config, with_retry, with_fallbacks), got {type(model).__name__}"
             )
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
-            raise ConfigurationError(f"top_logprobs must be an int >= 1, got {top_logprobs!r}")
-        self.model, self.top_logprobs = model, top_logprobs
+        self.model, self.top_logprobs = model, check_top_logprobs(top_logprobs)
         self.name = name or f"langchain:{_model_name(model)}"
 
     @property

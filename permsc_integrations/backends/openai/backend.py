@@ -46,7 +46,7 @@ from ...errors import (
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..http_errors import map_openai_error
-from ..logprobs import check_labels, first_token_from_json
+from ..logprobs import check_labels, first_token_from_json, refused_logprobs
 from .chat_json import completion_from_json
 from .client_per_loop import LoopClients
 
@@ -296,7 +296,13 @@ class OpenAIBackend:
         # the caller's extra_body wins, as for generation
         body = {**self._body(messages, one_token), **asked, **(self.extra_body or {})}
         started = time.perf_counter()
-        data = await self._post(body, settings.timeout)
+        try:
+            data = await self._post(body, settings.timeout)
+        except BackendError as exc:
+            refused = refused_logprobs(exc, body.get("top_logprobs"))
+            if refused is None:
+                raise
+            raise refused from exc
         latency = time.perf_counter() - started
         return first_token_from_json(data, labels, self.name, self.model, latency)
 

@@ -36,8 +36,13 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.http_errors import map_model_error
-from permsc_integrations.backends.logprobs import check_labels, label_probabilities, top_list
-from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.backends.logprobs import (
+    check_labels,
+    check_top_logprobs,
+    label_probabilities,
+    top_list,
+)
+from permsc_integrations.errors import BackendError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
@@ -48,9 +53,7 @@ class LlamaIndexLLMBackend:
     """Complete the engine's chat messages with ``llm.achat`` (see the module docstring)."""
 
     def __init__(self, llm: LLM, *, name: str | None = None, top_logprobs: int = 20) -> None:
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
-            raise ConfigurationError(f"top_logprobs must be an int >= 1, got {top_logprobs!r}")
-        self.llm, self.top_logprobs = llm, top_logprobs
+        self.llm, self.top_logprobs = llm, check_top_logprobs(top_logprobs)
         self.name = name or f"llama_index:{llm.metadata.model_name}"
 
     @property
