@@ -52,6 +52,7 @@ from permsc_integrations.backends.logprobs import (
     check_labels,
     check_top_logprobs,
     label_probabilities,
+    refused_logprobs,
     top_list,
 )
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
@@ -167,7 +168,13 @@ class ChatModelBackend:
         check_labels(labels)
         started = time.perf_counter()
         asked = {"logprobs": True, "top_logprobs": self.top_logprobs, "max_tokens": 1}
-        answer = await self._ainvoke(messages, settings.timeout, temperature=0.0, **asked)
+        try:
+            answer = await self._ainvoke(messages, settings.timeout, temperature=0.0, **asked)
+        except BackendError as exc:
+            refused = refused_logprobs(exc, self.top_logprobs)
+            if refused is None:
+                raise
+            raise refused from exc
         meta = getattr(answer, "response_metadata", None) or {}
         top = top_list({"logprobs": meta.get("logprobs")}, self.name)
         probabilities, mass = label_probabilities(top, labels)

@@ -14,7 +14,7 @@ from llama_index.postprocessor.permsc.llm_backend import TracedBackend, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
-from permsc_integrations.testing import Reply, ScriptedOpenAIServer
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,3 +93,11 @@ async def test_an_llm_without_logprobs_raises_the_typed_error(kit, logprobs_serv
             await LlamaIndexLLMBackend(llm).afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
     with pytest.raises(ConfigurationError, match="top_logprobs"):
         LlamaIndexLLMBackend(MockLLM(), top_logprobs=0)
+
+
+async def test_an_llm_whose_server_refuses_logprobs_raises_the_typed_error(kit, logprobs_server):
+    logprobs_server.responder = lambda request: Fault.status(400, message="logprobs unsupported")
+    backend = LlamaIndexLLMBackend(kit.openai_like(logprobs_server))
+    with pytest.raises(LogprobsUnavailableError, match="top_logprobs=20") as caught:
+        await backend.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    assert caught.value.fatal and caught.value.status_code == 400

@@ -15,7 +15,7 @@ from langchain_permsc.chat_backend import TracedBackend, run_config, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
-from permsc_integrations.testing import Reply, ScriptedOpenAIServer
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,3 +105,11 @@ async def test_a_chat_model_without_logprobs_raises_the_typed_error(server) -> N
             await scoring.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
     with pytest.raises(ConfigurationError, match="top_logprobs"):
         ChatModelBackend(model, top_logprobs=0)
+
+
+async def test_a_chat_model_whose_server_refuses_logprobs_raises_the_typed_error(server) -> None:
+    server.responder = lambda request: Fault.status(400, message="logprobs is not supported")
+    model = ChatOpenAI(model="scripted", base_url=server.base_url, api_key="k", max_retries=0)
+    with pytest.raises(LogprobsUnavailableError, match="top_logprobs=20") as caught:
+        await ChatModelBackend(model).afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
+    assert caught.value.fatal and caught.value.status_code == 400

@@ -40,6 +40,7 @@ from permsc_integrations.backends.logprobs import (
     check_labels,
     check_top_logprobs,
     label_probabilities,
+    refused_logprobs,
     top_list,
 )
 from permsc_integrations.errors import BackendError
@@ -90,7 +91,13 @@ class LlamaIndexLLMBackend:
         check_labels(labels)
         started = time.perf_counter()
         asked = {"logprobs": True, "top_logprobs": self.top_logprobs, "max_tokens": 1}
-        response = await self._achat(messages, settings.timeout, temperature=0.0, **asked)
+        try:
+            response = await self._achat(messages, settings.timeout, temperature=0.0, **asked)
+        except BackendError as exc:
+            refused = refused_logprobs(exc, self.top_logprobs)
+            if refused is None:
+                raise
+            raise refused from exc
         first = response.logprobs[0] if response.logprobs else None  # the first token's top list
         entries = [{"token": p.token, "logprob": p.logprob} for p in first or ()]
         logprobs = None if first is None else {"content": [{"top_logprobs": entries}]}
