@@ -1,4 +1,4 @@
-"""A chat-completions answer's first-token ``logprobs`` read as a distribution over labels.
+"""A first token's ``logprobs`` (or logits) read as a distribution over a window's labels.
 
 The first token's top list (``choices[0].logprobs.content[0].top_logprobs``: OpenAI, vLLM,
 llama.cpp's server) is read into ``(token, probability)`` pairs; llama.cpp's ``top_probs``
@@ -28,13 +28,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, ConfigurationError, LogprobsUnavailableError
-from .base import LabelProbabilities
-from .openai.chat_json import answered_model, usage_from_json
 
 __all__ = [
     "label_probabilities",
     "label_probabilities_from_logits",
-    "first_token_from_json",
     "top_list",
     "check_labels",
     "check_top_logprobs",
@@ -99,25 +96,6 @@ def label_probabilities_from_logits(
     if not mass > 0.0:
         return tuple(1.0 / len(raw) for _ in raw), 0.0
     return tuple(r / mass for r in raw), mass
-
-
-def first_token_from_json(
-    data: Any, labels: Sequence[str], source: str, model: str, latency: float
-) -> LabelProbabilities:
-    """A :class:`LabelProbabilities` from a chat-completions answer asked with ``logprobs``."""
-    try:
-        choice = data["choices"][0]
-    except (KeyError, IndexError, TypeError):
-        raise BackendError(
-            f"{source} answered without choices[0]: {str(data)[:200]}", retryable=True
-        ) from None
-    probabilities, mass = label_probabilities(top_list(choice, source), labels)
-    return LabelProbabilities(
-        probabilities=probabilities,
-        mass=mass,
-        usage=usage_from_json(data, source, latency),
-        model=answered_model(data, model),
-    )
 
 
 def top_list(choice: Any, source: str) -> TopList:

@@ -216,6 +216,7 @@ class _Reader:
                 "this GGUF file has no chat template (tokenizer.chat_template), which "
                 'first-token scoring formats the prompt with; use scoring="generate"'
             )
+        # lazy: optional dependency (the llamacpp extra)
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         def text(token: int) -> str:

@@ -46,8 +46,8 @@ from ...errors import (
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..http_errors import map_openai_error
-from ..logprobs import check_labels, first_token_from_json, refused_logprobs
-from .chat_json import completion_from_json
+from ..logprobs import check_labels, refused_logprobs
+from .chat_json import completion_from_json, first_token_from_json
 from .client_per_loop import LoopClients
 
 __all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]

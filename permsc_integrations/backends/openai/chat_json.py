@@ -1,18 +1,20 @@
 """A chat-completions JSON answer read into a
-:class:`~permsc_integrations.backends.base.Completion`, strictly: a malformed field fails that
-one call with a typed error, never a raw exception."""
+:class:`~permsc_integrations.backends.base.Completion` (or, asked with ``logprobs``,
+:class:`~permsc_integrations.backends.base.LabelProbabilities`), strictly: a malformed field
+fails that one call with a typed error, never a raw exception."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...checks import is_int
 from ...errors import BackendError
 from ...results import Usage
-from ..base import Completion
+from ..base import Completion, LabelProbabilities
+from ..logprobs import label_probabilities, top_list
 
-__all__ = ["completion_from_json", "usage_from_json", "answered_model"]
+__all__ = ["completion_from_json", "first_token_from_json", "usage_from_json", "answered_model"]
 
 
 def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
@@ -65,3 +67,22 @@ def answered_model(data: Mapping[str, Any], model: str) -> str:
     """The model the server says answered, else the one asked for."""
     answered = data.get("model")
     return answered if isinstance(answered, str) and answered else model
+
+
+def first_token_from_json(
+    data: Any, labels: Sequence[str], source: str, model: str, latency: float
+) -> LabelProbabilities:
+    """A :class:`LabelProbabilities` from a chat-completions answer asked with ``logprobs``."""
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise BackendError(
+            f"{source} answered without choices[0]: {str(data)[:200]}", retryable=True
+        ) from None
+    probabilities, mass = label_probabilities(top_list(choice, source), labels)
+    return LabelProbabilities(
+        probabilities=probabilities,
+        mass=mass,
+        usage=usage_from_json(data, source, latency),
+        model=answered_model(data, model),
+    )
