@@ -42,6 +42,11 @@ def first_token(
     return anyio.run(run)
 
 
+def _choice(logprobs: object) -> dict:
+    message = {"role": "assistant", "content": "B"}
+    return {"index": 0, "message": message, "finish_reason": "length", "logprobs": logprobs}
+
+
 def test_probabilities_are_read_summed_over_variants_and_renormalised(scripted_server):
     top = {"B": 0.5, " A": 0.2, "A": 0.1, "C\n": 0.1, "The": 0.05}
     server = scripted_server(lambda request: Reply.first_token(top))
@@ -82,10 +87,13 @@ def test_the_floor_is_the_smallest_listed_probability_when_that_is_lower(scripte
     assert got.probabilities == pytest.approx((0.5 / 0.52, 0.01 / 0.52, 0.01 / 0.52))
 
 
-def test_openai_s_unlikely_marker_reads_as_zero():
-    # OpenAI sends -9999.0 for a token outside the likely ones: probability 0, and a floor of 0
-    probabilities, mass = label_probabilities([("A", 1.0), ("B", math.exp(-9999.0))], "ABC")
-    assert probabilities == (1.0, 0.0, 0.0) and mass == 1.0
+def test_openai_s_unlikely_marker_reads_as_zero(scripted_server):
+    # -9999.0 is OpenAI's "not among the likely tokens": probability 0, so a floor of 0
+    top = [{"token": "A", "logprob": 0.0}, {"token": "B", "logprob": -9999.0}]
+    logprobs = {"content": [{"token": "A", "logprob": 0.0, "top_logprobs": top}]}
+    server = scripted_server(lambda request: Reply("A", fields={"choices": [_choice(logprobs)]}))
+    got = first_token(OpenAIBackend("m", base_url=server.base_url))
+    assert got.probabilities == (1.0, 0.0, 0.0) and got.mass == 1.0
 
 
 def test_no_label_in_the_list_and_nothing_left_out_gives_uniform_probabilities():
@@ -111,11 +119,6 @@ def test_a_server_without_logprobs_raises_the_typed_error(scripted_server, serve
     assert not caught.value.retryable and caught.value.fatal
     assert isinstance(caught.value, BackendError) and "returns no logprobs" in str(caught.value)
     assert server.request_count == 1  # the backend never retries
-
-
-def _choice(logprobs: object) -> dict:
-    message = {"role": "assistant", "content": "B"}
-    return {"index": 0, "message": message, "finish_reason": "length", "logprobs": logprobs}
 
 
 LLAMA_CPP_POST_SAMPLING = {  # llama.cpp's server with "post_sampling_probs": true
