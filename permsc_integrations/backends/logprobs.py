@@ -34,7 +34,6 @@ __all__ = [
     "label_probabilities_from_logits",
     "top_list",
     "check_labels",
-    "check_top_logprobs",
     "refused_logprobs",
 ]
 
@@ -48,13 +47,6 @@ def check_labels(labels: Sequence[str]) -> None:
         raise ConfigurationError(f"labels must be non-blank strings, got {list(labels)!r}")
     if len(set(stripped)) != len(stripped):
         raise ConfigurationError(f"labels must differ once stripped, got {list(labels)!r}")
-
-
-def check_top_logprobs(value: Any) -> int:
-    """``top_logprobs``, an int >= 1 (how many of the first token's likeliest to ask for)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"top_logprobs must be an int >= 1, got {value!r}")
-    return value
 
 
 def label_probabilities(

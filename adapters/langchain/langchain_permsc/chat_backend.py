@@ -50,11 +50,11 @@ from permsc_integrations.backends.base import (
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.backends.logprobs import (
     check_labels,
-    check_top_logprobs,
     label_probabilities,
     refused_logprobs,
     top_list,
 )
+from permsc_integrations.checks import positive_int
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
@@ -128,7 +128,7 @@ class ChatModelBackend:
                 "ChatModelBackend needs a LangChain BaseChatModel (or a Runnable around one: "
                 f"bind, with_config, with_retry, with_fallbacks), got {type(model).__name__}"
             )
-        self.model, self.top_logprobs = model, check_top_logprobs(top_logprobs)
+        self.model, self.top_logprobs = model, positive_int("top_logprobs", top_logprobs)
         self.name = name or f"langchain:{_model_name(model)}"
 
     @property

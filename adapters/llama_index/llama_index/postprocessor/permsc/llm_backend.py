@@ -38,11 +38,11 @@ from permsc_integrations.backends.base import (
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.backends.logprobs import (
     check_labels,
-    check_top_logprobs,
     label_probabilities,
     refused_logprobs,
     top_list,
 )
+from permsc_integrations.checks import positive_int
 from permsc_integrations.errors import BackendError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
@@ -54,7 +54,7 @@ class LlamaIndexLLMBackend:
     """Complete the engine's chat messages with ``llm.achat`` (see the module docstring)."""
 
     def __init__(self, llm: LLM, *, name: str | None = None, top_logprobs: int = 20) -> None:
-        self.llm, self.top_logprobs = llm, check_top_logprobs(top_logprobs)
+        self.llm, self.top_logprobs = llm, positive_int("top_logprobs", top_logprobs)
         self.name = name or f"llama_index:{llm.metadata.model_name}"
 
     @property
