@@ -253,8 +253,12 @@ async def test_arank_many_attributes_results_to_requests(scripted_server, until)
     assert server.request_count == 24 and server.max_in_flight == 7  # one shared limit
 
 
-def test_rank_many_in_request_order_under_a_per_request_cap(scripted_server):
-    server = scripted_server(oracle_responder(grade, delay=0.3))
+def test_rank_many_in_request_order_under_a_per_request_cap(scripted_server, until):
+    async def once_six_arrived(request: ChatRequest) -> Reply:  # the caps, all reached
+        await until(lambda: server.max_in_flight >= 6)
+        return ORACLE(request)
+
+    server = scripted_server(once_six_arrived)
     requests = [(f"q{q}", make_items(5, seed=10 + q, tag=f"s{q}")) for q in range(3)]
     with PSCRanker(
         OpenAIBackend("m", base_url=server.base_url),
