@@ -1,11 +1,29 @@
-"""Shared fixtures: real loopback OpenAI-compatible servers for any test that needs one."""
+"""Shared fixtures: real loopback OpenAI-compatible servers for any test that needs one, and
+``until``, to wait for the state a test asserts instead of for a time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
+
+
+@pytest.fixture
+def until() -> Callable[..., Awaitable[None]]:
+    """``await until(condition)``: return once ``condition()`` holds (checked each millisecond:
+    for state another thread changes, such as a server's request log). Past ``timeout``
+    seconds, fail the test naming the condition, rather than hang."""
+
+    async def wait(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
+        with anyio.move_on_after(timeout):
+            while not condition():
+                await anyio.sleep(0.001)
+            return
+        pytest.fail(f"still false after {timeout} s: {condition.__doc__ or condition}")
+
+    return wait
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
     ParseError,
-    RateLimitError,
 )
 from permsc_integrations.events import Event
 from permsc_integrations.results import ParseStatus, Usage
@@ -27,6 +26,7 @@ from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.run.cache import MemoryCache
 from permsc_integrations.run.engine import WindowEngine, derive_seed
 from permsc_integrations.run.sampling import REASK
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -47,64 +47,56 @@ def answer(order: Sequence[int]) -> str:
     return " > ".join(f"[{p + 1}]" for p in order)
 
 
-class Oracle:
+def oracle(
+    relevance: Mapping[str, float] | None = None,
+    *,
+    delay: float = 0.0,
+    seed: int = 0,
+    script=None,
+) -> ScriptedBackend:
     """Ranks passages by a known relevance; random delays scramble completion order.
 
-    ``script(call_number, messages)`` may override the answer text or raise.
+    ``await script(request)`` may return the answer (text or a Fault) instead, or raise.
     """
+    relevance, rng = relevance or {}, random.Random(seed)
 
-    name = "oracle"
+    async def respond(request: ChatRequest) -> str | Fault:
+        await anyio.sleep(rng.uniform(0, delay) if delay else 0)
+        if script is not None and (scripted := await script(request)) is not None:
+            return scripted
+        items = shown(request.messages)
+        return answer(sorted(range(len(items)), key=lambda p: -relevance.get(items[p], 0.0)))
 
-    def __init__(
-        self,
-        relevance: Mapping[str, float] | None = None,
-        *,
-        delay: float = 0.0,
-        seed: int = 0,
-        script=None,
-    ) -> None:
-        self.relevance, self.delay, self.script = relevance or {}, delay, script
-        self.rng = random.Random(seed)
-        self.prompts: list[list[dict[str, str]]] = []
-        self.in_flight = self.max_in_flight = self.cancelled = 0
-        self.finished_order: list[tuple[str, ...]] = []
-
-    def best_first(self, items: list[str]) -> list[int]:
-        return sorted(range(len(items)), key=lambda p: -self.relevance.get(items[p], 0.0))
-
-    async def acomplete(self, messages, settings: GenerationSettings) -> Completion:
-        number = len(self.prompts)
-        self.prompts.append([dict(m) for m in messages])
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await anyio.sleep(self.rng.uniform(0, self.delay) if self.delay else 0)
-            items = shown(messages)
-            text = answer(self.best_first(items))
-            if self.script is not None:
-                text = await self.script(number, messages) or text
-            self.finished_order.append(tuple(items))
-            return Completion(text, Usage(prompt_tokens=10, completion_tokens=5))
-        except anyio.get_cancelled_exc_class():
-            self.cancelled += 1
-            raise
-        finally:
-            self.in_flight -= 1
-
-    async def aclose(self) -> None:
-        pass
+    return ScriptedBackend(respond, name="oracle")
 
 
-class BatchOracle(Oracle):
-    """The same oracle, answering a whole round of prompts in one batched call."""
+class ScriptedBatchBackend(ScriptedBackend):
+    """A scripted backend answering a whole round of prompts in one batched call."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, responder) -> None:
+        super().__init__(responder, name="oracle")
         self.batches: list[int] = []
 
     async def acomplete_batch(self, batch, settings: GenerationSettings) -> list[Completion]:
         self.batches.append(len(batch))
         return [await self.acomplete(messages, settings) for messages in batch]
+
+
+def batch_oracle(*args, **kwargs) -> ScriptedBatchBackend:
+    return ScriptedBatchBackend(oracle(*args, **kwargs).responder)
+
+
+def prompts(backend: ScriptedBackend) -> list[list[Mapping[str, str]]]:
+    return [list(r.messages) for r in backend.requests]
+
+
+def outcomes(backend: ScriptedBackend, outcome: str) -> int:
+    return sum(r.outcome == outcome for r in backend.records)
+
+
+async def cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 ITEMS = [f"passage {c}" for c in "abcdefgh"]
@@ -125,11 +117,12 @@ async def rank(engine: WindowEngine, seed: int = 1, **kwargs):
 
 
 async def test_oracle_answers_aggregate_to_the_truth_whatever_the_completion_order() -> None:
-    backend = Oracle(RELEVANCE, delay=0.02, seed=3)
+    backend = oracle(RELEVANCE, delay=0.02, seed=3)
     result = await rank(make(backend))
     assert result.order == TRUTH
-    started = [tuple(shown(p)) for p in backend.prompts]
-    assert backend.finished_order != started, "the delays really reordered completions"
+    started = [tuple(shown(p)) for p in prompts(backend)]
+    finished = [tuple(shown(r.request.messages)) for r in backend.records]
+    assert finished != started, "the delays really reordered completions"
     for sample in result.samples:
         assert sample.status is ParseStatus.OK and sample.ranking == TRUTH
         assert tuple(ITEMS[i] for i in sample.permutation) in started
@@ -137,42 +130,45 @@ async def test_oracle_answers_aggregate_to_the_truth_whatever_the_completion_ord
 
 
 async def test_each_answer_maps_back_through_its_own_permutation() -> None:
-    async def shown_order_is_best(number: int, messages) -> str:  # "[1] > [2] > ..."
-        return answer(range(len(shown(messages))))
+    async def shown_order_is_best(request: ChatRequest) -> str:  # "[1] > [2] > ..."
+        return answer(range(len(shown(request.messages))))
 
-    result = await rank(make(Oracle(delay=0.02, seed=5, script=shown_order_is_best)))
+    result = await rank(make(oracle(delay=0.02, seed=5, script=shown_order_is_best)))
     for sample in result.samples:
         assert sample.ranking == sample.permutation
 
 
 async def test_same_seed_same_prompts_and_another_seed_others() -> None:
-    def prompts(backend: Oracle) -> list[str]:
-        return sorted(json.dumps(p) for p in backend.prompts)
+    def sent(backend: ScriptedBackend) -> list[str]:
+        return sorted(json.dumps(p) for p in prompts(backend))
 
     a, b, c = (
-        Oracle(RELEVANCE, delay=0.01, seed=1),
-        Oracle(RELEVANCE, delay=0.01, seed=2),
-        Oracle(RELEVANCE),
+        oracle(RELEVANCE, delay=0.01, seed=1),
+        oracle(RELEVANCE, delay=0.01, seed=2),
+        oracle(RELEVANCE),
     )
     await rank(make(a), seed=42)
     await rank(make(b), seed=42)
     await rank(make(c), seed=43)
-    assert prompts(a) == prompts(b)
-    assert prompts(a) != prompts(c)
+    assert sent(a) == sent(b)
+    assert sent(a) != sent(c)
     assert derive_seed(0, "q", ITEMS, (0, 10)) != derive_seed(0, "q", ITEMS, (0, 0))
     assert derive_seed(0, "q", ITEMS) != derive_seed(1, "q", ITEMS)
 
 
 async def test_include_identity_shows_the_original_order_first() -> None:
-    result = await rank(make(Oracle(RELEVANCE), include_identity=True))
+    result = await rank(make(oracle(RELEVANCE), include_identity=True))
     assert result.samples[0].permutation == tuple(range(len(ITEMS)))
 
 
 @pytest.mark.parametrize("shared,per_request,expected", [(3, None, 3), (5, 2, 2), (16, None, 12)])
 async def test_concurrency_never_exceeds_the_limiters(
-    shared: int, per_request: int | None, expected: int
+    shared: int, per_request: int | None, expected: int, until
 ) -> None:
-    backend = Oracle(RELEVANCE, delay=0.03)
+    async def together(request: ChatRequest) -> None:  # answer once the cap is reached
+        await until(lambda: backend.max_in_flight >= expected)
+
+    backend = oracle(RELEVANCE, script=together)
     engine = make(backend, num_permutations=12, limiter=anyio.CapacityLimiter(shared))
     limiter = anyio.CapacityLimiter(per_request) if per_request else None
     await rank(engine, request_limiter=limiter)
@@ -203,39 +199,46 @@ async def test_each_call_goes_out_before_the_next_one_is_built() -> None:
 
 
 async def test_cancelling_the_caller_cancels_every_call_and_leaves_no_task() -> None:
-    async def hang(number: int, messages) -> str:
-        await anyio.sleep(60)
+    all_in_flight, never = anyio.Event(), anyio.Event()
+
+    async def hang(request: ChatRequest) -> str:
+        if request.index == 9:
+            all_in_flight.set()
+        await never.wait()
         return ""
 
-    backend = Oracle(script=hang)
+    backend = oracle(script=hang)
     engine = make(backend, num_permutations=10)
     before = asyncio.all_tasks()
-    with anyio.move_on_after(0.2) as scope:
-        await rank(engine)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_on, all_in_flight, scope)
+            await rank(engine)
     assert scope.cancelled_caught
-    await anyio.sleep(0)
-    assert backend.in_flight == 0 and backend.cancelled == 10
+    assert backend.in_flight == 0 and outcomes(backend, "cancelled") == 10
     assert asyncio.all_tasks() == before
 
 
 async def test_retryable_failures_are_retried_and_counted() -> None:
-    async def first_call_fails(number: int, messages) -> None:
-        if number < 8:
-            raise RateLimitError("429 slow down", retry_after=0.001)
+    async def first_call_fails(request: ChatRequest) -> Fault | None:
+        return Fault.status(429, retry_after=0.001) if request.index < 8 else None
 
-    result = await rank(make(Oracle(RELEVANCE, script=first_call_fails)))
+    backend = oracle(RELEVANCE, script=first_call_fails)
+    result = await rank(make(backend))
     usage = sum((s.usage for s in result.samples), Usage())
     assert result.order == TRUTH
-    assert usage.retries == 8 and usage.calls == 16
-    assert usage.prompt_tokens == 80 and usage.completion_tokens == 40
+    assert usage.retries == 8 and usage.calls == 16 and outcomes(backend, "status 429") == 8
+    answered = [r.request.text for r in backend.records if r.outcome == "ok"]
+    assert usage.prompt_tokens == sum(len(text.split()) for text in answered)  # words, as sent
+    assert usage.completion_tokens == 8 * 15  # "[6] > [3] > ... > [5]": 15 words
 
 
 async def test_partial_failures_are_recorded_and_the_rest_aggregated() -> None:
-    async def some_fail(number: int, messages) -> None:
-        if number % 3 == 0:
+    async def some_fail(request: ChatRequest) -> None:
+        if request.index % 3 == 0:
             raise BackendError("400 bad request")  # not retryable
 
-    result = await rank(make(Oracle(RELEVANCE, script=some_fail)))
+    result = await rank(make(oracle(RELEVANCE, script=some_fail)))
     failed = result.failed
     assert len(failed) == 3 and all(s.status is ParseStatus.ERROR for s in failed)
     assert all("BackendError: 400 bad request" in s.error for s in failed)
@@ -243,12 +246,12 @@ async def test_partial_failures_are_recorded_and_the_rest_aggregated() -> None:
 
 
 async def test_below_min_successful_raises_listing_every_failure() -> None:
-    async def most_fail(number: int, messages) -> None:
-        if number < 5:
-            raise BackendError(f"refused call {number}")
+    async def most_fail(request: ChatRequest) -> None:
+        if request.index < 5:
+            raise BackendError(f"refused call {request.index}")
 
     with pytest.raises(InsufficientSamplesError) as info:
-        await rank(make(Oracle(RELEVANCE, script=most_fail)))
+        await rank(make(oracle(RELEVANCE, script=most_fail)))
     err = info.value
     assert (err.successful, err.required, len(err.failures)) == (3, 4, 5)
     assert all(isinstance(f, BackendError) and "refused call" in str(f) for f in err.failures)
@@ -256,84 +259,86 @@ async def test_below_min_successful_raises_listing_every_failure() -> None:
 
 
 async def test_min_successful_can_demand_every_sample() -> None:
-    async def one_fails(number: int, messages) -> None:
-        if number == 0:
+    async def one_fails(request: ChatRequest) -> None:
+        if request.index == 0:
             raise BackendError("nope")
 
     with pytest.raises(InsufficientSamplesError):
-        await rank(make(Oracle(RELEVANCE, script=one_fails), min_successful=8))
+        await rank(make(oracle(RELEVANCE, script=one_fails), min_successful=8))
     with pytest.raises(ConfigurationError):
-        make(Oracle(), min_successful=9)
+        make(oracle(), min_successful=9)
 
 
 async def test_unparseable_answers_are_reasked_then_fail() -> None:
-    async def garbage_first(number: int, messages) -> str | None:
-        return "I cannot rank these." if messages[-1]["content"] != REASK.format(n=8) else None
+    async def garbage_first(request: ChatRequest) -> str | None:
+        return (
+            "I cannot rank these." if request.messages[-1]["content"] != REASK.format(n=8) else None
+        )
 
-    backend = Oracle(RELEVANCE, script=garbage_first)
+    backend = oracle(RELEVANCE, script=garbage_first)
     result = await rank(make(backend))
     assert result.order == TRUTH
     assert all(s.attempts == 2 and s.status is ParseStatus.OK for s in result.samples)
-    reasked = [p for p in backend.prompts if p[-1]["content"] == REASK.format(n=8)]
+    reasked = [p for p in prompts(backend) if p[-1]["content"] == REASK.format(n=8)]
     assert len(reasked) == 8 and reasked[0][-2] == {
         "role": "assistant",
         "content": "I cannot rank these.",
     }
 
-    async def always_garbage(number: int, messages) -> str:
+    async def always_garbage(request: ChatRequest) -> str:
         return "no idea"
 
     with pytest.raises(InsufficientSamplesError, match="ParseError") as info:
-        await rank(make(Oracle(script=always_garbage), reasks=2))
+        await rank(make(oracle(script=always_garbage), reasks=2))
     assert all(isinstance(f, ParseError) and f.raw_text == "no idea" for f in info.value.failures)
 
 
 async def test_partial_answers_count_and_keep_missing_items_missing() -> None:
-    async def top_three(number: int, messages) -> str:
-        items = shown(messages)
+    async def top_three(request: ChatRequest) -> str:
+        items = shown(request.messages)
         best = sorted(range(len(items)), key=lambda p: -RELEVANCE[items[p]])
         return answer(best[:3])
 
-    result = await rank(make(Oracle(script=top_three)))
+    result = await rank(make(oracle(script=top_three)))
     assert all(s.status is ParseStatus.PARTIAL and len(s.ranking) == 3 for s in result.samples)
     assert result.order[:3] == TRUTH[:3]
 
 
 async def test_a_batch_backend_gets_one_call_per_round() -> None:
-    async def garbage_once_for_first(number: int, messages) -> str | None:
-        return "??" if number == 0 else None
+    async def garbage_once_for_first(request: ChatRequest) -> str | None:
+        return "??" if request.index == 0 else None
 
-    backend = BatchOracle(RELEVANCE, script=garbage_once_for_first)
+    backend = batch_oracle(RELEVANCE, script=garbage_once_for_first)
     result = await rank(make(backend))
     assert backend.batches == [8, 1], "one batch, then one re-ask of the unparseable answer"
     assert result.order == TRUTH
 
 
 async def test_a_failing_batch_fails_every_sample_in_it() -> None:
-    async def overloaded(number: int, messages) -> None:
+    async def overloaded(request: ChatRequest) -> None:
         raise BackendError("out of memory")
 
     with pytest.raises(InsufficientSamplesError) as info:
-        await rank(make(BatchOracle(script=overloaded)))
+        await rank(make(batch_oracle(script=overloaded)))
     assert len(info.value.failures) == 8
 
 
 async def test_cache_hits_skip_the_backend() -> None:
     cache = MemoryCache()
-    first, second = Oracle(RELEVANCE), Oracle(RELEVANCE)
+    first, second = oracle(RELEVANCE), oracle(RELEVANCE)
     await rank(make(first, cache=cache))
     again = await rank(make(second, cache=cache))
     usage = sum((s.usage for s in again.samples), Usage())
-    assert len(first.prompts) == 8 and second.prompts == []
+    assert first.request_count == 8 and second.request_count == 0
     assert usage.cached_calls == 8 and usage.calls == 0 and again.order == TRUTH
 
 
 async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
-    async def slow(number: int, messages) -> None:
+    async def slow(request: ChatRequest) -> None:
         await anyio.sleep(30)
 
     engine = make(
-        Oracle(script=slow),
+        oracle(script=slow),
         settings=GenerationSettings(timeout=0.1),
         retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0),
     )
@@ -342,11 +347,11 @@ async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
 
 
 async def test_a_bug_in_a_backend_fails_its_samples_with_a_typed_error() -> None:
-    async def bug(number: int, messages) -> None:
-        if number < 3:
+    async def bug(request: ChatRequest) -> None:
+        if request.index < 3:
             raise ZeroDivisionError("backend bug")
 
-    result = await rank(make(Oracle(RELEVANCE, script=bug)))  # the other 5 samples stand
+    result = await rank(make(oracle(RELEVANCE, script=bug)))  # the other 5 samples stand
     failed = result.failed
     assert len(failed) == 3 and result.order == TRUTH
     assert all(isinstance(s.exception, BackendError) for s in failed)
@@ -363,12 +368,12 @@ async def test_events_per_sample_with_status() -> None:
     def broken(event: Event) -> None:
         raise RuntimeError("progress bar crashed")
 
-    async def one_fails(number: int, messages) -> None:
-        if number == 0:
+    async def one_fails(request: ChatRequest) -> None:
+        if request.index == 0:
             raise BackendError("nope")
 
     await rank(
-        make(Oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2
+        make(oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2
     )
     starts = [e for e in events if e.kind == "sample_start"]
     ends = [e for e in events if e.kind == "sample_end"]
@@ -385,7 +390,7 @@ def test_any_window_maps_every_answer_back_to_the_right_items(n, m, seed, data) 
     relevance = {items[i]: float(values[i]) for i in range(n)}
     truth = tuple(sorted(range(n), key=lambda i: -values[i]))
     indices = tuple(data.draw(st.permutations(range(n))))  # the window's input order
-    engine = make(Oracle(relevance, delay=0.002, seed=seed), num_permutations=m)
+    engine = make(oracle(relevance, delay=0.002, seed=seed), num_permutations=m)
     result = anyio.run(engine.rank_window, "q", items, indices, seed)
     assert result.order == truth and result.indices == indices
     assert all(
@@ -396,13 +401,13 @@ def test_any_window_maps_every_answer_back_to_the_right_items(n, m, seed, data) 
 async def test_a_sample_that_exhausts_its_retries_records_every_attempt() -> None:
     failing: set[str] = set()
 
-    async def first_prompt_always_503(number: int, messages) -> None:
-        key = json.dumps(messages[-len(ITEMS) * 2 - 1 :])
-        if number == 0 or key in failing:
+    async def first_prompt_always_503(request: ChatRequest) -> None:
+        key = json.dumps(request.messages[-len(ITEMS) * 2 - 1 :])
+        if request.index == 0 or key in failing:
             failing.add(key)
             raise BackendError("503 overloaded", retryable=True, status_code=503)
 
-    result = await rank(make(Oracle(RELEVANCE, script=first_prompt_always_503)))
+    result = await rank(make(oracle(RELEVANCE, script=first_prompt_always_503)))
     (failed,) = result.failed
     assert failed.status is ParseStatus.ERROR and "503 overloaded" in failed.error
     assert (failed.usage.calls, failed.usage.retries) == (FAST_RETRY.max_attempts, 2)
@@ -410,11 +415,11 @@ async def test_a_sample_that_exhausts_its_retries_records_every_attempt() -> Non
 
 
 async def test_min_coverage_turns_short_answers_into_reasks() -> None:
-    async def top_two(number: int, messages) -> str:
-        return "[3] > [5]" if messages[-1]["content"] != REASK.format(n=8) else None
+    async def top_two(request: ChatRequest) -> str:
+        return "[3] > [5]" if request.messages[-1]["content"] != REASK.format(n=8) else None
 
-    backend = Oracle(RELEVANCE, script=top_two)
+    backend = oracle(RELEVANCE, script=top_two)
     result = await rank(make(backend, min_coverage=0.5))
     assert all(s.attempts == 2 and s.status is ParseStatus.OK for s in result.samples)
-    partial = await rank(make(Oracle(RELEVANCE, script=top_two)))  # the default: any ranks
+    partial = await rank(make(oracle(RELEVANCE, script=top_two)))  # the default: any ranks
     assert all(s.status is ParseStatus.PARTIAL and s.attempts == 1 for s in partial.samples)

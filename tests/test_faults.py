@@ -9,6 +9,7 @@ import gc
 import logging
 import re
 import socket
+import time
 import warnings
 
 import anyio
@@ -233,9 +234,11 @@ class Batch:
 def test_a_batch_is_counted_once() -> None:
     backend = Batch()
     with PSCRanker(backend, num_permutations=8) as r:
+        started = time.perf_counter()
         result = r.rank("q", ITEMS)
+        wall = time.perf_counter() - started
     assert backend.batches == 1 and result.usage.calls == 1
-    assert 0.3 <= result.usage.latency_s < 1.2  # one pass, not 8 x 0.3 s
+    assert 0.3 <= result.usage.latency_s <= wall  # one pass, not 8 x 0.3 s
     shares = {round(s.usage.latency_s, 9) for s in result.samples}
     assert len(shares) == 1  # split evenly over the batch's samples
 

@@ -40,7 +40,8 @@ def test_the_cap_holds_across_threads_and_event_loops() -> None:
     async def hold() -> None:
         async with limiter:
             gauge.enter()
-            await asyncio.sleep(0.01)
+            while gauge.peak < 3:  # leave once the cap was reached (a wrong cap: a hang)
+                await asyncio.sleep(0.001)
             gauge.leave()
 
     async def many() -> None:
@@ -105,10 +106,15 @@ def test_bad_sizes_and_unmatched_releases_are_refused() -> None:
         CallLimiter(1).release()
 
 
-def test_one_ranker_from_sync_threads_and_event_loops_at_once(scripted_server) -> None:
+def test_one_ranker_from_sync_threads_and_event_loops_at_once(scripted_server, until) -> None:
     """3 sync threads (the bridge's loop) + 3 threads with their own loops, cap 2, m=8:
     every request completes and the server never sees more than 2 calls at once."""
-    server = scripted_server(lambda request: Reply("[2] > [1] > [3]", delay=0.02))
+
+    async def once_two_arrived(request) -> Reply:  # the cap, reached
+        await until(lambda: server.max_in_flight >= 2)
+        return Reply("[2] > [1] > [3]")
+
+    server = scripted_server(once_two_arrived)
     ranker = PSCRanker(
         "openai:m",
         num_permutations=8,

@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import random
 import re
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankRequest, backends
-from permsc_integrations.backends.base import Completion
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
@@ -21,51 +21,36 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.run.cache import SQLiteCache
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, shown_passages
 
 pytestmark = pytest.mark.timeout(60)
 
-PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.S)
 QUERY = re.compile(r"query: (.*)\.$", re.S)
 
 
-class Oracle:
-    """Ranks ``"doc <k>"`` passages by ``k`` (higher first); the query ``"slow ..."`` waits.
+def oracle(
+    name: str = "oracle",
+    fail_queries: tuple[str, ...] = (),
+    slow: Callable[[], Awaitable[object]] = anyio.sleep_forever,
+    hold: Callable[[], Awaitable[object]] | None = None,
+) -> ScriptedBackend:
+    """Ranks ``"doc <k>"`` passages by ``k`` (higher first); a query ``"slow ..."`` answers
+    once ``await slow()`` returns (never, by default), any other once ``await hold()`` does
+    (at once by default); ``fail_queries`` get a 400."""
 
-    Counts calls in flight; ``fail_queries`` get a non-retryable error.
-    """
+    async def respond(request: ChatRequest) -> str | Fault:
+        query = QUERY.search(request.messages[1]["content"]).group(1)
+        if query in fail_queries:
+            return Fault.status(400, message=f"refusing {query!r}")
+        if query.startswith("slow"):
+            await slow()
+        elif hold is not None:
+            await hold()
+        items = shown_passages(request.messages)
+        best = sorted(range(len(items)), key=lambda p: -int(items[p].split()[1]))
+        return " > ".join(f"[{p + 1}]" for p in best)
 
-    def __init__(
-        self, name: str = "oracle", delay: float = 0.0, fail_queries: tuple[str, ...] = ()
-    ) -> None:
-        self.name, self.delay, self.fail_queries = name, delay, fail_queries
-        self.calls = self.in_flight = self.max_in_flight = 0
-        self.closed = False
-        self.rng = random.Random(0)
-
-    async def acomplete(self, messages, settings) -> Completion:
-        self.calls += 1
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            query = QUERY.search(messages[1]["content"]).group(1)
-            if query in self.fail_queries:
-                from permsc_integrations.errors import BackendError
-
-                raise BackendError(f"refusing {query!r}")
-            wait = 0.3 if query.startswith("slow") else self.rng.uniform(0, self.delay)
-            await anyio.sleep(wait)
-            items = [
-                PASSAGE.match(m["content"]).group(2)
-                for m in messages
-                if m["role"] == "user" and PASSAGE.match(m["content"])
-            ]
-            best = sorted(range(len(items)), key=lambda p: -int(items[p].split()[1]))
-            return Completion(" > ".join(f"[{p + 1}]" for p in best))
-        finally:
-            self.in_flight -= 1
-
-    async def aclose(self) -> None:
-        self.closed = True
+    return ScriptedBackend(respond, name=name)
 
 
 def docs(n: int, seed: int = 0) -> list[str]:
@@ -89,7 +74,7 @@ def ranker(backend, **options) -> PSCRanker:
 
 def test_rank_sorts_a_short_list_and_reports_usage() -> None:
     items = docs(8)
-    backend = Oracle(delay=0.01)
+    backend = oracle()
     result = ranker(backend).rank("rank docs", items)
     assert list(result.order) == truth(items)
     assert result.scores[result.order[0]] == 1.0
@@ -97,13 +82,13 @@ def test_rank_sorts_a_short_list_and_reports_usage() -> None:
         result.scores[a] > result.scores[b]
         for a, b in zip(result.order, result.order[1:], strict=False)
     )
-    assert len(result.windows) == 1 and result.usage.calls == backend.calls == 4
+    assert len(result.windows) == 1 and result.usage.calls == backend.request_count == 4
     assert result.confidence == pytest.approx(1.0)
 
 
 async def test_sliding_window_brings_the_best_to_the_top() -> None:
     items = docs(35, seed=1)
-    backend = Oracle()
+    backend = oracle()
     result = await ranker(backend, window_size=10, step=5, strategy="sliding").arank(
         "rank docs", items
     )
@@ -119,7 +104,7 @@ async def test_sliding_window_brings_the_best_to_the_top() -> None:
 
 async def test_top_k_settles_more_than_one_pass_does() -> None:
     items = docs(30, seed=2)
-    sliding = ranker(Oracle(), window_size=10, step=5, top_k=12, strategy="sliding")
+    sliding = ranker(oracle(), window_size=10, step=5, top_k=12, strategy="sliding")
     result = await sliding.arank("rank docs", items)
     assert list(result.order[:12]) == truth(items)[:12]
 
@@ -130,25 +115,25 @@ async def test_documents_with_ids_and_mappings_are_accepted() -> None:
         {"text": "doc 3", "id": "b"},
         {"text": "doc 2", "id": "c"},
     ]
-    result = await ranker(Oracle()).arank("rank docs", items)
+    result = await ranker(oracle()).arank("rank docs", items)
     assert result.order == (1, 2, 0)
     with pytest.raises(InvalidRankingError, match="duplicate"):
-        await ranker(Oracle()).arank(
+        await ranker(oracle()).arank(
             "q", [{"text": "doc 1", "id": "a"}, {"text": "doc 2", "id": "a"}]
         )
     with pytest.raises(InvalidRankingError, match="empty"):
-        await ranker(Oracle()).arank("q", [])
+        await ranker(oracle()).arank("q", [])
 
 
 async def test_a_single_item_needs_no_call() -> None:
-    backend = Oracle()
+    backend = oracle()
     result = await ranker(backend).arank("q", ["doc 1"])
-    assert result.order == (0,) and result.scores == (1.0,) and backend.calls == 0
+    assert result.order == (0,) and result.scores == (1.0,) and backend.request_count == 0
 
 
 def test_rank_works_inside_a_running_event_loop() -> None:
     items = docs(6)
-    r = ranker(Oracle())
+    r = ranker(oracle())
 
     async def notebook_cell():
         return r.rank("rank docs", items)
@@ -162,22 +147,24 @@ async def test_arank_many_yields_as_completed_and_tags_requests() -> None:
         RankRequest("fast query", docs(6, seed=2), id="fast"),
         ("another fast", docs(5, seed=3)),
     ]
-    seen = []
-    async for result in ranker(Oracle()).arank_many(requests):
+    seen, release = [], anyio.Event()
+    async for result in ranker(oracle(slow=release.wait)).arank_many(requests):
         seen.append(result)
         assert list(result.order) == truth(list(result.request.items))
+        if len(seen) == 2:  # both fast ones are out: now the slow one may answer
+            release.set()
     assert seen[-1].request is requests[0], "the slow request completes last"
     assert {r.request.query for r in seen} == {"slow query", "fast query", "another fast"}
 
 
-async def test_one_shared_limiter_bounds_every_request() -> None:
-    backend = Oracle(delay=0.02)
+async def test_one_shared_limiter_bounds_every_request(until) -> None:
+    backend = oracle(hold=lambda: until(lambda: backend.max_in_flight >= 3))  # calls overlap
     r = ranker(backend, max_concurrency=3)
     results = [x async for x in r.arank_many([("q", docs(6, seed=s)) for s in range(5)])]
     assert len(results) == 5 and backend.max_in_flight == 3
 
 
-async def test_requests_under_way_are_bounded_too() -> None:
+async def test_requests_under_way_are_bounded_too(until) -> None:
     active, peak = 0, 0
 
     def track(event: Event) -> None:
@@ -185,19 +172,19 @@ async def test_requests_under_way_are_bounded_too() -> None:
         active += {"request_start": 1, "request_end": -1}.get(event.kind, 0)
         peak = max(peak, active)
 
-    r = ranker(Oracle(delay=0.01), max_concurrency=2, on_event=track)
+    r = ranker(oracle(hold=lambda: until(lambda: peak >= 2)), max_concurrency=2, on_event=track)
     results = [x async for x in r.arank_many([("q", docs(5, seed=s)) for s in range(6)])]
     assert len(results) == 6 and peak == 2
 
 
-async def test_request_concurrency_caps_each_request() -> None:
-    backend = Oracle(delay=0.02)
+async def test_request_concurrency_caps_each_request(until) -> None:
+    backend = oracle(hold=lambda: until(lambda: backend.max_in_flight >= 2))
     await ranker(backend, num_permutations=8, request_concurrency=2).arank("q", docs(6))
     assert backend.max_in_flight == 2
 
 
 async def test_a_failed_request_loses_no_other_result() -> None:
-    r = ranker(Oracle(fail_queries=("bad",)))
+    r = ranker(oracle(fail_queries=("bad",)))
     requests = [
         RankRequest("good", docs(5)),
         RankRequest("bad", docs(5)),
@@ -221,8 +208,13 @@ async def test_a_failed_request_loses_no_other_result() -> None:
     assert sum("other requests also failed" in n for n in notes) == 1
 
 
-def test_rank_many_keeps_request_order() -> None:
-    r = ranker(Oracle())
+def test_rank_many_keeps_request_order(until) -> None:
+    def fast_ones_answered() -> bool:
+        """the 2 x 4 calls of the fast requests answered"""
+        return sum(r.outcome == "ok" for r in backend.records) >= 8
+
+    backend = oracle(slow=lambda: until(fast_ones_answered))
+    r = ranker(backend)
     requests = [
         ("slow first", docs(5, seed=1)),
         ("fast", docs(7, seed=2)),
@@ -238,7 +230,7 @@ def test_rank_many_keeps_request_order() -> None:
 
 
 async def test_breaking_out_of_arank_many_cancels_the_rest() -> None:
-    backend = Oracle()
+    backend = oracle()
     before = asyncio.all_tasks()
     requests = [("fast", docs(4))] + [("slow", docs(4, seed=s)) for s in range(4)]
     async with contextlib.aclosing(ranker(backend).arank_many(requests)) as stream:
@@ -249,35 +241,40 @@ async def test_breaking_out_of_arank_many_cancels_the_rest() -> None:
     assert backend.in_flight == 0 and asyncio.all_tasks() == before
 
 
-async def test_cancelling_arank_many_leaves_nothing_running() -> None:
-    backend = Oracle()
+async def test_cancelling_arank_many_leaves_nothing_running(until) -> None:
+    backend = oracle()
     before = asyncio.all_tasks()
-    with anyio.move_on_after(0.1) as scope:
+
+    async def cancel_when_all_in_flight(scope: anyio.CancelScope) -> None:
+        await until(lambda: backend.in_flight == 12)  # 3 requests x 4 calls, none answers
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(cancel_when_all_in_flight, group.cancel_scope)
         async for _ in ranker(backend).arank_many([("slow", docs(5, seed=s)) for s in range(3)]):
             pass
     await anyio.sleep(0)
-    assert scope.cancelled_caught and backend.calls == 12
+    assert group.cancel_scope.cancelled_caught and backend.request_count == 12
     assert backend.in_flight == 0 and asyncio.all_tasks() == before
 
 
-async def test_cancelling_arank_cancels_every_call() -> None:
-    backend = Oracle()
+async def test_cancelling_arank_cancels_every_call(until) -> None:
+    backend = oracle()
 
     async def cancel_when_all_in_flight(scope: anyio.CancelScope) -> None:
-        while backend.in_flight < 6:  # every call started (each waits 0.3 s)
-            await anyio.sleep(0.001)
+        await until(lambda: backend.in_flight == 6)  # every call started (none answers)
         scope.cancel()
 
     ranked = []
     async with anyio.create_task_group() as group:
         group.start_soon(cancel_when_all_in_flight, group.cancel_scope)
         ranked.append(await ranker(backend, num_permutations=6).arank("slow", docs(6)))
-    assert not ranked and backend.calls == 6 and backend.in_flight == 0
+    assert not ranked and backend.request_count == 6 and backend.in_flight == 0
 
 
 async def test_events_cover_request_windows_and_samples() -> None:
     events: list[Event] = []
-    r = ranker(Oracle(), window_size=4, step=2, strategy="sliding", on_event=events.append)
+    r = ranker(oracle(), window_size=4, step=2, strategy="sliding", on_event=events.append)
     await r.arank("q", docs(6))
     kinds = [e.kind for e in events]
     assert kinds[0] == "request_start" and kinds[-1] == "request_end"
@@ -287,17 +284,17 @@ async def test_events_cover_request_windows_and_samples() -> None:
 
 async def test_spec_string_backends_are_owned_and_closed(monkeypatch) -> None:
     monkeypatch.setattr(backends, "_registry", backends._registry.copy())  # no global leftover
-    made: list[Oracle] = []
+    made: list[ScriptedBackend] = []
 
-    def factory(model: str | None, **options) -> Oracle:
-        made.append(Oracle(name=f"oracle:{model}"))
+    def factory(model: str | None, **options) -> ScriptedBackend:
+        made.append(oracle(name=f"oracle:{model}"))
         return made[-1]
 
     backends.register("oracle-test", factory)
     async with ranker("oracle-test:m1") as r:
         result = await r.arank("q", docs(4))
     assert made[0].name == "oracle:m1" and made[0].closed and len(result.order) == 4
-    mine = Oracle()
+    mine = oracle()
     async with ranker(mine) as r:
         await r.arank("q", docs(3))
     assert not mine.closed, "a backend object stays the caller's"
@@ -309,30 +306,30 @@ def test_names_and_callables_are_accepted_alike() -> None:
         return list(rankings[-1]) + rest
 
     items = docs(5)
-    assert list(ranker(Oracle(), aggregator=last_sample).rank("q", items).order) == truth(items)
-    assert list(ranker(Oracle(), aggregator="kemeny").rank("q", items).order) == truth(items)
+    assert list(ranker(oracle(), aggregator=last_sample).rank("q", items).order) == truth(items)
+    assert list(ranker(oracle(), aggregator="kemeny").rank("q", items).order) == truth(items)
     with pytest.raises(UnknownNameError):
-        ranker(Oracle(), aggregator="nope")
+        ranker(oracle(), aggregator="nope")
     with pytest.raises(UnknownNameError):
-        ranker(Oracle(), prompt="nope")
+        ranker(oracle(), prompt="nope")
     with pytest.raises(ConfigurationError):
-        ranker(Oracle(), min_successful=5)
+        ranker(oracle(), min_successful=5)
     with pytest.raises(ConfigurationError):
-        ranker(Oracle(), window_size=10, step=10, strategy="sliding")
+        ranker(oracle(), window_size=10, step=10, strategy="sliding")
     with pytest.raises(ConfigurationError):
-        ranker(Oracle(), max_concurrency=0)
+        ranker(oracle(), max_concurrency=0)
     with pytest.raises(ConfigurationError, match="timeout"):
-        ranker(Oracle(), timeout=0)
+        ranker(oracle(), timeout=0)
     with pytest.raises(ConfigurationError, match="num_permutations"):
-        ranker(Oracle(), num_permutations=0)
+        ranker(oracle(), num_permutations=0)
 
 
 def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
     items = docs(6)
-    first, second = Oracle(), Oracle()
+    first, second = oracle(), oracle()
     a = ranker(first, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
     b = ranker(second, cache=SQLiteCache(tmp_path / "c.db")).rank("q", items)
-    assert a.order == b.order and second.calls == 0 and b.usage.cached_calls == 4
+    assert a.order == b.order and second.request_count == 0 and b.usage.cached_calls == 4
 
 
 def test_real_openai_client_over_a_loopback_server() -> None:

@@ -21,6 +21,28 @@ pytestmark = pytest.mark.timeout(20)  # the hangs these tests guard against last
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.02, jitter=0.0)
 
 
+class Waits(list):
+    """The backoff waits the retry layer asked for, in order (it sleeps with ``anyio.sleep``);
+    ``asked`` is set at the first. They are slept for real: a wrong 30 s wait still shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = anyio.Event()
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
+    recorded, real_sleep = Waits(), anyio.sleep
+
+    async def sleep(delay: float) -> None:
+        recorded.append(delay)
+        recorded.asked.set()
+        await real_sleep(delay)
+
+    monkeypatch.setattr(anyio, "sleep", sleep)
+    return recorded
+
+
 class Failing:
     """Raise ``errors[k]`` on call k (then succeed); records when each call started."""
 
@@ -64,41 +86,41 @@ async def test_other_exceptions_are_not_retried() -> None:
     assert len(fn.started) == 1
 
 
-async def test_retry_after_is_honoured_over_backoff() -> None:
+async def test_retry_after_is_honoured_over_backoff(waits: Waits) -> None:
     slow_backoff = RetryPolicy(max_attempts=3, initial_backoff=30.0, max_backoff=30.0, jitter=0.0)
     fn = Failing(RateLimitError("429", retry_after=0.3))
-    with anyio.fail_after(5):  # a 30 s backoff would blow this
-        result, retries = await call_with_retry(fn, slow_backoff, timeout=5)
-    gap = fn.started[1] - fn.started[0]
+    result, retries = await call_with_retry(fn, slow_backoff, timeout=5)
     assert retries == 1 and result == "ok after 1"
-    assert 0.29 <= gap < 1.5, gap
+    assert waits == [0.3]  # not the 30 s backoff (that would also outlast the test's timeout)
+    assert fn.started[1] - fn.started[0] >= 0.29
 
 
-async def test_retry_after_is_capped() -> None:
+async def test_retry_after_is_capped(waits: Waits) -> None:
     policy = RetryPolicy(max_attempts=2, initial_backoff=0.0, jitter=0.0, max_retry_after=0.05)
     fn = Failing(RateLimitError("429", retry_after=3600))
-    with anyio.fail_after(5):
-        await call_with_retry(fn, policy, timeout=5)
-    assert fn.started[1] - fn.started[0] < 1.0
+    await call_with_retry(fn, policy, timeout=5)
+    assert waits == [0.05] and len(fn.started) == 2
 
 
-async def test_backoff_grows_exponentially() -> None:
+async def test_backoff_grows_exponentially(waits: Waits) -> None:
     policy = RetryPolicy(max_attempts=4, initial_backoff=0.05, max_backoff=10, jitter=0.0)
     fn = Failing(*[BackendError("503", retryable=True)] * 3)
     await call_with_retry(fn, policy, timeout=5)
+    assert waits == [0.05, 0.1, 0.2]
     gaps = [b - a for a, b in zip(fn.started, fn.started[1:], strict=False)]
     assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.19, gaps
 
 
-async def test_total_time_is_bounded() -> None:
+async def test_total_time_is_bounded(waits: Waits) -> None:
     policy = RetryPolicy(
         max_attempts=100, initial_backoff=0.1, max_backoff=0.1, jitter=0.0, max_total_time=0.5
     )
     fn = Failing(*[BackendError("503", retryable=True)] * 100)
     with pytest.raises(BackendError):
         await call_with_retry(fn, policy, timeout=5)
-    assert 2 <= len(fn.started) <= 6  # one attempt per 0.1 s backoff within the 0.5 s budget
-    assert fn.started[-1] - fn.started[0] < 0.5  # no attempt starts past the budget
+    assert 2 <= len(fn.started) <= 5 and len(waits) == len(fn.started) - 1
+    # no wait was asked that would end past the 0.5 s budget (measured from the first try)
+    assert all(start - fn.started[0] + 0.1 < 0.5 for start in fn.started[:-1])
 
 
 async def test_per_call_timeout_raises_a_retryable_timeout() -> None:
@@ -133,12 +155,18 @@ async def test_total_time_also_cuts_a_slow_attempt() -> None:
         await call_with_retry(hang, RetryPolicy(max_total_time=0.3), timeout=10)
 
 
-async def test_cancellation_during_backoff_is_prompt() -> None:
-    policy = RetryPolicy(max_attempts=5, initial_backoff=30, jitter=0)
+async def test_cancellation_during_backoff_is_prompt(waits: Waits) -> None:
+    policy = RetryPolicy(max_attempts=5, initial_backoff=30, max_backoff=30, jitter=0)
     fn = Failing(*[BackendError("503", retryable=True)] * 5)
-    with anyio.move_on_after(0.2) as scope:  # not a 30 s backoff (test timeout)
+
+    async def cancel_in_the_backoff(scope: anyio.CancelScope) -> None:
+        await waits.asked.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:  # a 30 s backoff fails on the test timeout
+        group.start_soon(cancel_in_the_backoff, group.cancel_scope)
         await call_with_retry(fn, policy, timeout=5)
-    assert scope.cancelled_caught and len(fn.started) == 1
+    assert group.cancel_scope.cancelled_caught and len(fn.started) == 1 and waits == [30]
 
 
 @pytest.mark.parametrize(
@@ -150,52 +178,70 @@ def test_bad_policy_raises_configuration_error(kwargs: dict) -> None:
         RetryPolicy(**kwargs)
 
 
-async def test_the_guard_is_held_per_attempt_and_released_during_backoff() -> None:
+async def test_the_guard_is_held_per_attempt_and_released_during_backoff(waits: Waits) -> None:
     slot = anyio.CapacityLimiter(1)
-    fn = Failing(RateLimitError("429", retry_after=0.3))
-    got_slot_at: list[float] = []
+    holders: list[int] = []
+
+    class Watched(Failing):  # how many held the slot at each attempt
+        async def __call__(self) -> str:
+            holders.append(slot.borrowed_tokens)
+            return await super().__call__()
+
+    fn = Watched(RateLimitError("429", retry_after=0.3))
+    free_during_backoff: list[bool] = []
 
     async def neighbour() -> None:
-        await anyio.sleep(0.05)
-        async with slot:
-            got_slot_at.append(time.monotonic())
+        await waits.asked.wait()  # the call is in its backoff now
+        free_during_backoff.append(slot.available_tokens == 1)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(neighbour)
         await call_with_retry(fn, FAST, timeout=5, guard=lambda: slot)
-    assert fn.started[0] < got_slot_at[0] < fn.started[1], "the slot was free during the wait"
+    assert holders == [1, 1], "each attempt held the slot"
+    assert free_during_backoff == [True], "the slot was free during the wait"
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_timeout() -> None:
+async def hog_until_queued(slot: anyio.CapacityLimiter, seconds: float, until) -> float:
+    """Hold ``slot`` until another task queues for it, then ``seconds`` more; returns when
+    the slot was given back."""
+    async with slot:
+        await until(lambda: slot.statistics().tasks_waiting == 1)
+        await anyio.sleep(seconds)
+        return time.monotonic()
+
+
+async def test_waiting_for_the_guard_does_not_count_against_the_timeout(until) -> None:
     slot = anyio.CapacityLimiter(1)
     fn = Failing()
+    released: list[float] = []
 
     async def hog() -> None:
-        async with slot:
-            await anyio.sleep(0.3)
+        released.append(await hog_until_queued(slot, 0.3, until))  # 3 x the call's timeout
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
-        await anyio.sleep(0.01)
+        await until(lambda: slot.borrowed_tokens == 1)
         result, retries = await call_with_retry(fn, FAST, timeout=0.1, guard=lambda: slot)
     assert (result, retries) == ("ok after 0", 0)
+    assert fn.started[0] >= released[0], "the call queued for the slot"
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget() -> None:
+async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(until) -> None:
     """A healthy call that queued longer than max_total_time still gets its attempts."""
     slot = anyio.CapacityLimiter(1)
     fn = Failing(BackendError("503", retryable=True))
     policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, jitter=0, max_total_time=0.2)
+    released: list[float] = []
 
     async def hog() -> None:
-        async with slot:
-            await anyio.sleep(0.4)  # twice the whole budget
+        released.append(await hog_until_queued(slot, 0.4, until))  # twice the whole budget
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
-        await anyio.sleep(0.01)
+        await until(lambda: slot.borrowed_tokens == 1)
         result, retries = await call_with_retry(fn, policy, timeout=5, guard=lambda: slot)
     assert (result, retries) == ("ok after 1", 1)
+    assert fn.started[0] >= released[0], "the call queued for the slot"
 
 
 @pytest.mark.parametrize("hint", [0.0, -5.0])

@@ -4,7 +4,7 @@ failure semantics, and names resolved by the registry."""
 
 from __future__ import annotations
 
-import time
+import threading
 from collections import Counter
 
 import pytest
@@ -19,7 +19,7 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies import Blocks
-from permsc_integrations.testing import Fault, Reply, noisy_responder, oracle_responder
+from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -32,8 +32,12 @@ def ranker(server, **options) -> PSCRanker:
     return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
 
 
-def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
-    server = scripted_server(lambda request: Reply(oracle_responder(len)(request).text, delay=1.0))
+def test_blocks_rank_a_long_list_in_two_rounds(scripted_server, until) -> None:
+    async def once_the_round_is_in_flight(request):  # no answer before all 20 calls arrived
+        await until(lambda: server.max_in_flight >= 20)
+        return oracle_responder(len)(request)
+
+    server = scripted_server(once_the_round_is_in_flight)
     events: list[Event] = []
     with ranker(
         server,
@@ -47,8 +51,7 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server) -> None:
         result = r.rank("longest?", ITEMS)
     assert list(result.order[:10]) == TRUTH[:10] and sorted(result.order) == list(range(50))
     assert server.request_count == 4 * 5 + 4  # m blocks of each shuffle, then m for the head
-    # every block of every shuffle in one round (1 s of latency: room for a loaded machine)
-    assert server.max_in_flight == 20
+    assert server.max_in_flight == 20  # every block of every shuffle in one round
     first, head = result.windows
     for unit in range(4):  # each shuffle shows every item exactly once, in blocks of 10
         shown = [s.permutation for s in first.samples[unit * 5 : unit * 5 + 5]]
@@ -193,11 +196,19 @@ def test_the_default_head_is_the_aggregators_quick_stand_in_or_its_consensus(
 
 
 def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) -> None:
-    def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator: 1 s a call
-        time.sleep(1.0)
+    head_round_arrived = threading.Event()  # set by the server at the head round's first call
+    arrived_in_time: list[bool] = []
+
+    def slow_borda(rankings, *, n_items, **options):  # the ranker's aggregator (in a thread)
+        arrived_in_time.append(head_round_arrived.wait(timeout=10))  # done once the head asks
         return aggregate(rankings, method="borda", n_items=n_items)
 
-    server = scripted_server(oracle_responder(len))
+    def respond(request):  # the first round's 5 windows x 4 calls, then the head's
+        if request.index >= 20:
+            head_round_arrived.set()
+        return oracle_responder(len)(request)
+
+    server = scripted_server(respond)
     events: list[tuple[str, int | None]] = []
     with ranker(
         server,
@@ -213,6 +224,7 @@ def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) 
     assert len(first.samples) == 20 and len(head.samples) == 4
     assert set(head.indices) == set(first.order[:10])  # the consensus's head, ranked perfectly
     assert list(result.order[:10]) == sorted(head.indices, key=TRUTH.index)
+    assert arrived_in_time[0], "the head round's calls went out before the consensus was done"
     head_calls = events.index(("sample_start", 1))
     assert head_calls < events.index(("window_end", 0))  # the head did not wait for it
 

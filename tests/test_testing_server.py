@@ -112,10 +112,10 @@ def test_malformed_request_gets_400(scripted_server):
     assert server.request_count == 0
 
 
-async def test_async_context_manager_counts_concurrency():
+async def test_async_context_manager_counts_concurrency(until):
     async def responder(request: ChatRequest) -> Reply:
-        await anyio.sleep(0)  # async responders work too
-        return Reply(f"answer {request.index}", delay=0.3)
+        await until(lambda: server.max_in_flight >= 8)  # async responders work too
+        return Reply(f"answer {request.index}")
 
     async with ScriptedOpenAIServer(responder) as server:
         async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as c:
@@ -129,7 +129,7 @@ async def test_async_context_manager_counts_concurrency():
                 for _ in range(8):
                     tg.start_soon(one)
     assert sorted(texts) == sorted(f"answer {i}" for i in range(8))
-    assert server.max_in_flight == 8 and server.in_flight == 0  # the eight delays overlapped
+    assert server.max_in_flight == 8 and server.in_flight == 0  # the eight calls overlapped
 
 
 def test_stop_does_not_wait_for_abandoned_answers():

@@ -66,20 +66,31 @@ def _validate(
 ) -> tuple[list[list[int]], int]:
     if isinstance(rankings, (str, bytes)):
         raise InvalidRankingError("rankings must be a sequence of rankings, not a string")
-    clean = [[int(i) for i in r] for r in rankings]
-    seen_max = max((max(r) for r in clean if r), default=-1)
-    n = seen_max + 1 if n_items is None else int(n_items)
+    clean = [list(map(int, r)) for r in rankings]  # the hot path: loops in C, one per check
+    filled = [r for r in clean if r]
+    high = max(map(max, filled), default=-1)
+    n = high + 1 if n_items is None else int(n_items)
     if n <= 0:
         raise InvalidRankingError(
             "nothing to aggregate: no items in any ranking and n_items not given"
         )
+    if (
+        high >= n
+        or min(map(min, filled), default=0) < 0
+        or list(map(len, map(set, clean))) != list(map(len, clean))
+    ):
+        _explain(clean, n)
+    return clean, n
+
+
+def _explain(clean: list[list[int]], n: int) -> None:
+    """Raise for the first ranking that lists an item twice or an index outside ``0..n-1``."""
     for k, r in enumerate(clean):
         if len(set(r)) != len(r):
             raise InvalidRankingError(f"ranking {k} lists an item twice: {r}")
         bad = [i for i in r if i < 0 or i >= n]
         if bad:
             raise InvalidRankingError(f"ranking {k} has indices outside 0..{n - 1}: {bad}")
-    return clean, n
 
 
 def aggregate(

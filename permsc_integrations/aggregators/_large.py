@@ -48,13 +48,21 @@ class Part:
         return self.objective <= math.ceil(self.lower_bound - 1e-6)
 
 
+_BONUS: dict[int, np.ndarray] = {}
+
+
 def perturbed(W: np.ndarray) -> np.ndarray:
     """``W`` minus a tie-break bonus (under one disagreement in total) for index order.
 
     The perturbed cost never exceeds the true one, so its LP bound stays a true bound.
     """
     k = W.shape[0]
-    return W - np.tril(np.ones((k, k)), -1) / (k * k)
+    if k not in _BONUS:
+        bonus = np.tril(np.ones((k, k)), -1) / (k * k)
+        if k > 64:
+            return W - bonus
+        _BONUS[k] = bonus  # small blocks come often (the hot path): built once per size
+    return W - _BONUS[k]
 
 
 def _midway(deadline: float, share: float = 0.5) -> float:

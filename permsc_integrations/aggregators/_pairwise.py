@@ -29,9 +29,12 @@ __all__ = [
     "split_by_order",
     "order_parts",
     "listed",
+    "pair_indices",
 ]
 
 _CHUNK = 1 << 22  # elements per temporary array while counting (a few MiB)
+_SMALL = 64  # up to this many items, pair indices are cached
+_PAIRS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 def positions(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
@@ -41,12 +44,13 @@ def positions(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
     [[1, 3, 0], [0, 1, 2]]
     """
     m = len(rankings)
-    lengths = np.fromiter((len(r) for r in rankings), dtype=np.intp, count=m)
+    sizes = [len(r) for r in rankings]
     dtype = np.int16 if n < 32000 else np.int32
-    if m and int(lengths.min()) == n:  # every ranking is full: one fancy-index scatter
+    if m and min(sizes) == n:  # every ranking is full: one fancy-index scatter
         pos = np.empty((m, n), dtype=dtype)
         pos[np.arange(m)[:, None], np.asarray(rankings, dtype=np.intp)] = np.arange(n)
         return pos
+    lengths = np.array(sizes, dtype=np.intp)
     total = int(lengths.sum())
     items = np.fromiter(chain.from_iterable(rankings), dtype=np.intp, count=total)
     starts = np.cumsum(lengths) - lengths
@@ -55,11 +59,14 @@ def positions(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
     return pos
 
 
-def listed(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
-    """A boolean mask of the items that appear in at least one ranking (alone counts too)."""
-    seen = np.zeros(n, dtype=bool)
+def listed(rankings: Sequence[Sequence[int]], W: np.ndarray) -> np.ndarray:
+    """A boolean mask of the items that appear in at least one ranking (alone counts too);
+    ``W`` is :func:`pairwise_counts` of the same rankings (it holds every item met in pairs).
+    """
+    seen = np.asarray(W.any(0) | W.any(1))
     for r in rankings:
-        seen[np.asarray(r, dtype=np.intp)] = True
+        if len(r) == 1:
+            seen[r[0]] = True
     return seen
 
 
@@ -71,8 +78,14 @@ def pairwise_counts(rankings: Sequence[Sequence[int]], n: int) -> np.ndarray:
     their own pairs, grouped by length.
     """
     W = np.zeros((n, n), dtype=np.int64)
-    long = [r for r in rankings if len(r) > 1 and 2 * len(r) >= n]
-    short = [r for r in rankings if len(r) > 1 and 2 * len(r) < n]
+    long: list[Sequence[int]] = []
+    short: list[Sequence[int]] = []
+    if n <= _SMALL:  # few items: one pass by position is quickest (the hot path)
+        long = [r for r in rankings if len(r) > 1]
+    else:
+        for r in rankings:
+            if len(r) > 1:
+                (long if 2 * len(r) >= n else short).append(r)
     if long:
         _count_by_position(long, n, W)
     if short:
@@ -96,7 +109,7 @@ def _count_by_pairs(rankings: Sequence[Sequence[int]], n: int, W: np.ndarray) ->
         by_length.setdefault(len(r), []).append(r)
     flat = W.reshape(-1)  # a view: W is C-contiguous
     for length, group in by_length.items():
-        first, second = np.triu_indices(length, 1)
+        first, second = pair_indices(length)
         rows = max(1, _CHUNK // len(first))
         for start in range(0, len(group), rows):
             items = np.asarray(group[start : start + rows], dtype=np.intp)
@@ -104,10 +117,22 @@ def _count_by_pairs(rankings: Sequence[Sequence[int]], n: int, W: np.ndarray) ->
             flat += np.bincount(pairs, minlength=n * n)
 
 
+def pair_indices(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(k, 1)``, kept for small ``k`` (the hot path builds them often)."""
+    if k > _SMALL:
+        return np.triu_indices(k, 1)
+    if k not in _PAIRS:
+        _PAIRS[k] = np.triu_indices(k, 1)
+    return _PAIRS[k]
+
+
 def kendall_cost(order: Sequence[int], W: np.ndarray) -> int:
     """Kemeny objective of ``order`` (a full order of W's items): pairwise disagreements."""
     o = np.asarray(order, dtype=np.intp)
-    return int(np.triu(W[o][:, o].T, 1).sum())
+    if len(o) > _SMALL:
+        return int(np.triu(W[o][:, o].T, 1).sum())
+    first, second = pair_indices(len(o))
+    return int(W[o[second], o[first]].sum())  # the same sum, without a k x k temporary
 
 
 def net_order(W: np.ndarray, items: np.ndarray | None = None) -> np.ndarray:
@@ -139,8 +164,12 @@ def condorcet_blocks(W: np.ndarray, items: np.ndarray) -> list[np.ndarray]:
     suffix = col_prefix[:, ::-1].cumsum(1)[:, ::-1]  # suffix[r, c] = sum over j >= c
     cuts = np.arange(1, k)
     is_cut = suffix[cuts - 1, cuts] == cuts * (k - cuts)
+    if is_cut.all():  # a strict order (the usual case on consistent answers): no sort needed
+        return list(items[order].reshape(k, 1))
+    block = np.concatenate(([0], np.cumsum(is_cut)))  # the block of each position of order
+    ranked = items[order][np.lexsort((items[order], block))]  # by block, then by index
     bounds = [0, *cuts[is_cut].tolist(), k]
-    return [np.sort(items[order[a:b]]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [ranked[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def split_by_order(W: np.ndarray, order: Sequence[int]) -> list[np.ndarray]:

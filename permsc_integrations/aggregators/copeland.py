@@ -33,6 +33,7 @@ def copeland_scores(W: np.ndarray) -> np.ndarray:
 
 def copeland(rankings: Sequence[Sequence[int]], *, n_items: int, **_: Any) -> list[int]:
     """Items by Copeland score, best first; ties by index, absent items last."""
-    scores = copeland_scores(pairwise_counts(rankings, n_items))
-    scores[~listed(rankings, n_items)] = -np.inf
+    W = pairwise_counts(rankings, n_items)
+    scores = copeland_scores(W)
+    scores[~listed(rankings, W)] = -np.inf
     return np.argsort(-scores, kind="stable").tolist()

@@ -39,6 +39,7 @@ from ._pairwise import (
     listed,
     net_order,
     order_parts,
+    pair_indices,
     pairwise_counts,
     split_by_order,
 )
@@ -95,7 +96,7 @@ def _brute(cost: np.ndarray) -> list[int]:
     if k not in _PERMS:
         _PERMS[k] = np.array(list(permutations(range(k))), dtype=np.intp)
     perms = _PERMS[k]
-    a, b = np.triu_indices(k, 1)
+    a, b = pair_indices(k)
     totals = cost[perms[:, b], perms[:, a]].sum(1)
     return perms[int(np.argmin(totals))].tolist()
 
@@ -124,8 +125,6 @@ class _Budget:
 def _solve_block(W: np.ndarray, block: np.ndarray, budget: _Budget, opts: _Options) -> _Solved:
     """Solve one Condorcet block: local search, then cut it into independent parts."""
     k = len(block)
-    if k == 1:
-        return [(block, None)]
     sub = W[np.ix_(block, block)]
     if k <= opts.dp_max:
         return [(block, _small(sub))]
@@ -180,12 +179,15 @@ def kemeny_solve(
     _check_solver(solver)
     opts = _Options(solver, dp_max)
     W = pairwise_counts(rankings, n_items)
-    present = listed(rankings, n_items)
+    present = listed(rankings, W)
     blocks = condorcet_blocks(W, np.flatnonzero(present))
     budget = _Budget(deadline, [len(b) for b in blocks if len(b) > dp_max])
     order: list[int] = []
     slack, methods = 0.0, set()
     for block in blocks:
+        if len(block) == 1:  # most blocks on consistent answers: nothing to solve
+            order.append(int(block[0]))
+            continue
         for items, res in _solve_block(W, block, budget, opts):
             if res is None:
                 order.extend(items.tolist())
@@ -206,8 +208,7 @@ def kemeny_solve(
 
 def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -> list[int]:
     """The Kemeny ranking (see :func:`kemeny_solve` for the options); warns if approximate."""
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
+    if unknown := sorted(options.keys() - _OPTIONS):
         raise ConfigurationError(
             f"unknown kemeny option(s) {unknown}; accepted: {', '.join(sorted(_OPTIONS))}"
         )

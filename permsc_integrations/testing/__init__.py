@@ -7,6 +7,8 @@ serves ``POST /v1/chat/completions`` (non-streaming, OpenAI's schema, with usage
 :class:`Fault` (an HTTP error, a dropped connection). Every request is recorded, with
 timestamps and the peak number in flight, so tests can assert concurrency and retries.
 Needs the ``testing`` extra (uvicorn, starlette): ``pip install 'permsc-integrations[testing]'``.
+:class:`ScriptedBackend` plays the same responders in process (no HTTP, no extra), for tests
+of everything above the backend.
 
 Example:
     >>> from openai import OpenAI
@@ -19,6 +21,7 @@ Example:
     ('[2] > [1]', 1)
 """
 
+from .backend import ScriptedBackend
 from .responders import (
     ChatRequest,
     Fault,
@@ -41,6 +44,7 @@ __all__ = [
     "RequestRecord",
     "Responder",
     "ScriptedOpenAIServer",
+    "ScriptedBackend",
     "shown_passages",
     "sequence",
     "oracle_responder",
