@@ -43,7 +43,8 @@ class Event:
     ``window`` is the window's position in the plan (0 = first window run), ``sample`` the
     sample's index within its window, ``total`` the count of its kind (windows in the plan,
     samples in the window). ``detail`` carries kind-specific values: ``status``, ``attempts``
-    and ``error`` for ``sample_end``; ``start``/``end`` for windows; ``n_items`` for requests.
+    (calls sent for the sample: asks and re-asks, retries included), ``retries`` and ``error``
+    for ``sample_end``; ``start``/``end`` for windows; ``n_items`` for requests.
     """
 
     kind: EventKind

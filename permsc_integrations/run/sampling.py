@@ -249,7 +249,8 @@ class WindowRun:
             "sample_end",
             k,
             status=sample.status.value,
-            attempts=sample.attempts,
+            attempts=sample.attempts + sample.usage.retries,  # every time the model was asked
+            retries=sample.usage.retries,
             error=sample.error,
         )
 

@@ -8,6 +8,9 @@ and carry the tag ``permsc`` so that tracers can tell them apart. Errors become 
 typed :class:`~permsc_integrations.errors.BackendError` tree so that the engine retries only
 what is retryable: turn the model's own retries off (``max_retries=0``). First-token scoring
 asks for one token with logprobs and reads ``response_metadata["logprobs"]`` (``ChatOpenAI``).
+The model's async client belongs to the first event loop that ranks with it; calls from any
+other loop (the sync bridge, ``asyncio.run`` again) use ``invoke`` in a worker thread instead
+(:class:`~permsc_integrations.backends.home_loop.HomeLoop`), so no request is sent twice.
 
 :class:`TracedBackend` wraps a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
 so that each of its calls is a chat-model run of the LangChain run that started the ranking,
@@ -47,6 +50,7 @@ from permsc_integrations.backends.base import (
     LabelProbabilities,
     Message,
 )
+from permsc_integrations.backends.home_loop import HomeLoop
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.backends.logprobs import (
     check_labels,
@@ -130,6 +134,7 @@ class ChatModelBackend:
             )
         self.model, self.top_logprobs = model, positive_int("top_logprobs", top_logprobs)
         self.name = name or f"langchain:{_model_name(model)}"
+        self._home = HomeLoop()
 
     @property
     def fingerprint(self) -> str:
@@ -184,9 +189,13 @@ class ChatModelBackend:
 
     async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
+        chat, config = _messages(messages), _config()
         try:
             with anyio.fail_after(timeout):
-                return await self.model.ainvoke(_messages(messages), _config(), stream=False, **kw)
+                return await self._home.call(
+                    lambda: self.model.ainvoke(chat, config, stream=False, **kw),
+                    lambda: self.model.invoke(chat, config, stream=False, **kw),
+                )
         except BackendError:
             raise
         except TimeoutError as exc:

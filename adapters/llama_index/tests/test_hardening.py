@@ -55,12 +55,9 @@ def spec(server: Any, **options: Any) -> PSCRerank:
 
 @pytest.mark.parametrize("via", ["spec", "llm"])
 def test_one_rerank_from_threads_and_event_loops_never_hangs_and_keeps_its_cap(kit, server, via):
-    """A LlamaIndex LLM shared by event loops must not keep one HTTP client for all of them:
-    OpenAI-style LLMs need reuse_client=False (docs/integrations/llama_index.md)."""
+    """An LLM keeping one HTTP client (reuse_client=True, the default) serves every loop."""
     server.responder = lambda r: Reply(oracle_responder(kit.relevance)(r).text, delay=0.02)
-    llm = kit.openai_like(server)
-    llm.reuse_client = False
-    model: dict[str, Any] = {"llm": llm}
+    model: dict[str, Any] = {"llm": kit.openai_like(server)}
     if via == "spec":
         model = {"backend": "openai:m", "backend_options": {"base_url": server.base_url}}
     rerank = PSCRerank(num_permutations=8, max_concurrency=2, top_n=None, **model)
@@ -83,6 +80,37 @@ def test_one_rerank_from_threads_and_event_loops_never_hangs_and_keeps_its_cap(k
     assert not any(t.is_alive() for t in threads), stacks("a caller hung")
     assert done == [kit.oracle_texts()] * 6
     assert server.max_in_flight == 2 and server.request_count == 6 * 8
+
+
+def test_an_llm_used_from_several_event_loops_sends_each_request_once(kit, server) -> None:
+    """Sync calls run on the bridge's loop, async ones on the app's, and each ``asyncio.run``
+    is a new loop; the LLM's async client belongs to the first. Reused from another loop, a
+    pooled connection sends the request, then fails to read the answer ("Event loop is
+    closed") and the retry sends it again (issue 26)."""
+    server.responder = oracle_responder(kit.relevance)
+    rerank = PSCRerank(llm=kit.openai_like(server), num_permutations=3, top_n=None)
+    sent: list[int] = []
+    ranked: list[list[str]] = []
+
+    async def counted(call: Any) -> None:
+        before = server.request_count
+        out = await call()
+        sent.append(server.request_count - before)
+        ranked.append([n.node.get_content() for n in out])
+        assert all(n.node.metadata["psc"]["usage"]["retries"] == 0 for n in out)
+
+    async def app() -> None:  # one long-lived loop: async and sync endpoints alternate
+        for _ in range(3):
+            await counted(lambda: rerank.apostprocess_nodes(nodes(kit), QueryBundle(kit.QUERY)))
+            await counted(
+                lambda: asyncio.to_thread(rerank.postprocess_nodes, nodes(kit), None, kit.QUERY)
+            )
+
+    asyncio.run(app())
+    for _ in range(2):  # a script calling asyncio.run again and again
+        asyncio.run(counted(lambda: rerank.apostprocess_nodes(nodes(kit), QueryBundle(kit.QUERY))))
+    assert sent == [3] * 8
+    assert ranked == [kit.oracle_texts()] * 8
 
 
 def test_unknown_options_and_a_bad_top_n_are_refused(kit) -> None:

@@ -6,6 +6,7 @@ import socket
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
 
@@ -80,10 +81,21 @@ async def test_engine_retries_a_rate_limited_chat_call(
     reranker = PSCReranker(
         backend=chat(server.base_url), num_permutations=3, retry=retry, top_n=None
     )
-    docs = await reranker.acompress_documents(corpus.documents(), "q")
+    ends: list[dict[str, Any]] = []
+
+    class SampleEnds(BaseCallbackHandler):
+        def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+            if name == "psc_sample_end":
+                ends.append(dict(data))
+
+    request = {"query": "q", "documents": corpus.documents()}
+    docs = await reranker.ainvoke(request, {"callbacks": [SampleEnds()]})
     assert [d.page_content for d in docs] == corpus.expected_order(corpus.texts)
     assert server.request_count == 3 + 1
     assert all(d.metadata["psc"]["failed"] == 0 for d in docs)
+    # the retried sample says so in its event: two calls sent, one of them a retry
+    counted = sorted((e["attempts"], e["retries"]) for e in ends)
+    assert counted == [(1, 0), (1, 0), (2, 1)]
 
 
 def test_rejects_what_is_not_a_chat_model() -> None:

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import get_usage_metadata_callback
+from langchain_core.callbacks import BaseCallbackHandler, get_usage_metadata_callback
 from langchain_core.load import dumps
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableLambda
@@ -57,6 +57,49 @@ def test_one_reranker_from_threads_and_event_loops_keeps_its_cap(corpus, server)
     assert done == [corpus.expected_order(corpus.texts)] * 6
     assert server.max_in_flight == 2 and server.request_count == 6 * 8
     reranker.close()
+
+
+class SampleEnds(BaseCallbackHandler):
+    """The ``psc_sample_end`` events' data."""
+
+    def __init__(self) -> None:
+        self.data: list[dict[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if name == "psc_sample_end":
+            self.data.append(dict(data))
+
+
+def test_a_chat_model_used_from_several_event_loops_sends_each_request_once(corpus, server):
+    """Sync calls run on the bridge's loop, async ones on the app's, and each ``asyncio.run``
+    is a new loop; the model's async client belongs to the first. Reused from another loop, a
+    pooled connection sends the request, then fails to read the answer ("Event loop is
+    closed") and the retry sends it again (issue 26: 12 extra requests in 8 reranks)."""
+    reranker = PSCReranker(backend=chat(server), num_permutations=3, top_n=None)
+    ends = SampleEnds()
+    config: Any = {"callbacks": [ends]}
+    request = {"query": "q", "documents": corpus.documents()}
+    sent: list[int] = []
+    ranked: list[list[str]] = []
+
+    async def counted(call: Any) -> None:
+        before = server.request_count
+        docs = await call()
+        sent.append(server.request_count - before)
+        ranked.append([d.page_content for d in docs])
+        assert all(d.metadata["psc"]["usage"]["retries"] == 0 for d in docs)
+
+    async def app() -> None:  # one long-lived loop: async and sync endpoints alternate
+        for _ in range(3):
+            await counted(lambda: reranker.ainvoke(request, config))
+            await counted(lambda: asyncio.to_thread(reranker.invoke, request, config))
+
+    asyncio.run(app())
+    for _ in range(2):  # a script calling asyncio.run again and again
+        asyncio.run(counted(lambda: reranker.ainvoke(request, config)))
+    assert sent == [3] * 8
+    assert ranked == [corpus.expected_order(corpus.texts)] * 8
+    assert [(e["attempts"], e["retries"]) for e in ends.data] == [(1, 0)] * 24
 
 
 def test_unknown_options_are_refused() -> None:

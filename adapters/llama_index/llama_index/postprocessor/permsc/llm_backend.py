@@ -7,6 +7,9 @@ what the LLM reports (the raw response's ``usage``, or ``prompt_tokens``/``compl
 in ``additional_kwargs``).
 Errors become the core's typed :class:`~permsc_integrations.errors.BackendError` tree so the
 engine retries only what is retryable; turn the LLM's own retries off (``max_retries=0``).
+The LLM's async client belongs to the first event loop that ranks with it; calls from any
+other loop (the sync bridge, ``asyncio.run`` again) use ``chat`` in a worker thread instead
+(:class:`~permsc_integrations.backends.home_loop.HomeLoop`), so no request is sent twice.
 
 Example:
     >>> from llama_index.core.llms import MockLLM
@@ -35,6 +38,7 @@ from permsc_integrations.backends.base import (
     LabelProbabilities,
     Message,
 )
+from permsc_integrations.backends.home_loop import HomeLoop
 from permsc_integrations.backends.http_errors import map_model_error
 from permsc_integrations.backends.logprobs import (
     check_labels,
@@ -56,6 +60,7 @@ class LlamaIndexLLMBackend:
     def __init__(self, llm: LLM, *, name: str | None = None, top_logprobs: int = 20) -> None:
         self.llm, self.top_logprobs = llm, positive_int("top_logprobs", top_logprobs)
         self.name = name or f"llama_index:{llm.metadata.model_name}"
+        self._home = HomeLoop()
 
     @property
     def fingerprint(self) -> str:
@@ -109,9 +114,12 @@ class LlamaIndexLLMBackend:
 
     async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``achat``, its failures as the core's typed errors."""
+        chat = _chat(messages)
         try:
             with anyio.fail_after(timeout):
-                return await self.llm.achat(_chat(messages), **kw)
+                return await self._home.call(
+                    lambda: self.llm.achat(chat, **kw), lambda: self.llm.chat(chat, **kw)
+                )
         except BackendError:
             raise
         except Exception as exc:
