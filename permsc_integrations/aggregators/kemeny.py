@@ -214,21 +214,34 @@ def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -
         )
     sol = kemeny_solve(rankings, n_items=n_items, **options)
     if not sol.exact:
-        fix = (
-            "pip install 'permsc-integrations[highs]'"
-            if "no highspy" in sol.method
-            else "raise time_limit"
-        )
+        fix = "pip install highspy" if "no highspy" in sol.method else "raise time_limit"
         logger.warning(
-            "Kemeny ranking is approximate (%s): objective %d, lower bound %.1f, gap %.3f%%; "
-            "for an exact answer: %s",
+            "Kemeny ranking is approximate (%s): %s; for an exact answer: %s",
             sol.method,
-            sol.objective,
-            sol.lower_bound,
-            100 * sol.gap,
+            how_far(sol),
             fix,
         )
     return list(sol.order)
+
+
+def how_far(sol: KemenySolution) -> str:
+    """What is proven about an approximate ranking: its gap to the lower bound, or, where
+    the bound is under half the objective, that it says little (a gap of 7700 % is no news).
+
+    >>> how_far(KemenySolution((0, 1), 103, 100.0, False, "heuristic(time)"))
+    'objective 103, at most 3.0 % above the optimum (lower bound 100)'
+    >>> how_far(KemenySolution((0, 1), 78, 1.0, False, "heuristic(time)"))
+    'objective 78; the proven lower bound (1) is too weak to say how close it is'
+    """
+    if sol.lower_bound * 2 < sol.objective:
+        return (
+            f"objective {sol.objective}; the proven lower bound ({sol.lower_bound:.0f}) is too "
+            "weak to say how close it is"
+        )
+    return (
+        f"objective {sol.objective}, at most {100 * sol.gap:.1f} % above the optimum "
+        f"(lower bound {sol.lower_bound:.0f})"
+    )
 
 
 # what picks a blocks round's head by default (strategies.Blocks.head_by): insertion local
