@@ -10,6 +10,7 @@ model directory) and is only compiled.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,26 @@ def test_snippet_runs(name: str, code: str, scripted_server, monkeypatch, tmp_pa
             result = namespace["result"]
             assert result.order[0] == 1, "the goldfish passage must rank first"
             assert server.request_count == 20
+
+
+def test_every_guide_marks_a_plain_install_line_and_its_example(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``.ci/guides.py`` (CI stage "guides from the wheels") installs each guide's marked
+    install line from the wheels into a fresh environment and runs its marked example; here,
+    that the marks are in place and the lines are ones a user can run from the index."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ci_guides", ROOT / ".ci" / "guides.py")
+    assert spec is not None and spec.loader is not None
+    guides = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "ci_guides", guides)  # for its dataclass
+    spec.loader.exec_module(guides)
+    for path in guides.GUIDES:
+        guide = guides.read_guide(path)
+        assert guide.installs and all(args for args in guide.installs), path
+        assert not any(a.startswith((".", "/")) for args in guide.installs for a in args), path
+        compile(guide.example, path, "exec")
+    langchain = guides.read_guide("docs/integrations/langchain.md")
+    assert "langchain_classic" in langchain.example  # ... so its line installs it (issue 26)
+    assert any("langchain-classic" in args for args in langchain.installs)
