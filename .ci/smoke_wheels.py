@@ -4,7 +4,8 @@
 pins and no editable installs (so pip resolves today's releases, as it does for a user), and
 runs this script with ``python -I`` from outside the checkout, once per step:
 
-``core``        ``permsc-integrations[openai,testing]`` alone: ``PSCRanker("openai:...")``,
+``core``        ``permsc-integrations[openai,testing]`` alone: exact Kemeny (HiGHS is a core
+                dependency), ``PSCRanker("openai:...")``,
                 sync and async (the openai SDK that resolves for the core alone, 3.x today,
                 is built on httpx2 and brings no ``httpx``);
 ``adapters``    the two adapter wheels added: LangChain's ``PSCReranker`` and LlamaIndex's
@@ -44,6 +45,7 @@ SHOWN = (
     "anyio",
     "tenacity",
     "numpy",
+    "highspy",
     "langchain-core",
     "langchain-openai",
     "llama-index-core",
@@ -79,6 +81,19 @@ def check_adapters_typed() -> None:
         where = Path(module.__file__).resolve().parent
         assert "site-packages" in where.parts, f"{module.__name__} imported from {where}"
         assert (where / "py.typed").is_file(), f"py.typed missing from {module.__name__}'s wheel"
+
+
+def check_default_aggregator_exact() -> None:
+    """A plain install has HiGHS, so Kemeny on a list past its DP sizes is exact, as the
+    README says (issue 26: without highspy it fell back to local search)."""
+    import random
+
+    from permsc_integrations.aggregators.kemeny import kemeny_solve
+
+    rng = random.Random(0)
+    rankings = [rng.sample(range(30), 30) for _ in range(20)]
+    solution = kemeny_solve(rankings, n_items=30, time_limit=60)
+    assert solution.exact and "no highspy" not in solution.method, solution
 
 
 def core(base_url: str) -> None:
@@ -183,6 +198,10 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
     steps: dict[str, list[tuple[str, Callable[[], None]]]] = {
         "core": [
             ("the core is the installed wheel", check_installed_not_checkout),
+            (
+                "core: the default aggregator is exact (HiGHS installed)",
+                check_default_aggregator_exact,
+            ),
             ("core: PSCRanker('openai:...') rank and arank", lambda: core(base_url)),
             ("core: SDK errors become typed errors", lambda: core_errors(base_url)),
         ],
