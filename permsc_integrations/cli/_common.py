@@ -115,6 +115,8 @@ _RANKING_FLAGS = (
     ("num_permutations", "-m"),
     ("aggregator",),
     ("prompt",),
+    ("scoring",),
+    ("first_stage_weight",),
     ("strategy",),
     ("window_size",),
     ("step",),
