@@ -500,3 +500,28 @@ def test_the_sliding_trec_evaluation_runs_in_first_token_mode():
     )
     assert runs["psc-kemeny"]["q"][:3] == [f"d{i}" for i in truth(texts)[:3]]
     assert report.config["scoring"] == "first_token" and backend.batches > 0
+
+
+def test_a_file_being_topped_up_is_scored_on_the_orders_every_list_has(tmp_path, capsys):
+    from permsc_integrations.cli import main
+
+    queries = [
+        Query(
+            f"q{k}", "largest?", tuple(Candidate(f"d{k}{i}", t) for i, t in enumerate(items(4, k)))
+        )
+        for k in range(2)
+    ]
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q.qid} 0 {q.candidates[0].docid} 1\n" for q in queries))
+    path = tmp_path / "s.jsonl"
+    config = {"task": "trec", "m": 3, "scoring": "first_token", "window": 3}  # as _collect
+    log = SampleLog.create(path, config)
+    _collect(queries, BatchValueScorer(), 3, log)
+    log.close()
+    SampleLog.resume(path, {**config, "m": 9}, extend=True)[0].close()  # stopped at once
+    assert read_samples(path)[1] == {}  # no list is complete at m = 9
+    args = ["eval", "--from-samples", str(path), "--qrels", str(qrels), "--m-sweep", "1,2,5"]
+    assert main([*args, "--aggregators", "kemeny"]) == 0
+    out = capsys.readouterr().out
+    assert "2 lists, 2 shuffled orders each at most" in out
+    assert "PSC m=2 kemeny" in out and "PSC m=5" not in out

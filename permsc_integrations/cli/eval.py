@@ -172,6 +172,8 @@ def _from_samples(args: argparse.Namespace) -> int:
     from ..eval.samples import read_samples
 
     header, found = read_samples(args.from_samples)
+    if header.get("scoring") == "first_token":  # lists being topped up count with what they have
+        found = read_samples(args.from_samples, partial=True)[1]
     lists = list(found.values())
     if not lists:
         raise ConfigurationError(f"{args.from_samples} holds no complete list")

@@ -61,7 +61,8 @@ class FirstTokenTable:
         head = " | ".join(f"p vs {b}" for b in base)
         lines = [
             f"**{self.config.get('dataset', '')}** first-token, {self.metric}, "
-            f"{len(next(iter(self.rows.values())))} lists",
+            f"{len(next(iter(self.rows.values())))} lists, "
+            f"{self.config.get('orders')} shuffled orders each at most",
             "",
             f"| method | {self.metric} | {head} | prompts | prompt tokens | output tokens | "
             "model s |",
