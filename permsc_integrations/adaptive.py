@@ -79,23 +79,38 @@ class Adaptive:
         return tuple(order if self.top_k is None else order[: self.top_k])
 
     def stable(
-        self, rankings: Sequence[Any], *, n_items: int, aggregator: Any, grouped: bool = False
+        self,
+        rankings: Sequence[Any],
+        *,
+        n_items: int,
+        aggregator: Any,
+        grouped: bool = False,
+        probabilities: Sequence[Any] | None = None,
     ) -> bool:
         """True when every leave-one-out consensus is within ``tolerance`` of the consensus.
 
         ``grouped``: ``rankings`` is a list of groups (the blocks of one shuffle), left out a
-        group at a time."""
+        group at a time. ``probabilities``: shaped as ``rankings``, for an aggregator that
+        reads first-token probabilities."""
 
         groups = list(rankings) if grouped else [[r] for r in rankings]
         if len(groups) < 2:
             return False
-        flat = [r for g in groups for r in g]
-        target = self._target(aggregate(flat, method=aggregator, n_items=n_items))
+        probs = None
+        if probabilities is not None:
+            probs = list(probabilities) if grouped else [[p] for p in probabilities]
+
+        def consensus(keep: list[int]) -> tuple[int, ...]:
+            flat = [r for j in keep for r in groups[j]]
+            extra = {} if probs is None else {"probabilities": [p for j in keep for p in probs[j]]}
+            return self._target(aggregate(flat, method=aggregator, n_items=n_items, **extra))
+
+        target = consensus(list(range(len(groups))))
         for k in range(len(groups)):
-            rest = [r for j, g in enumerate(groups) if j != k for r in g]
-            if not rest:
+            rest = [j for j in range(len(groups)) if j != k]
+            if not any(groups[j] for j in rest):
                 return False
-            other = self._target(aggregate(rest, method=aggregator, n_items=n_items))
+            other = consensus(rest)
             if self._distance(other, target) > self.tolerance:
                 return False
         return True

@@ -31,6 +31,7 @@ from .backends.base import GenerationSettings
 from .checks import Check, at_least, flag, integer, number, share, unknown_option
 from .errors import ConfigurationError
 from .prompts import get_prompt
+from .prompts.first_token import first_token_prompt
 from .retry import RetryPolicy
 from .spending import parse_cap, parse_prices
 from .strategies import Sliding
@@ -44,6 +45,7 @@ __all__ = [
     "OptionInfo",
     "DEFAULT_MAX_CONCURRENCY",
     "APPLIES_TO",
+    "SCORINGS",
     "unknown_option",
 ]
 
@@ -100,6 +102,10 @@ def _strategy(name: str, value: Any) -> Any:
     return value
 
 
+def _reads_probabilities(aggregator: Any) -> bool:
+    return bool(getattr(resolve(aggregator), "uses_probabilities", False))
+
+
 def _slides(strategy: Any) -> bool:
     """Whether ``strategy`` moves windows by ``step`` (the only one that reads it)."""
     return isinstance(get_strategy(strategy), Sliding)
@@ -108,6 +114,16 @@ def _slides(strategy: Any) -> bool:
 def _prompt(name: str, value: Any) -> Any:
     get_prompt(value)  # an unknown name or a non-prompt object raises ConfigurationError
     return value
+
+
+SCORINGS = ("generate", "first_token")
+"""How a sample is read: a generated ranking, or the first token's label probabilities."""
+
+
+def _scoring(name: str, value: Any) -> Any:
+    if value in SCORINGS:
+        return value
+    raise ConfigurationError(f"{name} must be one of {', '.join(SCORINGS)}; got {value!r}")
 
 
 def _retry(name: str, value: Any) -> Any:
@@ -173,6 +189,26 @@ class RankingOptions:
         _prompt,
         cli=str,
         cli_help="prompt: rankgpt, rankvicuna, mathsort, wordsort, gsm8ksort",
+    )
+    scoring: str = _option(
+        "generate",
+        "generate (the model writes a ranking) or first_token (one output token: each item's "
+        "label probability; docs/first_token.md)",
+        _scoring,
+        cli=str,
+    )
+    calibrate: bool = _option(
+        False,
+        "first_token: divide each answer's label probabilities by the position prior read "
+        "from content-free items (CapCal), estimated once per backend, prompt and window size",
+        flag,
+    )
+    first_stage_weight: float = _option(
+        0.0,
+        "weight of the first-stage (input) order fused with each window's consensus "
+        "(Borda points: 0 = off, 1 = the input order; docs/first_token.md)",
+        share,
+        cli=float,
     )
     strategy: Any = _option(
         "blocks",
@@ -318,6 +354,29 @@ class RankingOptions:
                 f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
                 f"got {self.min_successful}"
             )
+        if self.scoring != "first_token" and _reads_probabilities(self.aggregator):
+            raise ConfigurationError(
+                f"aggregator {self.aggregator!r} reads first-token probabilities: use it with "
+                "scoring='first_token', or a rank aggregator (kemeny, borda, ...)"
+            )
+        if self.calibrate and self.scoring != "first_token":
+            raise ConfigurationError(
+                "calibrate=True calibrates first-token probabilities: "
+                "use it with scoring='first_token'"
+            )
+        if self.scoring == "first_token" and self.cache is not None:
+            raise ConfigurationError(
+                "the response cache keeps generated answers; first_token scoring does not use "
+                "it: pass cache=None"
+            )
+        if self.scoring == "first_token":
+            labels = self.build_prompt().labels  # type: ignore[attr-defined]
+            if self.window_size > len(labels):
+                raise ConfigurationError(
+                    f"first_token scoring labels each item of a window with one token and has "
+                    f"{len(labels)} labels; window_size={self.window_size} is too large: use "
+                    f"window_size <= {len(labels)} (the strategy splits longer lists)"
+                )
 
     def __repr__(self) -> str:  # backend_options may hold secrets: show their names only
         changed = [
@@ -354,7 +413,10 @@ class RankingOptions:
         )
 
     def build_prompt(self) -> Prompt:
-        """The prompt object; a prompt given by name gets ``max_words`` when it takes it."""
+        """The prompt object; a prompt given by name gets ``max_words`` when it takes it.
+        In first-token scoring, the first-token form of the prompt (:mod:`.prompts.first_token`)."""
+        if self.scoring == "first_token":
+            return first_token_prompt(self.prompt, self.max_words)  # type: ignore[return-value]
         if not isinstance(self.prompt, str):
             return get_prompt(self.prompt)
         try:

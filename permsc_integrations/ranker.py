@@ -34,7 +34,9 @@ from .items import normalize_items
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
 from .run.bridge import run_sync
+from .run.calibration import PriorCache
 from .run.engine import WindowEngine
+from .run.first_token import require_first_token
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
 from .run.sampling import Breaker
@@ -112,7 +114,12 @@ class PSCRanker:
             cache=o.cache,
             limiter=self.limiter,
             breaker=self.breaker,
+            scoring=o.scoring,
+            calibration=PriorCache() if o.calibrate else None,
+            first_stage_weight=o.first_stage_weight,
         )
+        if o.scoring == "first_token":
+            require_first_token(self.backend)
 
     def __repr__(self) -> str:
         return f"PSCRanker({self.backend.name!r}, {self.options!r})"
@@ -167,7 +174,8 @@ class PSCRanker:
         await req.emit(
             "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
         )
-        return RankingResult(order, scores_from_order(order), tuple(req.windows), confidence, usage)
+        scores = _scores(order, req.windows, len(texts))
+        return RankingResult(order, scores, tuple(req.windows), confidence, usage)
 
     def _priced(self, usage: Usage) -> Usage:
         prices = self.options.prices
@@ -300,6 +308,17 @@ class PSCRanker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:
+    """A probability aggregator's scores when one window ranked every item (first-token
+    scoring: each item's mean probability), else :func:`scores_from_order`."""
+    if len(windows) == 1 and windows[0].scores and len(windows[0].indices) == n:
+        scores = [0.0] * n
+        for item, score in zip(windows[0].indices, windows[0].scores, strict=True):
+            scores[item] = score
+        return tuple(scores)
+    return scores_from_order(order)
 
 
 def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest:

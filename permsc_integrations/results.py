@@ -93,6 +93,10 @@ class Sample:
     ``permutation[p]`` is the original index of the item shown at prompt position ``p``;
     ``ranking`` is the answer mapped back to original indices (best first, maybe partial);
     a failed sample keeps its ``exception`` (the ParseError or BackendError).
+    In first-token scoring (``scoring="first_token"``) ``probabilities[p]`` is the probability
+    of the item shown at position ``p`` (item ``permutation[p]``), renormalised over the
+    window's labels, and ``label_mass`` the share of the first token the labels held;
+    ``ranking`` orders the items by probability (ties: the earlier prompt position first).
     """
 
     permutation: tuple[int, ...]
@@ -103,15 +107,24 @@ class Sample:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     exception: BaseException | None = field(default=None, compare=False, repr=False)
+    probabilities: tuple[float, ...] = ()
+    label_mass: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.status in (ParseStatus.OK, ParseStatus.PARTIAL)
 
+    def item_probabilities(self) -> dict[int, float]:
+        """``{item: probability}`` of a first-token sample (empty for a generated one)."""
+        return dict(zip(self.permutation, self.probabilities, strict=False))
+
 
 @dataclass(frozen=True, slots=True)
 class WindowResult:
-    """PSC over one window: ``indices`` are original item indices in the window's input order."""
+    """PSC over one window: ``indices`` are original item indices in the window's input order.
+
+    ``scores[j]`` is item ``indices[j]``'s score from a first-token probability aggregator
+    (its mean probability, in [0, 1]); empty for the rank aggregators."""
 
     start: int
     indices: tuple[int, ...]
@@ -119,6 +132,7 @@ class WindowResult:
     samples: tuple[Sample, ...]
     confidence: float
     saved_calls: int = 0  # samples of the cap that adaptive m did not draw
+    scores: tuple[float, ...] = ()  # a probability aggregator's score per item of indices
 
     @property
     def failed(self) -> tuple[Sample, ...]:
@@ -130,7 +144,9 @@ class RankingResult:
     """The outcome of ranking one list.
 
     ``order`` holds indices into the caller's items, best first; ``scores[i]`` is item
-    ``i``'s score, strictly decreasing along ``order`` (usable as a relevance score).
+    ``i``'s score, strictly decreasing along ``order`` (usable as a relevance score). With
+    first-token scoring and a probability aggregator over one window, ``scores[i]`` is item
+    ``i``'s mean probability (in [0, 1], non-increasing along ``order``; docs/first_token.md).
     """
 
     order: tuple[int, ...]

@@ -20,7 +20,15 @@ from typing import Any, Protocol
 from ..errors import InvalidRankingError
 from ..registry import Registry
 
-__all__ = ["Aggregator", "register", "get", "available", "aggregate", "resolve"]
+__all__ = [
+    "Aggregator",
+    "register",
+    "get",
+    "available",
+    "aggregate",
+    "resolve",
+    "fuse_first_stage",
+]
 
 ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
 
@@ -37,6 +45,10 @@ _registry: Registry[Aggregator] = Registry(
     {  # built-ins load on first use, so that importing the package stays fast
         name: f"permsc_integrations.aggregators.{name}:{name}"
         for name in ("kemeny", "rrf", "borda", "copeland", "local_search")
+    }
+    | {  # first-token probabilities (scoring="first_token")
+        name: f"permsc_integrations.aggregators.probability:{name}"
+        for name in ("mean_probability", "mean_log_probability")
     },
 )
 
@@ -111,3 +123,26 @@ def aggregate(
     clean, n = _validate(rankings, n_items)
     fn: Callable[..., list[int]] = resolve(method)
     return list(fn(clean, n_items=n, **options))
+
+
+def fuse_first_stage(
+    order: Sequence[int], weight: float, first_stage: Sequence[int] | None = None
+) -> list[int]:
+    """``order`` (a full ranking of items ``0..n-1``) fused with the first-stage order
+    (``first_stage``, best first; default ``0..n-1``): each item scores ``(1 - weight)``
+    times its Borda points in ``order`` plus ``weight`` times those in the first stage; ties
+    break by first-stage order. ``weight`` 0 keeps ``order``, 1 gives the first stage back.
+
+    >>> fuse_first_stage([3, 2, 1, 0], 0.0), fuse_first_stage([3, 2, 1, 0], 0.6)
+    ([3, 2, 1, 0], [0, 1, 2, 3])
+    >>> fuse_first_stage([2, 0, 1, 3], 0.4)
+    [0, 2, 1, 3]
+    """
+    n = len(order)
+    if n < 2 or weight <= 0:
+        return list(order)
+    stage = list(range(n)) if first_stage is None else list(first_stage)
+    place = {item: rank for rank, item in enumerate(order)}
+    prior = {item: rank for rank, item in enumerate(stage)}
+    score = {i: (1 - weight) * (n - 1 - place[i]) + weight * (n - 1 - prior[i]) for i in stage}
+    return sorted(stage, key=lambda i: (-score[i], prior[i]))

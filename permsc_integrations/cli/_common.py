@@ -116,6 +116,8 @@ _RANKING_FLAGS = (
     ("num_permutations", "-m"),
     ("aggregator",),
     ("prompt",),
+    ("scoring",),
+    ("first_stage_weight",),
     ("strategy",),
     ("window_size",),
     ("step",),

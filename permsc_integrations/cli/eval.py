@@ -17,9 +17,9 @@ from ..aggregators import get
 from ..errors import ConfigurationError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
-from ._common import add_backend_arguments, backend_spec, build_backend, is_local
+from ._common import _flag, add_backend_arguments, backend_spec, build_backend, is_local
 from .eval_output import emit_reports, progress, samples_log
-from .eval_trec import offline_runs, passages_offline, trec
+from .eval_trec import first_token_offline, offline_runs, passages_offline, trec
 
 __all__ = ["add_parser", "run", "sorting_max_tokens"]
 
@@ -54,7 +54,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-words", type=int, default=300, help="trec: passage truncation in words"
     )
-    parser.add_argument("--window-size", type=int, default=20)
+    parser.add_argument(
+        "--window-size",
+        type=int,
+        default=20,
+        help="trec: window of the sliding PSC; with --samples and --scoring first_token, the "
+        "block size each order is cut into (default 20)",
+    )
     parser.add_argument("--step", type=int, default=10)
     parser.add_argument("--runs", nargs="+", help="offline: TREC run files to aggregate per query")
     parser.add_argument(
@@ -78,6 +84,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--markdown", help="write the results as a markdown table")
     parser.add_argument("--no-progress", action="store_true")
     add_backend_arguments(parser)
+    _flag(parser, "scoring")
     parser.set_defaults(run=run)
     return parser
 
@@ -127,6 +134,8 @@ def _one_temperature(
         "temperature": temperature,
         "prompt": dataset.examples[0].task,
     }
+    if options.get("scoring") == "first_token":
+        config |= {"scoring": "first_token", "prompt": "first_token"}
     log, done = samples_log(args, config)
     try:
         lists = run_sync(
@@ -163,9 +172,13 @@ def _from_samples(args: argparse.Namespace) -> int:
     from ..eval.samples import read_samples
 
     header, found = read_samples(args.from_samples)
+    if header.get("scoring") == "first_token":  # lists being topped up count with what they have
+        found = read_samples(args.from_samples, partial=True)[1]
     lists = list(found.values())
     if not lists:
         raise ConfigurationError(f"{args.from_samples} holds no complete list")
+    if header.get("scoring") == "first_token":
+        return first_token_offline(args, header, lists)
     if header.get("task") == "trec":
         return passages_offline(args, header, lists)
     task = f"{header.get('dataset', header.get('task', '?'))} (T={header.get('temperature')})"
@@ -201,6 +214,7 @@ def _sorting(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "timeout": args.timeout if args.timeout is not None else (None if local else 60.0),
         "max_tokens": args.max_tokens or (sorting_max_tokens(n) if local else None),
+        "scoring": args.scoring or "generate",
     }
     reports, collected = [], []
     try:

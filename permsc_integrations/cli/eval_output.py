@@ -71,5 +71,6 @@ def samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any, 
     if len(args.temperature) > 1:
         raise ConfigurationError("--samples holds one temperature: run one at a time")
     if args.resume and Path(args.samples).exists():
-        return SampleLog.resume(args.samples, config)
+        extend = config.get("task") == "trec" and config.get("scoring") == "first_token"
+        return SampleLog.resume(args.samples, config, extend=extend)
     return SampleLog.create(args.samples, config), {}

@@ -4,6 +4,8 @@ window, and one window per query with every answer saved (``--samples``)."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from ..run.bridge import run_sync
 from ._common import backend_spec, build_backend, is_local
 from .eval_output import emit_reports, progress, samples_log
 
-__all__ = ["offline_runs", "trec", "passages_offline"]
+__all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline"]
 
 
 def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
@@ -71,6 +73,51 @@ def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: li
     return 0
 
 
+def first_token_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+    """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
+    qrels for passages, Kendall tau for sorting lists."""
+    # lazy: start-up time of every permsc command
+    from ..eval.datasets import kendall_tau_b
+    from ..eval.first_token import score_first_token
+    from ..eval.passages import ndcg_of
+    from ..eval.samples import read_priors
+    from ..eval.trec import read_qrels
+
+    passages = header.get("task") == "trec"
+    if passages:
+        if not args.qrels:
+            raise ConfigurationError("re-scoring passage samples needs --qrels")
+        qrels = read_qrels(args.qrels)
+        lists = [s for s in lists if s.example.id in qrels]
+
+        def metric(order: Any, s: Any) -> float:
+            return ndcg_of(order, s, qrels)
+    else:
+
+        def metric(order: Any, s: Any) -> float:
+            return kendall_tau_b(list(order), s.example.keys)
+
+    n = max(len(s.example.items) for s in lists)
+    table = score_first_token(
+        lists,
+        metric,
+        metric_name="ndcg@10" if passages else "kendall_tau",
+        priors=read_priors(args.from_samples),
+        window=int(header.get("window") or n),
+        passages=passages,
+        m_values=[int(k) for k in args.m_sweep.split(",")] if args.m_sweep else (1, 5, 10),
+        aggregators=args.aggregators.split(","),
+        config={k: v for k, v in header.items() if k != "type"},
+    )
+    markdown = table.to_markdown(scale=100.0 if passages else 1.0, digits=2 if passages else 3)
+    sys.stdout.write(markdown)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(table.to_dict(), indent=2) + "\n")
+    return 0
+
+
 def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
     """One window per query, every answer saved to --samples (resumable)."""
     # lazy: start-up time of every permsc command
@@ -88,6 +135,10 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
         "depth": args.depth,
         "max_words": args.max_words,
     }
+    scoring = args.scoring or "generate"
+    window = min(args.window_size, args.depth) if scoring == "first_token" else None
+    if scoring == "first_token":
+        config |= {"scoring": scoring, "prompt": "first_token", "window": window}
     log, done = samples_log(args, config)
     local = is_local(backend_spec(args))
     try:
@@ -105,6 +156,8 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
             max_concurrency=args.concurrency,
             timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
             max_tokens=args.max_tokens or (8 + 6 * args.depth if local else None),
+            scoring=scoring,
+            window=window,
         )
     finally:
         if log is not None:
@@ -133,6 +186,7 @@ def trec(args: argparse.Namespace) -> int:
     options = {
         "timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
         "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None),
+        "scoring": args.scoring or "generate",
     }
     try:
         report, runs = run_sync(

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -27,12 +28,15 @@ from ..aggregators import aggregate
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
 from ..metrics import ndcg_at_k
+from ..permutations import cut_blocks
+from ..run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
+from ..run.engine import derive_seed
 from .datasets import SortingExample
 from .report import EvalReport
-from .samples import ListSamples, SampleLog
+from .samples import ListSamples, SampleLog, collected
 from .trec import Qrels, Query
 
-__all__ = ["acollect_passages", "score_passages"]
+__all__ = ["acollect_passages", "score_passages", "ndcg_of"]
 
 
 def _example(q: Query) -> SortingExample:
@@ -47,15 +51,65 @@ async def _one(ranker: Any, q: Query, m: int) -> ListSamples:
     except InsufficientSamplesError:
         empty = tuple(() for _ in range(m))
         return ListSamples(example, empty, empty, ("error",) * m, ("",) * m, q.query)
-    samples = result.samples
-    return ListSamples(
-        example,
-        tuple(s.permutation for s in samples),
-        tuple(s.ranking if s.ok else () for s in samples),
-        tuple(s.status.value for s in samples),
-        tuple(s.raw_text for s in samples),
+    return collected(example, result.samples, q.query)
+
+
+async def _blocks(ranker: Any, q: Query, window: int, skip: int) -> ListSamples:
+    """The m orders (the first-stage order first) but the first ``skip`` (drawn before), each
+    cut into blocks of at most ``window`` passages, one call a block; every block is one
+    saved sample."""
+    example = _example(q)
+    texts = list(example.items)
+    seed = derive_seed(ranker.options.seed, q.query, texts, "blocks")
+    draw = await ranker.engine.draw_blocks(
         q.query,
+        texts,
+        range(len(texts)),
+        seed,
+        block_size=window,
+        request_id=q.qid,
+        include_identity=True,
+        skip=skip,
     )
+    return collected(example, draw.samples, q.query)
+
+
+def _joined(a: ListSamples, b: ListSamples) -> ListSamples:
+    """``a``'s answers followed by ``b``'s (a list topped up to a larger m)."""
+    return replace(
+        a,
+        permutations=a.permutations + b.permutations,
+        rankings=a.rankings + b.rankings,
+        statuses=a.statuses + b.statuses,
+        raw_texts=a.raw_texts + b.raw_texts,
+        probabilities=a.probabilities + b.probabilities,
+        masses=a.masses + b.masses,
+        usages=(a.usages or ({},) * len(a.rankings)) + b.usages,
+    )
+
+
+async def _topped_up(
+    ranker: Any, q: Query, m: int, window: int, have: ListSamples | None, log: Any, index: int
+) -> ListSamples:
+    """A query's blocks answers up to m orders: only the orders ``have`` lacks are drawn."""
+    per_order = len(cut_blocks(range(len(q.candidates)), window))
+    drawn = len(have.rankings) // per_order if have is not None else 0
+    if drawn >= m and have is not None:
+        return have
+    new = await _blocks(ranker, q, window, drawn)
+    if log is not None:
+        log.write(new, index, start=len(have.rankings) if have is not None else 0)
+    return new if have is None else _joined(have, new)
+
+
+async def _record_priors(ranker: Any, log: SampleLog, sizes: set[int]) -> None:
+    """Estimate and record the position prior of each block size the file lacks."""
+    for size in sorted(sizes - set(log.priors)):
+        engine = ranker.engine
+        prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=engine.settings)
+        log.write_prior(
+            size, prior.probabilities, placeholders=PLACEHOLDERS, query=PLACEHOLDER_QUERY
+        )
 
 
 async def acollect_passages(
@@ -66,22 +120,32 @@ async def acollect_passages(
     log: SampleLog | None = None,
     done: Mapping[str, ListSamples] | None = None,
     progress: Any = None,
+    window: int | None = None,
     **ranker_options: Any,
 ) -> list[ListSamples]:
-    """``m`` answers per query (the first in first-stage order), one query after another."""
+    """``m`` answers per query (the first in first-stage order), one query after another.
+
+    With ``window`` (first-token runs) each of the m orders is cut into blocks of at most
+    ``window`` passages (one block when the list fits), one call and one saved sample a
+    block, and a list of ``done`` with fewer orders is topped up to m."""
     # lazy: start-up time; offline scoring never ranks
     from ..ranker import PSCRanker
 
     n = max((len(q.candidates) for q in queries), default=0)
     if n < 2:
         raise ConfigurationError("passage ranking needs at least two candidates per query")
-    options = {"window_size": n, "step": n - 1, "min_successful": 1, **ranker_options}
+    size = min(window or n, n)
+    options = {"window_size": size, "step": size - 1, "min_successful": 1, **ranker_options}
     ranker = PSCRanker(backend, num_permutations=m, include_identity=True, **options)
     out: list[ListSamples] = []
     try:
+        if window is not None and log is not None:
+            await _record_priors(ranker, log, {len(b) for b in cut_blocks(range(n), size)})
         for index, q in enumerate(queries):
             lists = (done or {}).get(q.qid)
-            if lists is None:
+            if window is not None:
+                lists = await _topped_up(ranker, q, m, size, lists, log, index)
+            elif lists is None:
                 lists = await _one(ranker, q, m)
                 if log is not None:
                     log.write(lists, index)
@@ -100,7 +164,7 @@ def _completed(ranking: Sequence[int], n: int) -> list[int]:
     return named + [i for i in range(n) if i not in set(named)]
 
 
-def _ndcg(order: Sequence[int], lists: ListSamples, qrels: Qrels) -> float:
+def ndcg_of(order: Sequence[int], lists: ListSamples, qrels: Qrels) -> float:
     docids = lists.example.keys
     run = [str(docids[i]) for i in _completed(order, len(docids))]
     return ndcg_at_k(run, qrels.get(lists.example.id, {}), 10)
@@ -125,15 +189,15 @@ def score_passages(
     if not judged:
         raise ConfigurationError("no evaluated query has judgements in the qrels")
     m = min(len(s.rankings) for s in judged)
-    singles = tuple(tuple(_ndcg(s.rankings[k], s, qrels) for s in judged) for k in range(m))
+    singles = tuple(tuple(ndcg_of(s.rankings[k], s, qrels) for s in judged) for k in range(m))
     methods = {
-        "first-stage": tuple(_ndcg((), s, qrels) for s in judged),
+        "first-stage": tuple(ndcg_of((), s, qrels) for s in judged),
         "single pass (first-stage order)": singles[0],
     }
-    methods |= {a: tuple(_ndcg(_psc(s, a), s, qrels) for s in judged) for a in aggregators}
+    methods |= {a: tuple(ndcg_of(_psc(s, a), s, qrels) for s in judged) for a in aggregators}
     sweep = {
         k: {
-            a: sum(_ndcg(_psc(s, a, k), s, qrels) for s in judged) / len(judged)
+            a: sum(ndcg_of(_psc(s, a, k), s, qrels) for s in judged) / len(judged)
             for a in aggregators
         }
         for k in m_sweep

@@ -42,7 +42,7 @@ from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
 from .report import EvalReport
-from .samples import ListSamples, SampleLog
+from .samples import ListSamples, SampleLog, collected
 from .trec import Qrels, Query, Run
 
 __all__ = [
@@ -85,14 +85,7 @@ async def _one(ranker: Any, example: SortingExample, m: int) -> ListSamples:
     except InsufficientSamplesError:
         empty = tuple(() for _ in range(m))
         return ListSamples(example, empty, empty, tuple("error" for _ in range(m)))
-    samples = result.samples
-    return ListSamples(
-        example,
-        tuple(s.permutation for s in samples),
-        tuple(s.ranking if s.ok else () for s in samples),
-        tuple(s.status.value for s in samples),
-        tuple(s.raw_text for s in samples),
-    )
+    return collected(example, result.samples)
 
 
 async def acollect_samples(

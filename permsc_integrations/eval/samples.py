@@ -22,18 +22,41 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigurationError
+from ..results import Sample, Usage
 from .datasets import SortingExample
 
-__all__ = ["ListSamples", "SampleLog", "read_samples", "RESUME_KEYS"]
+__all__ = [
+    "ListSamples",
+    "SampleLog",
+    "read_samples",
+    "read_priors",
+    "collected",
+    "RESUME_KEYS",
+]
 
-RESUME_KEYS = ("task", "dataset", "backend", "m", "seed", "temperature", "prompt")
+RESUME_KEYS = (
+    "task",
+    "dataset",
+    "backend",
+    "m",
+    "seed",
+    "temperature",
+    "prompt",
+    "scoring",
+    "window",
+    "depth",
+    "max_words",
+)
 """Configuration that must match for ``--resume`` to continue a samples file."""
+
+_ABSENT = {"scoring": "generate"}
+"""What a key missing from an older file's header meant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +72,34 @@ class ListSamples:
     statuses: tuple[str, ...]
     raw_texts: tuple[str, ...] = ()
     query: str = ""  # passage ranking: the query (sorting lists have none)
+    probabilities: tuple[tuple[float, ...], ...] = ()  # first-token: per sample, as shown
+    masses: tuple[float | None, ...] = ()  # first-token: the labels' share of the first token
+    usages: tuple[dict[str, float], ...] = ()  # per sample: tokens, calls, latency (cost rows)
+
+
+def collected(example: SortingExample, samples: Sequence[Sample], query: str = "") -> ListSamples:
+    """The saved form of a ranking's samples (first-token ones keep their probabilities)."""
+    scored = any(s.probabilities for s in samples)
+    return ListSamples(
+        example,
+        tuple(s.permutation for s in samples),
+        tuple(s.ranking if s.ok else () for s in samples),
+        tuple(s.status.value for s in samples),
+        tuple(s.raw_text for s in samples),
+        query,
+        tuple(s.probabilities for s in samples) if scored else (),
+        tuple(s.label_mass for s in samples) if scored else (),
+        tuple(_usage(s.usage) for s in samples),
+    )
+
+
+def _usage(u: Usage) -> dict[str, float]:
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "calls": u.calls,
+        "latency_s": round(u.latency_s, 4),
+    }
 
 
 class SampleLog:
@@ -56,6 +107,7 @@ class SampleLog:
 
     def __init__(self, handle: IO[str]) -> None:
         self._handle = handle
+        self.priors: dict[int, tuple[float, ...]] = {}  # first-token: position priors by size
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> SampleLog:
@@ -72,50 +124,76 @@ class SampleLog:
 
     @classmethod
     def resume(
-        cls, path: str | os.PathLike[str], config: Mapping[str, Any]
+        cls, path: str | os.PathLike[str], config: Mapping[str, Any], *, extend: bool = False
     ) -> tuple[SampleLog, dict[str, ListSamples]]:
-        """The file opened for appending and the lists it already holds (config checked)."""
-        header, done = read_samples(path)
-        differ = [k for k in RESUME_KEYS if k in config and header.get(k) != config[k]]
+        """The file opened for appending and the lists it already holds (config checked).
+
+        ``extend``: ``m`` may grow: the file gets a new ``run`` record with the larger ``m``
+        and the lists come back with the answers they have (fewer than ``m`` for those to be
+        topped up; the seeded orders are a prefix of the larger m's)."""
+        header, done = read_samples(path, partial=extend)
+        keys = [k for k in RESUME_KEYS if not (extend and k == "m")]
+        differ = [k for k in keys if k in config and header.get(k, _ABSENT.get(k)) != config[k]]
+        if extend and int(config.get("m", 0)) < int(header.get("m", 0)):
+            differ.append("m")
         if differ:
             shown = ", ".join(
-                f"{k}: {header.get(k)!r} in the file, {config[k]!r} now" for k in differ
+                f"{k}: {header.get(k, _ABSENT.get(k))!r} in the file, {config[k]!r} now"
+                for k in differ
             )
             raise ConfigurationError(f"cannot resume {path}: {shown}")
         _drop_torn_tail(Path(path))
-        return cls(Path(path).open("a", encoding="utf-8")), done
+        log = cls(Path(path).open("a", encoding="utf-8"))
+        log.priors = read_priors(path)
+        if extend and config.get("m") != header.get("m"):
+            log._put([{**header, "m": config["m"]}])
+        return log, done
 
-    def write(self, lists: ListSamples, index: int = 0) -> None:
+    def write(self, lists: ListSamples, index: int = 0, start: int = 0) -> None:
         """Append one list (``index``: its place in the dataset) and all its answers, then
-        flush them to disk."""
+        flush them to disk. ``start`` > 0 appends more answers to a list already written,
+        numbered from ``start``."""
         ex = lists.example
-        records: list[dict[str, Any]] = [
-            {
-                "type": "list",
-                "list_id": ex.id,
-                "index": index,
-                "task": ex.task,
-                "query": lists.query,
-                "items": ex.items,
-                "keys": ex.keys,
-            }
-        ]
+        records: list[dict[str, Any]] = (
+            []
+            if start
+            else [
+                {
+                    "type": "list",
+                    "list_id": ex.id,
+                    "index": index,
+                    "task": ex.task,
+                    "query": lists.query,
+                    "items": ex.items,
+                    "keys": ex.keys,
+                }
+            ]
+        )
         texts = lists.raw_texts or ("",) * len(lists.rankings)
         for k, (perm, ranking, status, text) in enumerate(
             zip(lists.permutations, lists.rankings, lists.statuses, texts, strict=True)
         ):
-            records.append(
-                {
-                    "type": "sample",
-                    "list_id": ex.id,
-                    "k": k,
-                    "permutation": perm,
-                    "raw_text": text,
-                    "status": status,
-                    "ranking": ranking,
-                }
-            )
+            record = {
+                "type": "sample",
+                "list_id": ex.id,
+                "k": start + k,
+                "permutation": perm,
+                "raw_text": text,
+                "status": status,
+                "ranking": ranking,
+            }
+            if lists.probabilities:
+                record["probabilities"] = lists.probabilities[k]
+                record["mass"] = lists.masses[k] if lists.masses else None
+            if lists.usages:
+                record["usage"] = lists.usages[k]
+            records.append(record)
         self._put(records)
+
+    def write_prior(self, size: int, probabilities: Sequence[float], **detail: Any) -> None:
+        """Record the position prior of windows of ``size`` (:mod:`..calibration`)."""
+        self.priors[size] = tuple(probabilities)
+        self._put([{"type": "prior", "size": size, "probabilities": list(probabilities), **detail}])
 
     def _put(self, records: list[dict[str, Any]]) -> None:
         self._handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
@@ -134,9 +212,26 @@ def _drop_torn_tail(path: Path) -> None:
             handle.truncate(data.rfind(b"\n") + 1)
 
 
-def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, ListSamples]]:
-    """``(run configuration, {list_id: ListSamples})`` of the complete lists in a file, in
-    dataset order."""
+def read_priors(path: str | os.PathLike[str]) -> dict[int, tuple[float, ...]]:
+    """The position priors a samples file records, by window size (the last of each)."""
+    priors: dict[int, tuple[float, ...]] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if '"prior"' in line:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "prior":
+                priors[int(record["size"])] = tuple(record["probabilities"])
+    return priors
+
+
+def read_samples(
+    path: str | os.PathLike[str], *, partial: bool = False
+) -> tuple[dict[str, Any], dict[str, ListSamples]]:
+    """``(run configuration, {list_id: ListSamples})`` of the complete lists in a file (at
+    least ``m`` answers, ``m`` of the last ``run`` record), in dataset order; ``partial``:
+    every list with an answer."""
     source = Path(path)
     if not source.is_file():
         raise ConfigurationError(f"samples file not found: {source}")
@@ -169,8 +264,9 @@ def read_samples(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
     if header is None:
         raise ConfigurationError(f"{source} is not a samples file (no 'run' record)")
     m = int(header.get("m", 0))
+    need = 1 if partial else m
     complete = sorted(
-        (lid for lid, found in answers.items() if lid in examples and len(found) >= m),
+        (lid for lid, found in answers.items() if lid in examples and len(found) >= need),
         key=lambda lid: places[lid],
     )
     lists = {lid: _list(examples[lid], answers[lid], queries[lid]) for lid in complete}
@@ -186,4 +282,9 @@ def _list(example: SortingExample, found: list[dict[str, Any]], query: str) -> L
         tuple(r["status"] for r in found),
         tuple(r.get("raw_text", "") for r in found),
         query,
+        tuple(tuple(r.get("probabilities") or ()) for r in found)
+        if any("probabilities" in r for r in found)
+        else (),
+        tuple(r.get("mass") for r in found) if any("mass" in r for r in found) else (),
+        tuple(r.get("usage") or {} for r in found) if any("usage" in r for r in found) else (),
     )

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 
 from ..adaptive import Adaptive, waves
-from ..aggregators import Aggregator, aggregate, resolve
+from ..aggregators import Aggregator, aggregate, fuse_first_stage, resolve
 from ..backends.base import Backend, GenerationSettings
 from ..checks import at_least, positive_int
 from ..errors import ConfigurationError, InsufficientSamplesError, PermscError, add_note
@@ -48,6 +48,7 @@ from ..prompts.base import Prompt
 from ..results import Sample, Usage, WindowResult
 from ..retry import RetryPolicy
 from .cache import ResponseCache
+from .calibration import PriorCache
 from .limiter import Limiter
 from .sampling import Breaker, SamplingSetup, WindowRun
 
@@ -93,6 +94,9 @@ class WindowEngine:
     cache: ResponseCache | None = None
     limiter: Limiter | None = None
     breaker: Breaker = field(default_factory=Breaker)
+    scoring: str = "generate"  # or "first_token" (first_token.py)
+    calibration: PriorCache | None = None  # first_token: divide by the position prior
+    first_stage_weight: float = 0.0  # the input order's weight in the window's consensus
 
     @classmethod
     def create(
@@ -137,6 +141,8 @@ class WindowEngine:
             self.breaker,
             self.reasks,
             self.min_coverage,
+            self.scoring,
+            self.calibration,
         )
 
     async def rank_window(
@@ -176,15 +182,20 @@ class WindowEngine:
         request_id: Any = None,
         window: int = 0,
         request_limiter: Limiter | None = None,
+        include_identity: bool = False,
+        skip: int = 0,
     ) -> BlocksDraw:
         """The samples of a blocks round: each of ``shuffles`` (at most m, default m) shuffles of
         ``indices`` is cut into balanced blocks of at most ``block_size`` items and every block
-        of every shuffle is one call, all at once. :meth:`settle` aggregates them, :meth:`lead`
+        of every shuffle is one call, all at once (``include_identity``: the first shuffle is
+        the input order; ``skip``: leave out the first ``skip`` shuffles, drawn before).
+        :meth:`settle` aggregates them, :meth:`lead`
         picks their head quickly (see strategies.py)."""
         self.breaker.check()
         local = [texts[i] for i in indices]
         count = min(shuffles or self.num_permutations, self.num_permutations)
-        perms = sample_permutations(len(local), count, seed=seed)
+        perms = sample_permutations(len(local), count, seed=seed, include_identity=include_identity)
+        perms = perms[skip:]
         units = [cut_blocks(p, block_size) for p in perms]
         head = self.adaptive and replace(self.adaptive, top_k=self.adaptive.top_k or block_size)
         samples, spent, drawn = await self._draw(
@@ -212,7 +223,10 @@ class WindowEngine:
         would when too few samples succeeded."""
         good = self._good_rankings(draw.indices, 0, draw.samples, draw.per_unit)
         n = len(draw.indices)
-        order = await anyio.to_thread.run_sync(lambda: aggregate(good, method=method, n_items=n))
+        extra = _probabilities(method, draw.samples)
+        order = await anyio.to_thread.run_sync(
+            lambda: aggregate(good, method=method, n_items=n, **extra)
+        )
         return _to_items(order[:k], draw.indices)
 
     async def _draw(
@@ -288,12 +302,18 @@ class WindowEngine:
         (leave-one-out over shuffles: one shuffle's samples at a time)."""
         if policy is None or self._good(samples) < self.good_needed(len(samples), per_unit):
             return False
-        groups = [
-            [s.ranking for s in samples[u : u + per_unit] if s.ok]
-            for u in range(0, len(samples), per_unit)
-        ]
+        units = [samples[u : u + per_unit] for u in range(0, len(samples), per_unit)]
+        groups = [[s.ranking for s in unit if s.ok] for unit in units]
+        scored = _probabilities(self.aggregator, samples)
+        probs = [_probabilities(self.aggregator, unit).get("probabilities") for unit in units]
         return await anyio.to_thread.run_sync(
-            lambda: policy.stable(groups, n_items=n, aggregator=self.aggregator, grouped=True)
+            lambda: policy.stable(
+                groups,
+                n_items=n,
+                aggregator=self.aggregator,
+                grouped=True,
+                probabilities=probs if scored else None,
+            )
         )
 
     @staticmethod
@@ -319,8 +339,14 @@ class WindowEngine:
         self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int = 1
     ) -> WindowResult:
         good = self._good_rankings(indices, start, samples, per_unit)
-        consensus = aggregate(good, method=self.aggregator, n_items=len(indices))
+        extra = _probabilities(self.aggregator, samples)
+        consensus = aggregate(good, method=self.aggregator, n_items=len(indices), **extra)
         confidence = _confidence(good, consensus)
+        scores = getattr(self.aggregator, "item_scores", None)
+        if self.first_stage_weight > 0:  # caller's item indices are the first-stage order
+            stage = sorted(range(len(indices)), key=lambda j: indices[j])
+            consensus = fuse_first_stage(consensus, self.first_stage_weight, stage)
+            scores = None
         return WindowResult(
             start=start,
             indices=tuple(indices),
@@ -334,7 +360,18 @@ class WindowEngine:
                 for s in samples
             ),
             confidence=confidence,
+            scores=tuple(scores(extra["probabilities"], n_items=len(indices)))
+            if extra and scores
+            else (),
         )
+
+
+def _probabilities(method: Any, samples: Sequence[Sample]) -> dict[str, Any]:
+    """``{"probabilities": [{item: p}, ...]}`` of the good samples (window positions) for an
+    aggregator that reads first-token probabilities, else ``{}``."""
+    if not getattr(resolve(method), "uses_probabilities", False):
+        return {}
+    return {"probabilities": [s.item_probabilities() for s in samples if s.ok]}
 
 
 async def _emit_wave(

@@ -38,6 +38,8 @@ from ..results import ParseStatus, Sample, Usage
 from ..retry import RetryPolicy, call_with_retry
 from ..spending import charged
 from .cache import ResponseCache, cache_key
+from .calibration import PriorCache
+from .first_token import start_first_token
 from .limiter import Limiter
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -101,7 +103,8 @@ class SamplingSetup:
     """What a window's calls need, built by the engine
     (:meth:`~.engine.WindowEngine.sampling_setup`): the backend and its settings, the prompt
     that renders and parses, the retry policy, the cache, the engine's limiter, the breaker,
-    the re-asks of an unreadable answer and the share of items an answer must rank."""
+    the re-asks of an unreadable answer and the share of items an answer must rank; in
+    first-token scoring, the position prior's cache when calibrating."""
 
     backend: Backend
     prompt: Prompt
@@ -112,6 +115,8 @@ class SamplingSetup:
     breaker: Breaker
     reasks: int
     min_coverage: float
+    scoring: str = "generate"  # or "first_token" (:mod:`.first_token`)
+    calibration: PriorCache | None = None  # first_token: divide by the position prior
 
 
 class WindowRun:
@@ -141,7 +146,9 @@ class WindowRun:
     async def run(self) -> list[Sample]:
         try:
             async with anyio.create_task_group() as tg:
-                if isinstance(self.setup.backend, BatchBackend):
+                if self.setup.scoring == "first_token":
+                    await start_first_token(self, tg)
+                elif isinstance(self.setup.backend, BatchBackend):
                     tg.start_soon(self._batched)
                 else:
                     for k in range(len(self.perms)):
@@ -224,6 +231,10 @@ class WindowRun:
             )
         ranking = tuple(perm[p] for p in parsed.ranking)  # prompt positions -> items
         return Sample(perm, ranking, completion.text, parsed.status, None, state.usage, state.asks)
+
+    def failed_call(self, k: int, messages: list[Message], exc: BackendError) -> Sample:
+        """The failed sample of a call that gave no answer (first-token calls)."""
+        return self._failed(k, _Sample(messages), exc)
 
     def _failed(self, k: int, state: _Sample, exc: BackendError) -> Sample:
         """The failed sample; a fatal error opens the breaker and is raised instead."""

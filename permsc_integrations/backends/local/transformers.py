@@ -32,8 +32,9 @@ import anyio
 from ...checks import at_least
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
-from ..base import Completion, GenerationSettings, Message
+from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from .gguf_cache import load_gguf
+from .logits import score_chunk
 from .repetition import LoopStop
 
 __all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
@@ -240,6 +241,35 @@ class TransformersBackend:
             chunk = [list(map(dict, m)) for m in batch[start : start + size]]
             out += await anyio.to_thread.run_sync(self._generate, chunk, settings)
         return out
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        return (await self.afirst_token_batch([messages], labels, settings))[0]
+
+    async def afirst_token_batch(
+        self,
+        batch: Sequence[Sequence[Message]],
+        labels: Sequence[str],
+        settings: GenerationSettings,
+    ) -> list[LabelProbabilities]:
+        """The first token's probabilities over ``labels`` for every conversation of
+        ``batch``: one left-padded forward pass per ``batch_size`` chunk (:mod:`.logits`)."""
+        size = self.batch_size or len(batch) or 1
+        out: list[LabelProbabilities] = []
+        for start in range(0, len(batch), size):
+            chunk = [list(map(dict, m)) for m in batch[start : start + size]]
+            out += await anyio.to_thread.run_sync(self._score, chunk, tuple(labels))
+        return out
+
+    def _score(
+        self, chunk: list[list[dict[str, str]]], labels: tuple[str, ...]
+    ) -> list[LabelProbabilities]:
+        loaded = _load(self._key)
+        try:
+            return score_chunk(loaded, chunk, labels, self.device, self.name, _check_context)
+        except (RuntimeError, IndexError) as exc:  # OOM, position overflow, ...
+            raise _classify(exc, loaded.model) from exc
 
     async def aclose(self) -> None:
         """Nothing to release: the model stays cached for the process (see clear_model_cache)."""
