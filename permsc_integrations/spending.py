@@ -251,6 +251,11 @@ def metering(*meters: Meter | None) -> Iterator[None]:
         _METERS.reset(token)
 
 
+def prompt_chars(messages: Any) -> int:
+    """A prompt's size in characters, what :func:`charged` estimates its tokens from."""
+    return sum(len(m["content"]) for m in messages)
+
+
 @contextlib.contextmanager
 def charged(prompt_chars: int) -> Iterator[list[Usage]]:
     """Around one call: reserve it on every current meter (raising

@@ -28,6 +28,7 @@ import anyio
 from ..backends.base import FirstTokenBackend, FirstTokenBatchBackend, LabelProbabilities, Message
 from ..errors import BackendError, ConfigurationError
 from ..results import ParseStatus, Sample, Usage
+from ..spending import prompt_chars
 
 __all__ = ["require_first_token", "scored_sample", "start_first_token"]
 
@@ -115,7 +116,8 @@ async def _one(run: Any, k: int) -> None:
     backend: Any = run.setup.backend
     try:
         scored, usage = await run._timed(
-            lambda: backend.afirst_token(messages, labels, run.setup.settings)
+            lambda: backend.afirst_token(messages, labels, run.setup.settings),
+            prompt_chars(messages),
         )
         [scored] = await _calibrated(run, [scored], len(labels))
         tokens = _tokens(scored)
@@ -136,7 +138,8 @@ async def _batch(run: Any, keys: list[int]) -> None:
     batch = [messages for messages, _ in prompts]
     try:
         answers, usage = await run._timed(
-            lambda: backend.afirst_token_batch(batch, labels, run.setup.settings)
+            lambda: backend.afirst_token_batch(batch, labels, run.setup.settings),
+            sum(prompt_chars(messages) for messages in batch),
         )
         if len(answers) != len(keys):
             raise BackendError(

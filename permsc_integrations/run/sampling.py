@@ -30,13 +30,20 @@ from typing import Any
 
 import anyio
 
-from ..backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
+from ..backends.base import (
+    Backend,
+    BatchBackend,
+    Completion,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
 from ..errors import BackendError, ParseError, PermscError, add_note
 from ..events import Event, EventHook, EventKind, emit
 from ..prompts.base import Prompt
 from ..results import ParseStatus, Sample, Usage
 from ..retry import RetryPolicy, call_with_retry
-from ..spending import charged
+from ..spending import charged, prompt_chars
 from .cache import ResponseCache, cache_key
 from .calibration import PriorCache
 from .first_token import start_first_token
@@ -46,6 +53,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["WindowRun", "SamplingSetup", "Breaker", "REASK", "first_failure"]
+
+Answer = (Completion, LabelProbabilities)
+"""What a call returns: a generated answer or a first-token read; both carry ``usage``."""
 
 REASK = (
     "Your answer could not be read as a ranking. Answer again with only the ranking of all "
@@ -274,7 +284,7 @@ class WindowRun:
             if hit is not None:
                 return hit, Usage(cached_calls=1)
         completion, usage = await self._timed(
-            lambda: e.backend.acomplete(messages, e.settings), _chars(messages)
+            lambda: e.backend.acomplete(messages, e.settings), prompt_chars(messages)
         )
         tokens = _tokens(completion)
         self.spent += tokens
@@ -328,7 +338,7 @@ class WindowRun:
         backend: Any = e.backend
         completions, usage = await self._timed(
             lambda: backend.acomplete_batch([batch[i] for i in todo], e.settings),
-            sum(_chars(batch[i]) for i in todo),
+            sum(prompt_chars(batch[i]) for i in todo),
         )
         if len(completions) != len(todo):
             raise BackendError(f"{e.backend.name}: batch of {len(todo)} gave {len(completions)}")
@@ -387,17 +397,13 @@ class _Slots:
             lim.release()
 
 
-def _chars(messages: list[Message]) -> int:
-    return sum(len(m["content"]) for m in messages)
-
-
-def _reported(result: Completion | list[Completion]) -> Usage:
+def _reported(result: Completion | LabelProbabilities | list[Any]) -> Usage:
     """The tokens a call's answer (or a batch's answers) reported."""
     answers = result if isinstance(result, list) else [result]
-    return sum((_tokens(c) for c in answers if isinstance(c, Completion)), Usage())
+    return sum((_tokens(c) for c in answers if isinstance(c, Answer)), Usage())
 
 
-def _tokens(completion: Completion) -> Usage:
+def _tokens(completion: Completion | LabelProbabilities) -> Usage:
     u = completion.usage
     return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens)
 

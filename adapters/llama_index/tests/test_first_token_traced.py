@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.core.llms import MockLLM
+from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
 from llama_index.postprocessor.permsc.llm_backend import TracedBackend, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
-from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -101,3 +102,24 @@ async def test_an_llm_whose_server_refuses_logprobs_raises_the_typed_error(kit, 
     with pytest.raises(LogprobsUnavailableError, match="top_logprobs=20") as caught:
         await backend.afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
     assert caught.value.fatal and caught.value.status_code == 400
+
+
+
+
+def test_first_token_scoring_through_the_postprocessor(kit: Any) -> None:
+    counter = TokenCountingHandler()
+    with ScriptedOpenAIServer(first_token_responder(kit.relevance)) as server:
+        rerank = PSCRerank(
+            backend="openai:scripted",
+            backend_options={"base_url": server.base_url},
+            scoring="first_token",
+            num_permutations=3,
+            top_n=3,
+            callback_manager=CallbackManager([counter]),
+        )
+        given = [NodeWithScore(node=TextNode(text=t), score=0.0) for t, _ in kit.DOCS]
+        out = rerank.postprocess_nodes(given, query_str=kit.QUERY)
+        assert [n.node.get_content() for n in out] == kit.oracle_texts(3)
+        assert server.request_count == 3
+        assert all(r.body["logprobs"] and r.body["max_tokens"] == 1 for r in server.requests)
+    assert len(counter.llm_token_counts) == 3 and counter.completion_llm_token_count == 3

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.callbacks import AsyncCallbackHandler, get_usage_metadata_callback
 from langchain_core.language_models import FakeListChatModel
 from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
@@ -15,7 +15,7 @@ from langchain_permsc.chat_backend import TracedBackend, run_config, traced
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
-from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,3 +113,24 @@ async def test_a_chat_model_whose_server_refuses_logprobs_raises_the_typed_error
     with pytest.raises(LogprobsUnavailableError, match="top_logprobs=20") as caught:
         await ChatModelBackend(model).afirst_token(MESSAGES, ["A", "B"], GenerationSettings())
     assert caught.value.fatal and caught.value.status_code == 400
+
+
+
+def test_first_token_scoring_through_the_reranker(corpus, server) -> None:
+    server.responder = first_token_responder(corpus.relevance)
+    reranker = PSCReranker(
+        backend="openai:scripted",
+        backend_options={"base_url": server.base_url},
+        scoring="first_token",
+        num_permutations=3,
+        top_n=3,
+    )
+    with get_usage_metadata_callback() as usage:
+        docs = reranker.compress_documents(corpus.documents(), "q")
+    assert [d.page_content for d in docs] == corpus.expected_order(corpus.texts)[:3]
+    psc = docs[0].metadata["psc"]
+    assert psc["usage"]["calls"] == 3 == server.request_count
+    assert psc["usage"]["completion_tokens"] == 3
+    [(_, counted)] = usage.usage_metadata.items()
+    assert counted["output_tokens"] == 3
+    assert all(r.body["logprobs"] and r.body["max_tokens"] == 1 for r in server.requests)
