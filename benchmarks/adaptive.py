@@ -43,6 +43,9 @@ from permsc_integrations.testing import (  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CAP = 20
 Rule = Callable[[list[tuple[int, ...]], int], bool]
+Stats = dict[tuple[str, str], dict[str, float]]  # (level, rule) -> calls, top3, tau
+DEFAULT = "**sign 0.9 (default)**"
+OLD = "old: leave-one-out 0.1"
 
 
 def leave_one_out(tolerance: float = 0.1) -> Rule:
@@ -72,9 +75,9 @@ RULES: list[tuple[str, int, Rule | None]] = [
     ("m=4", 4, None),
     ("m=10", 10, None),
     ("m=20", 20, None),
-    ("old: leave-one-out 0.1", CAP, leave_one_out()),
+    (OLD, CAP, leave_one_out()),
     ("sign 0.8", CAP, sign(Adaptive(confidence=0.8))),
-    ("**sign 0.9 (default)**", CAP, sign(Adaptive())),
+    (DEFAULT, CAP, sign(Adaptive())),
     ("sign 0.95", CAP, sign(Adaptive(confidence=0.95))),
     ("sign 0.9, top 3", CAP, sign(Adaptive(top_k=3))),
 ]
@@ -116,7 +119,9 @@ def scripted_lists(lists: int) -> list[list[str]]:
     return [[f"item {'x' * (k + 1)}" for k in rng.sample(range(20), 20)] for _ in range(lists)]
 
 
-def scripted(label: str, responder: Callable[[ChatRequest], str], lists: int) -> list[str]:
+def scripted(
+    label: str, responder: Callable[[ChatRequest], str], lists: int, stats: Stats
+) -> list[str]:
     all_items = scripted_lists(lists)
     truths = [sorted(range(20), key=lambda i, it=it: -len(it[i])) for it in all_items]
     with ScriptedOpenAIServer(responder) as server:
@@ -129,8 +134,8 @@ def scripted(label: str, responder: Callable[[ChatRequest], str], lists: int) ->
     rows, default = [], None
     for name, cap, rule in RULES:
         runs = [replay(s, 20, rule, cap) for s in samples]
-        rows.append(_scripted_row(label, name, runs, truths))
-        if name.startswith("**"):
+        rows.append(_scripted_row(label, name, runs, truths, stats))
+        if name == DEFAULT:
             default = runs
     assert default is not None
     same = sum(
@@ -145,7 +150,11 @@ def scripted(label: str, responder: Callable[[ChatRequest], str], lists: int) ->
 
 
 def _scripted_row(
-    label: str, name: str, runs: list[tuple[int, int, list[int]]], truths: list[list[int]]
+    label: str,
+    name: str,
+    runs: list[tuple[int, int, list[int]]],
+    truths: list[list[int]],
+    stats: Stats,
 ) -> str:
     pairs = [(o, t) for (_, _, o), t in zip(runs, truths, strict=True)]
     top3 = sum(list(o[:3]) == t[:3] for o, t in pairs)
@@ -155,13 +164,14 @@ def _scripted_row(
     tau = statistics.fmean(kendall_tau(o, t) for o, t in pairs)
     calls = statistics.fmean(d for d, _, _ in runs)
     rounds = statistics.fmean(w for _, w, _ in runs)
+    stats[label, name] = {"calls": calls, "top3": top3, "tau": tau}
     return (
         f"| {label} | {name} | {calls:.1f} | {rounds:.1f} | {top3} | {p3:.3f} | {p10:.3f} | "
         f"{tau:.3f} |"
     )
 
 
-def offline(path: Path) -> list[str]:
+def offline(path: Path, stats: Stats) -> list[str]:
     _, lists = read_samples(path)
     name = f"{path.name.replace('.samples.jsonl', '')} ({len(lists)} lists)"
     runs = {
@@ -177,12 +187,42 @@ def offline(path: Path) -> list[str]:
             kendall_tau(o, f) for (_, _, o), (_, _, f) in zip(got, runs["m=20"], strict=True)
         )
         low, high = bootstrap_ci(taus)
+        calls = statistics.fmean(d for d, _, _ in got)
+        stats[name, label] = {"calls": calls, "tau": statistics.fmean(taus)}
         rows.append(
-            f"| {name} | {label} | {statistics.fmean(d for d, _, _ in got):.1f} | "
+            f"| {name} | {label} | {calls:.1f} | "
             f"{statistics.fmean(taus):.3f} ({low:.3f}..{high:.3f}) | "
             f"{statistics.fmean(taus) - statistics.fmean(base):+.3f} | {agree:.3f} |"
         )
     return rows
+
+
+def targets(stats: Stats, rule: str, lists: int) -> list[str]:
+    """Issue 25's targets for ``rule``, met or not, with the figures."""
+
+    def get(level: str, name: str, what: str) -> float:
+        return stats[level, name][what]
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    quiet = [get(lv, rule, "calls") for lv in ("swap 0.0", "keep 1.0")]
+    more = get("swap 0.3", rule, "calls") > get("swap 0.0", rule, "calls")
+    top3, top3_20 = get("swap 0.3", rule, "top3"), get("swap 0.3", "m=20", "top3")
+    levels = sorted({lv for lv, _ in stats})
+    drops = {lv: get(lv, rule, "tau") - get(lv, "m=20", "tau") for lv in levels}
+    worst = min(drops, key=drops.__getitem__)
+    cheap = [lv for lv in levels if get(lv, rule, "calls") < CAP - 0.05]
+    return [
+        f"- `{rule.strip('*')}`: noiseless model <= 8 calls a list: "
+        f"{' and '.join(f'{c:.1f}' for c in quiet)} ({mark(max(quiet) <= 8)}); "
+        f"swap 0.3 draws more than swap 0: {get('swap 0.3', rule, 'calls'):.1f} vs "
+        f"{get('swap 0.0', rule, 'calls'):.1f} ({mark(more)}), top 3 right on {top3:.0f} of "
+        f"{lists} vs {top3_20:.0f} for m = 20 ({mark(top3 >= top3_20 - 1)}); no level or saved set "
+        f"more than 0.02 tau below m = 20: worst {drops[worst]:+.3f} ({worst}) "
+        f"({mark(drops[worst] >= -0.02)}); fewer than {CAP} calls on "
+        f"{', '.join(cheap) or 'none'}.",
+    ]
 
 
 def main() -> None:
@@ -196,6 +236,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     body = [
+        "## Adaptive m: stop on evidence (issue 25)",
+        "",
         f"Adaptive m (first wave 4, waves of 4, cap {CAP}) by rule, against fixed m; Kemeny "
         "throughout. `sign C`: `Adaptive(confidence=C)`, every adjacent pair of the consensus "
         "won by a margin a one-sided sign test calls real, at family level 1 - C (Holm). "
@@ -208,10 +250,12 @@ def main() -> None:
         "Kendall tau to the truth |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    stats: Stats = {}
     for p in (0.0, 0.1, 0.2, 0.3, 0.5):
-        body += scripted(f"swap {p:.1f}", swap_responder(p), args.lists)
+        body += scripted(f"swap {p:.1f}", swap_responder(p), args.lists, stats)
     for keep in (1.0, 0.8, 0.6, 0.4, 0.2):
-        body += scripted(f"keep {keep:.1f}", noisy_responder(len, keep=keep, seed=11), args.lists)
+        responder = noisy_responder(len, keep=keep, seed=11)
+        body += scripted(f"keep {keep:.1f}", responder, args.lists, stats)
     body += [
         "",
         "(b) Saved answers of the embedded 1.5B model, replayed (95% bootstrap CI; change: "
@@ -221,7 +265,9 @@ def main() -> None:
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for path in args.samples:
-        body += offline(path)
+        body += offline(path, stats)
+    body += ["", "Targets of issue 25:", ""]
+    body += targets(stats, DEFAULT, args.lists) + targets(stats, OLD, args.lists)
     write_section("adaptive", "\n".join(body))
     sys.stdout.write("\n".join(body) + "\n")
 
