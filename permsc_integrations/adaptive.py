@@ -10,13 +10,15 @@ a margin that a one-sided sign test calls real, the pairs taken together at the 
 the aggregators count it, so a pair seen together in fewer samples is less evidence; a pair
 that never met, or a tie, keeps sampling going. What the test establishes is that the model's
 own majority (what m = infinity would say) orders each of those pairs as the consensus does:
-it is about self-consistency, not about the truth.
+it is about self-consistency, not about the truth. The level holds at each look; a window
+looked at after each of several waves may stop early somewhat more often in the worst case.
 
 The waves take the same seeded permutation sequence as a fixed-m run, in order, so a stopped
 run is a prefix of the full one. The default, ``confidence=0.9``, was chosen on the scripted
-noise model and the saved answers of a 1.5B model (docs/benchmarks.md "adaptive"). A model
-that never disagrees with itself stops after 8 samples of a 20-item window (5 to 7 agreeing
-samples are needed, by the window size).
+noise models and the saved answers of a 1.5B model (docs/benchmarks.md "adaptive"): it is the
+highest level at which a model that never disagrees with itself stops after 8 samples of a
+20-item window (unanimous samples needed: 5 for 3 items, 7 for 10, 8 for 20; 0.95 needs 9
+for 20 items, so 12 in waves of 4).
 
 The rule reads p-values, one per adjacent pair (:meth:`Adaptive.pairs`), so another source
 of evidence can replace the sign test: for answers that carry per-item probabilities, the
