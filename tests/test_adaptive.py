@@ -72,6 +72,28 @@ def test_a_noisy_model_gets_more_samples_than_a_quiet_one(scripted_server) -> No
     assert drawn[1.0] <= 8 < drawn[0.3]
 
 
+def test_a_model_that_swaps_neighbours_is_not_stopped_by_a_stable_looking_first_wave(
+    scripted_server,
+) -> None:
+    """Issue 25: answers that swap each adjacent pair with probability 0.3 mostly agree, so
+    four of them looked stable to the old rule (4 calls a list); the evidence is not there."""
+    import random
+
+    def swap_noise(request: ChatRequest) -> str:
+        shown = shown_passages(request.messages)
+        rng = random.Random(request.text)
+        order = sorted(range(len(shown)), key=lambda p: -len(shown[p]))
+        for i in range(len(order) - 1):
+            if rng.random() < 0.3:
+                order[i], order[i + 1] = order[i + 1], order[i]
+        return " > ".join(f"[{p + 1}]" for p in order)
+
+    server = scripted_server(swap_noise)
+    with ranker(server, num_permutations=20, adaptive=True) as r:
+        drawn = [len(r.rank(f"q{k}", ITEMS).samples) for k in range(3)]
+    assert min(drawn) > 8, drawn
+
+
 def test_top_k_stability_stops_sooner_than_the_whole_order(scripted_server) -> None:
     server = scripted_server(noisy_responder(len, keep=0.6, seed=7))
     sizes = {}
