@@ -187,7 +187,7 @@ def sign_test(
     out = []
     for a, b in pairs:
         won, met = int(wins[a, b]), int(wins[a, b] + wins[b, a])
-        out.append(sum(math.comb(met, k) for k in range(won, met + 1)) / 2.0**met)
+        out.append(sum(math.comb(met, k) for k in range(won, met + 1)) / 2**met)
     return out
 
 
