@@ -169,10 +169,15 @@ def test_one_dissent_needs_more_answers_before_the_pair_is_settled(scripted_serv
 
 
 def test_a_pair_seen_together_less_often_is_less_evidence(scripted_server) -> None:
-    # two of the first five answers leave beta out: alpha and beta met 3 times, not 5
-    server = scripted_server(scripted_answers("alpha gamma", "alpha gamma"))
-    waves, _ = wave_log(server, Adaptive(first_wave=5, wave=1))
-    assert waves == [(5, "unsettled"), (6, "unsettled"), (7, "stable")]  # 5-0 on every pair
+    # four items, three pairs (Holm: 1/30, 1/20, 1/10); five agreeing answers settle them all
+    items, full = [*ABC, "delta"], "alpha beta gamma delta"
+    agreeing = scripted_server(scripted_answers(then=full))
+    assert wave_log(agreeing, Adaptive(first_wave=5, wave=1), items=items)[0] == [(5, "stable")]
+    # two of the first five leave beta out: beta met its neighbours 3 times (p = 1/8), then
+    # 4 (1/16 > 1/20), then 5 (1/32)
+    partial = scripted_server(scripted_answers("alpha gamma delta", "alpha gamma delta", then=full))
+    waves, _ = wave_log(partial, Adaptive(first_wave=5, wave=1), items=items)
+    assert waves == [(5, "unsettled"), (6, "unsettled"), (7, "stable")]
 
 
 def test_a_pair_the_model_cannot_decide_runs_to_the_cap(scripted_server) -> None:
