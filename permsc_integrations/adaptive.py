@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 from .errors import ConfigurationError
@@ -64,8 +64,14 @@ class Adaptive:
     wave: int = 4
     top_k: int | None = None
     confidence: float = CONFIDENCE
+    tolerance: InitVar[float | None] = None  # replaced by confidence: refused with a hint
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, tolerance: float | None) -> None:
+        if tolerance is not None:
+            raise ConfigurationError(
+                "Adaptive.tolerance is gone: sampling now stops on evidence at a confidence "
+                'level; use Adaptive(confidence=0.9) (docs/benchmarks.md "adaptive")'
+            )
         for name in ("first_wave", "wave"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -118,6 +118,8 @@ def test_options_accept_flags_objects_and_strings() -> None:
             Adaptive(confidence=bad)
     with pytest.raises(ConfigurationError, match="FIRST,WAVE"):
         RankingOptions(adaptive="4,4,3,0.9,1")
+    with pytest.raises(ConfigurationError, match="confidence"):  # the rule before issue 25
+        RankingOptions(adaptive={"first_wave": 4, "tolerance": 0.1})
 
 
 def test_the_command_line_takes_adaptive() -> None:
