@@ -42,6 +42,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import InitVar, dataclass
 from typing import Any
 
+from .aggregators import aggregate
+from .checks import positive_int
 from .errors import ConfigurationError
 
 __all__ = ["Adaptive", "waves", "sign_test"]
@@ -73,9 +75,7 @@ class Adaptive:
                 'level; use Adaptive(confidence=0.9) (docs/benchmarks.md "adaptive")'
             )
         for name in ("first_wave", "wave"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"Adaptive.{name} must be an int >= 1, got {value!r}")
+            positive_int(f"Adaptive.{name}", getattr(self, name))
         c = self.confidence
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
             raise ConfigurationError(
@@ -149,8 +149,6 @@ class Adaptive:
         block, so the sign test would wait for the cap: the round stops instead once its head
         is stable, when leaving out any one shuffle changes the head's members by none and its
         order by at most a tenth of its pairs (the rule before issue 25)."""
-        from .aggregators import aggregate
-
         groups = [list(g) for g in rankings] if grouped else [[r] for r in rankings]
         flat = [r for g in groups for r in g]
         if not flat:
@@ -163,7 +161,7 @@ class Adaptive:
     def _head_stable(
         self, groups: list[list[Any]], order: list[int], n_items: int, aggregator: Any
     ) -> bool:
-        from .aggregators import aggregate
+        # lazy: start-up time (numpy); only adaptive m needs it
         from .metrics import kendall_distance
 
         head = order[: self.top_k]
@@ -187,6 +185,7 @@ def sign_test(
     >>> sign_test([[0, 1, 2]] * 5 + [[1, 0]], [(0, 1), (1, 2)], 3)  # 5 of 6, 5 of 5
     [0.109375, 0.03125]
     """
+    # lazy: start-up time (numpy); only adaptive m needs it
     from .aggregators._pairwise import pairwise_counts
 
     wins = pairwise_counts(rankings, n_items)
