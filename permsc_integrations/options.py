@@ -293,8 +293,9 @@ class RankingOptions:
     )
     adaptive: Any = _option(
         None,
-        "sample in waves and stop once the consensus is stable (True, an Adaptive or "
-        "'FIRST,WAVE[,TOP_K]'); num_permutations is the cap",
+        "sample in waves and stop once a sign test establishes every adjacent pair of the "
+        "consensus at a confidence (default 0.9) (True, an Adaptive or "
+        "'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'); num_permutations is the cap",
         _adaptive,
         cli=str,
         cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "

@@ -1,16 +1,22 @@
 """Adaptive m through the real openai client and the loopback server: a self-consistent model
 stops early with the right answer, a noisy one gets more samples, a stopped run is a prefix of
-the full one, and the calls saved show in the usage and the events."""
+the full one, the calls saved show in the usage and the events, and the sign-test rule stops or
+goes on, wave by wave, exactly where hand-made answers say it should."""
 
 from __future__ import annotations
 
 import pytest
 
 from permsc_integrations import PSCRanker, RankingOptions
-from permsc_integrations.adaptive import Adaptive
+from permsc_integrations.adaptive import Adaptive, sign_test
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
-from permsc_integrations.testing import noisy_responder, oracle_responder
+from permsc_integrations.testing import (
+    ChatRequest,
+    noisy_responder,
+    oracle_responder,
+    shown_passages,
+)
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -66,10 +72,32 @@ def test_a_noisy_model_gets_more_samples_than_a_quiet_one(scripted_server) -> No
     assert drawn[1.0] <= 8 < drawn[0.3]
 
 
+def test_a_model_that_swaps_neighbours_is_not_stopped_by_a_stable_looking_first_wave(
+    scripted_server,
+) -> None:
+    """Issue 25: answers that swap each adjacent pair with probability 0.3 mostly agree, so
+    four of them looked stable to the old rule (4 calls a list); the evidence is not there."""
+    import random
+
+    def swap_noise(request: ChatRequest) -> str:
+        shown = shown_passages(request.messages)
+        rng = random.Random(request.text)
+        order = sorted(range(len(shown)), key=lambda p: -len(shown[p]))
+        for i in range(len(order) - 1):
+            if rng.random() < 0.3:
+                order[i], order[i + 1] = order[i + 1], order[i]
+        return " > ".join(f"[{p + 1}]" for p in order)
+
+    server = scripted_server(swap_noise)
+    with ranker(server, num_permutations=20, adaptive=True) as r:
+        drawn = [len(r.rank(f"q{k}", ITEMS).samples) for k in range(3)]
+    assert min(drawn) > 8, drawn
+
+
 def test_top_k_stability_stops_sooner_than_the_whole_order(scripted_server) -> None:
     server = scripted_server(noisy_responder(len, keep=0.6, seed=7))
     sizes = {}
-    for policy in (Adaptive(tolerance=0.0), Adaptive(top_k=3, tolerance=0.0)):
+    for policy in (Adaptive(), Adaptive(top_k=3)):
         with ranker(server, num_permutations=20, adaptive=policy) as r:
             sizes[policy.top_k] = sum(len(r.rank(f"q{k}", ITEMS).samples) for k in range(4))
     assert sizes[3] <= sizes[None]
@@ -78,11 +106,20 @@ def test_top_k_stability_stops_sooner_than_the_whole_order(scripted_server) -> N
 def test_options_accept_flags_objects_and_strings() -> None:
     assert RankingOptions(adaptive=True).adaptive == Adaptive()
     assert RankingOptions(adaptive="4,2,5").adaptive == Adaptive(4, 2, 5)
+    assert RankingOptions(adaptive="4,4,all,0.95").adaptive == Adaptive(confidence=0.95)
+    assert RankingOptions(adaptive={"confidence": 0.8}).adaptive == Adaptive(confidence=0.8)
     assert RankingOptions(adaptive=False).adaptive is None
     with pytest.raises(ConfigurationError, match="FIRST,WAVE"):
         RankingOptions(adaptive="soon")
     with pytest.raises(ConfigurationError, match="first_wave"):
         Adaptive(first_wave=0)
+    for bad in (0, 1, 1.5, True, "0.9"):
+        with pytest.raises(ConfigurationError, match="confidence"):
+            Adaptive(confidence=bad)
+    with pytest.raises(ConfigurationError, match="FIRST,WAVE"):
+        RankingOptions(adaptive="4,4,3,0.9,1")
+    with pytest.raises(ConfigurationError, match="confidence"):  # the rule before issue 25
+        RankingOptions(adaptive={"first_wave": 4, "tolerance": 0.1})
 
 
 def test_the_command_line_takes_adaptive() -> None:
@@ -91,3 +128,84 @@ def test_the_command_line_takes_adaptive() -> None:
 
     args = build_parser().parse_args(["rank", "-i", "x.jsonl", "--adaptive", "4,2"])
     assert cli_options(args).adaptive == Adaptive(first_wave=4, wave=2)
+
+
+# The sign-test rule on hand-made answers. Three items, so two adjacent pairs; at confidence
+# 0.9 (Holm over two pairs) the stronger pair needs p <= 0.05 and the weaker p <= 0.1: a 4-0
+# pair has p = 1/16, 5-0: 1/32, 6-1: 1/16, 5-1: 7/64.
+ABC = ["alpha", "beta", "gamma"]
+
+
+def scripted_answers(*answers: str, then: str = "alpha beta gamma") -> object:
+    """Request i (in arrival order: waves go out one after another) answers ``answers[i]``,
+    a best-first list of item texts (possibly partial), mapped to the shown positions."""
+
+    def respond(request: ChatRequest) -> str:
+        wanted = (answers[request.index] if request.index < len(answers) else then).split()
+        shown = shown_passages(request.messages)
+        return " > ".join(f"[{shown.index(text) + 1}]" for text in wanted)
+
+    return respond
+
+
+def wave_log(server, policy: Adaptive, cap: int = 10, items=ABC) -> tuple[list, object]:
+    events: list[Event] = []
+    with ranker(server, num_permutations=cap, adaptive=policy, on_event=events.append) as r:
+        result = r.rank("which first?", items)
+    return [(e.detail["samples"], e.detail["why"]) for e in events if e.kind == "wave_end"], result
+
+
+def test_four_agreeing_answers_are_not_yet_evidence_five_are(scripted_server) -> None:
+    server = scripted_server(scripted_answers())
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))
+    assert waves == [(4, "unsettled"), (5, "stable")]  # 1/16 > 0.05; 1/32 <= 0.05
+    assert result.order == (0, 1, 2) and server.request_count == 5
+
+
+def test_one_dissent_needs_more_answers_before_the_pair_is_settled(scripted_server) -> None:
+    server = scripted_server(scripted_answers("beta alpha gamma"))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))
+    # alpha over beta: 3-1, 4-1, 5-1 (p 7/64 > 0.1), then 6-1 (p 1/16 <= 0.1)
+    assert waves == [(4, "unsettled"), (5, "unsettled"), (6, "unsettled"), (7, "stable")]
+    assert result.order == (0, 1, 2)
+
+
+def test_a_pair_seen_together_less_often_is_less_evidence(scripted_server) -> None:
+    # four items, three pairs (Holm: 1/30, 1/20, 1/10); five agreeing answers settle them all
+    items, full = [*ABC, "delta"], "alpha beta gamma delta"
+    agreeing = scripted_server(scripted_answers(then=full))
+    assert wave_log(agreeing, Adaptive(first_wave=5, wave=1), items=items)[0] == [(5, "stable")]
+    # two of the first five leave beta out: beta met its neighbours 3 times (p = 1/8), then
+    # 4 (1/16 > 1/20), then 5 (1/32)
+    partial = scripted_server(scripted_answers("alpha gamma delta", "alpha gamma delta", then=full))
+    waves, _ = wave_log(partial, Adaptive(first_wave=5, wave=1), items=items)
+    assert waves == [(5, "unsettled"), (6, "unsettled"), (7, "stable")]
+
+
+def test_a_pair_the_model_cannot_decide_runs_to_the_cap(scripted_server) -> None:
+    server = scripted_server(scripted_answers(*["alpha beta gamma", "beta alpha gamma"] * 4))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=2), cap=8)
+    assert waves == [(4, "unsettled"), (6, "unsettled"), (8, "cap")]
+    assert len(result.samples) == 8 and result.usage.saved_calls == 0
+
+
+def test_top_k_settles_the_top_even_when_the_bottom_is_a_coin_toss(scripted_server) -> None:
+    answers = ["alpha beta gamma delta", "alpha beta delta gamma"] * 3
+    items = [*ABC, "delta"]
+    whole = scripted_server(scripted_answers(*answers, then="alpha beta gamma delta"))
+    top = scripted_server(scripted_answers(*answers, then="alpha beta gamma delta"))
+    assert wave_log(whole, Adaptive(first_wave=6, wave=2), items=items)[0][0] == (6, "unsettled")
+    # top 2: alpha-beta and beta-gamma 6-0 (1/64 <= 0.05); gamma-delta 3-3 does not count
+    assert wave_log(top, Adaptive(first_wave=6, wave=2, top_k=2), items=items)[0] == [(6, "stable")]
+
+
+def test_sign_test_and_holm_on_counts() -> None:
+    rankings = [(0, 1, 2)] * 5 + [(1, 0, 2)]
+    assert sign_test(rankings, [(0, 1), (1, 2), (1, 0)], 3) == [7 / 64, 1 / 64, 63 / 64]
+    assert sign_test([(0, 1), (2,)], [(1, 2)], 3) == [1.0]  # never met
+    policy = Adaptive(confidence=0.9)
+    assert policy.confident([0.049, 0.1]) and not policy.confident([0.051, 0.051])
+    assert policy.confident([])  # a one-item part has nothing to establish
+    # another source of p-values (e.g. first-token probabilities) plugs into the same test
+    assert Adaptive(confidence=0.99).confident([0.001, 0.004, 0.01])
+    assert not Adaptive(confidence=0.99).confident([0.001, 0.004, 0.011])
