@@ -298,8 +298,9 @@ class WindowEngine:
     async def _settled(
         self, samples: list[Sample], n: int, per_unit: int, policy: Adaptive | None
     ) -> bool:
-        """Whether adaptive m may stop: enough good samples and a stable consensus
-        (leave-one-out over shuffles: one shuffle's samples at a time)."""
+        """Whether adaptive m may stop: enough good samples and a consensus the samples
+        establish (:meth:`Adaptive.stable`: a sign test per pair, or for blocks rounds a
+        head that no one shuffle's samples change)."""
         if policy is None or self._good(samples) < self.good_needed(len(samples), per_unit):
             return False
         units = [samples[u : u + per_unit] for u in range(0, len(samples), per_unit)]
