@@ -1,0 +1,79 @@
+"""Run the app under uvicorn; SIGTERM drains in-flight requests and exits cleanly.
+
+On SIGTERM (or Ctrl-C) the server stops accepting connections, lets the requests in flight
+finish for up to ``grace_period`` seconds (then cancels them, and their upstream calls), closes
+the rankers and returns; ``permsc serve`` then exits 0.
+
+Example:
+    $ PERMSC_API_KEYS=my-client-key permsc serve --backend openai:gpt-4o-mini -m 20
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from typing import Any
+
+from ..errors import MissingDependencyError
+from .config import ServeConfig
+
+__all__ = ["serve", "bind"]
+
+logger = logging.getLogger("permsc_integrations.serve")
+
+
+def _uvicorn() -> Any:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingDependencyError("uvicorn", "serve", purpose="permsc serve") from exc
+    return uvicorn
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket (port 0: a free one), TCP_NODELAY on accepted connections."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    return sock
+
+
+def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: Any = None) -> None:
+    """Serve ``config`` until SIGTERM or SIGINT; ``on_ready(port)`` is called once listening."""
+    uvicorn = _uvicorn()
+    from . import create_app
+
+    app = create_app(config)
+    sock = sock or bind(config.host, config.port)
+
+    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and captured and captured[-1] == sig:
+                captured.pop()  # a drained SIGTERM is a clean exit, not a death by signal
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            port = sock.getsockname()[1]
+            logger.info("permsc serve: listening on %s:%d", config.host, port)
+            if on_ready is not None:
+                on_ready(port)
+
+    server = Server(
+        uvicorn.Config(
+            app,
+            loop="asyncio",
+            lifespan="on",
+            log_config=None,
+            access_log=False,  # our own log lines carry no key; uvicorn's carry the path only
+            proxy_headers=False,
+            timeout_graceful_shutdown=config.grace_period,
+            timeout_keep_alive=30,
+            backlog=4096,
+        )
+    )
+    server.run(sockets=[sock])
