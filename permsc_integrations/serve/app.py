@@ -179,10 +179,10 @@ def _routes(service: _Service) -> list[Route]:
             ranker = service.check(req)
         except Unauthorized as exc:
             return service.fail(route, model, HttpError(401, str(exc)))
-        except BadRequest as exc:
-            return service.fail(
-                route, model if exc.status != 404 else "", HttpError(exc.status, str(exc))
-            )
+        except BadRequest as exc:  # after a 413 the connection closes: the rest is not read
+            close = (("connection", "close"),) if exc.status == 413 else ()
+            error = HttpError(exc.status, str(exc), close)
+            return service.fail(route, model if exc.status != 404 else "", error)
         texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
         started = time.perf_counter()
         async with service.limiter(key_id):
