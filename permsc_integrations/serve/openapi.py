@@ -70,12 +70,14 @@ def openapi_document(names: Sequence[str], version: str = "0") -> dict[str, Any]
     paths["/health"] = _get("liveness (no key needed)", health, secured=False)
     paths["/metrics"] = _get("Prometheus metrics", {"text/plain": {"schema": {"type": "string"}}})
     paths["/openapi.json"] = _get("this document", health, secured=False)
+    schemas = openapi_schemas()
+    schemas["RerankRequest"]["properties"]["model"]["enum"] = list(names)
     return {
         "openapi": "3.1.0",
         "info": {"title": "permsc serve: PSC rerank API", "version": version},
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": openapi_schemas(),
+            "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
