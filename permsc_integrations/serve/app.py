@@ -8,7 +8,8 @@ every upstream call still in flight.
 
 Example:
     >>> from permsc_integrations.serve import ModelConfig, ServeConfig
-    >>> app = create_app(ServeConfig(models=(ModelConfig("psc", "openai:m"),)))
+    >>> model = ModelConfig("psc", "openai:m", base_url="http://127.0.0.1:8000/v1")
+    >>> app = create_app(ServeConfig(models=(model,)))
     >>> sorted({route.path for route in app.routes})[:3]
     ['/health', '/metrics', '/openapi.json']
 """
@@ -197,13 +198,13 @@ def _routes(service: _Service) -> list[Route]:
             metrics.requests.labels(route=route, model=model, status="200").inc()
             return JSONResponse(_answer(req, texts, outcome["result"]))
         if "error" in outcome:
-            exc = outcome["error"]
-            metrics.count_usage(model, getattr(exc, "usage", None))
-            if isinstance(exc, MissingDependencyError):
-                logger.error("%s", exc)
-            elif http_error(exc, "").status == 500:
-                logger.exception("%s %s: unexpected error", route, model, exc_info=exc)
-            return service.fail(route, model, http_error(exc, ranker.backend.name))
+            failure = outcome["error"]
+            metrics.count_usage(model, getattr(failure, "usage", None))
+            if isinstance(failure, MissingDependencyError):
+                logger.error("%s", failure)
+            elif http_error(failure, "").status == 500:
+                logger.exception("%s %s: unexpected error", route, model, exc_info=failure)
+            return service.fail(route, model, http_error(failure, ranker.backend.name))
         metrics.requests.labels(route=route, model=model, status=_GONE).inc()
         logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
         return Response(status_code=499)

@@ -8,8 +8,10 @@ known secret, so no key reaches a response or a log line.
 Example:
     >>> from permsc_integrations.errors import AuthenticationError
     >>> answer = http_error(AuthenticationError("bad key sk-123456", status_code=401), "openai:m")
-    >>> answer.status, answer.message
-    (502, 'upstream openai:m refused the request (HTTP 401): bad key sk-123456; ...')
+    >>> answer.status
+    502
+    >>> answer.redacted(["sk-123456"]).message
+    "upstream openai:m refused the request (HTTP 401): bad key ***; the server's operator ..."
 """
 
 from __future__ import annotations

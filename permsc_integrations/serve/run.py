@@ -47,7 +47,7 @@ def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: A
     from . import create_app
 
     app = create_app(config)
-    sock = sock or bind(config.host, config.port)
+    listening = sock or bind(config.host, config.port)
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -58,7 +58,7 @@ def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: A
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets=sockets)
-            port = sock.getsockname()[1]
+            port = listening.getsockname()[1]
             logger.info("permsc serve: listening on %s:%d", config.host, port)
             if on_ready is not None:
                 on_ready(port)
@@ -76,4 +76,4 @@ def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: A
             backlog=4096,
         )
     )
-    server.run(sockets=[sock])
+    server.run(sockets=[listening])

@@ -188,9 +188,11 @@ def openapi_schemas() -> dict[str, Any]:
     """The JSON schemas of every body, for ``components.schemas`` of /openapi.json."""
     from pydantic.json_schema import models_json_schema
 
-    models = [RerankRequest, RerankResponse, ErrorBody, ModelList]
-    _, top = models_json_schema(
-        [(m, "validation" if m is RerankRequest else "serialization") for m in models],
-        ref_template="#/components/schemas/{model}",
-    )
+    models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
+        (RerankRequest, "validation"),
+        (RerankResponse, "serialization"),
+        (ErrorBody, "serialization"),
+        (ModelList, "serialization"),
+    ]
+    _, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
     return dict(top["$defs"])
