@@ -97,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from ..serve.run import serve
 
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
+    level = args.log_level.upper()
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    if level != "DEBUG":  # one line per upstream call is noise (and costs CPU) in production
+        for noisy in ("httpx", "httpcore", "openai"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     serve(config)
     return 0
