@@ -167,6 +167,18 @@ async def burst(up: Upstream, requests: int, m: int, cap: int, latency: float) -
     }
 
 
+async def burst_library(up: Upstream, requests: int, m: int, cap: int) -> float:
+    """(b) without the server: the same requests as concurrent ``arank`` calls here."""
+    options = {"base_url": up.base_url, "api_key": "sk-bench"}
+    async with PSCRanker(
+        "openai:bench", backend_options=options, num_permutations=m, max_concurrency=cap
+    ) as ranker:
+        await ranker.arank("q0", documents(0))
+        started = time.perf_counter()
+        await asyncio.gather(*(ranker.arank(f"q{k}", documents(k)) for k in range(1, requests + 1)))
+        return time.perf_counter() - started
+
+
 def report(a: dict[str, Any], b: dict[str, Any], args: argparse.Namespace) -> str:
     srv, lib = statistics.median(a["server"]), statistics.median(a["library"])
     errors = len(b["errors"])
@@ -184,11 +196,17 @@ def report(a: dict[str, Any], b: dict[str, Any], args: argparse.Namespace) -> st
         f"| (b) {args.requests} concurrent requests, m = {args.m_many}, cap C = {args.cap}: "
         f"wall vs the bound requests x m / C x L = {b['bound']:.0f} s | {b['wall']:.1f} s: "
         f"**{100 * b['share']:.1f} %** of the bound | >= 85 % |",
+        f"| (b) the same requests as concurrent `arank` calls, no server | "
+        f"{b['library_wall']:.1f} s: {100 * b['bound'] / b['library_wall']:.1f} % of the bound; "
+        f"server / library wall **{b['wall'] / b['library_wall']:.2f}** | |",
         f"| (b) errors | {errors} {sorted(set(b['errors'])) if errors else ''} | 0 |",
         f"| (b) client latency p50 / p99 | {b['p50']:.1f} s / {b['p99']:.1f} s | |",
         f"| (c) server CPU per request: (a) m = {args.m_single} / (b) m = {args.m_many} | "
         f"{1000 * a['cpu_per_request']:.1f} ms / {1000 * b['cpu_per_request']:.1f} ms | |",
         f"| exit status after SIGTERM | {a['exit']}, {b['exit']} | 0 |",
+        "",
+        f"Load average (1 min) at the start and the end: {args.load[0]:.1f}, "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other jobs share this machine).",
         "",
         "What limits it: in (b) the cap, by design: at most C calls are in flight, so requests "
         "queue (per key, then at the ranker) and the client latency grows with the queue "
@@ -199,10 +217,12 @@ def report(a: dict[str, Any], b: dict[str, Any], args: argparse.Namespace) -> st
 
 
 async def main(args: argparse.Namespace) -> None:
+    args.load = os.getloadavg()
     up = Upstream(args.latency)
     try:
         a = await single(up, args.m_single, args.repeats)
         b = await burst(up, args.requests, args.m_many, args.cap, args.latency)
+        b["library_wall"] = await burst_library(up, args.requests, args.m_many, args.cap)
     finally:
         up.close()
     text = report(a, b, args)

@@ -33,7 +33,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..errors import MissingDependencyError
 from .auth import KeyRing, Unauthorized
 from .config import ServeConfig
 from .errors import HttpError, http_error
@@ -200,11 +199,10 @@ def _routes(service: _Service) -> list[Route]:
         if "error" in outcome:
             failure = outcome["error"]
             metrics.count_usage(model, getattr(failure, "usage", None))
-            if isinstance(failure, MissingDependencyError):
-                logger.error("%s", failure)
-            elif http_error(failure, "").status == 500:
-                logger.exception("%s %s: unexpected error", route, model, exc_info=failure)
-            return service.fail(route, model, http_error(failure, ranker.backend.name))
+            error = http_error(failure, ranker.backend.name)
+            if error.status == 500:  # not the caller's, nor the upstream's: ours
+                logger.error("%s %s: unexpected error %r", route, model, failure, exc_info=failure)
+            return service.fail(route, model, error)
         metrics.requests.labels(route=route, model=model, status=_GONE).inc()
         logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
         return Response(status_code=499)
