@@ -208,11 +208,14 @@ def report(a: dict[str, Any], b: dict[str, Any], args: argparse.Namespace) -> st
         f"Load average (1 min) at the start and the end: {args.load[0]:.1f}, "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other jobs share this machine).",
         "",
-        "What limits it: in (b) the cap, by design: at most C calls are in flight, so requests "
-        "queue (per key, then at the ranker) and the client latency grows with the queue "
-        "(p99 near the whole run). The server's own cost is its CPU per request (parsing, "
-        "the engine, the upstream calls' HTTP, the answer); on this machine's two cores it "
-        "shares them with the upstream and the clients.",
+        "Reading it: the bound assumes the C slots are always full and cost no CPU. Here the "
+        "upstream (one process answering every call), the server and the clients share the "
+        "machine's cores, so CPU is what limits (b): the same requests as `arank` calls in "
+        "one process, with no HTTP in front, reach the share in the row below (b); the gap "
+        "between the two is the server's cost, its CPU per request (c): parsing and answering "
+        "the client's HTTP besides the engine's work per call. Requests queue for the cap "
+        "(per key first, then first come first served), so p99 is close to the whole run. "
+        "(a) is the latency a single caller sees: the server adds one local HTTP round trip.",
     ])
 
 

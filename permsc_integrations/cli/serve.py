@@ -63,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
+    # lazy: start-up time (the ranker and its backends load only when serving)
     from ..serve.auth import ENV_KEYS, load_keys
     from ..serve.config import Limits, ModelConfig, ServeConfig, load_models
 
@@ -95,6 +96,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; returns 0 after a clean drain."""
     config = config_from_args(args)
+    # lazy: start-up time, and uvicorn is the serve extra's
     from ..serve.run import serve
 
     level = args.log_level.upper()

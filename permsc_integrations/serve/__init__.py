@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MissingDependencyError
 from .config import Limits, ModelConfig, ServeConfig, load_models
 
 if TYPE_CHECKING:
@@ -29,13 +28,12 @@ __all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "create_app", 
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        try:
-            from .app import create_app
-        except ImportError as exc:  # starlette, pydantic or prometheus-client
-            missing = exc.name or "a dependency"
-            raise MissingDependencyError(missing, "serve", purpose="permsc serve") from exc
-        return create_app
+        # lazy: starlette, pydantic and prometheus-client (the serve extra) load with the app
+        from .run import load_app
+
+        return load_app()
     if name == "serve":
+        # lazy: uvicorn and the app load when a server starts
         from .run import serve
 
         return serve

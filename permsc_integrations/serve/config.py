@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..options import RankingOptions
+from ..ranker import PSCRanker
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,15 +73,11 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigurationError(f"a model name must be a non-empty string, got {self.name!r}")
-        from ..options import RankingOptions
-
         RankingOptions.from_kwargs(**self.options)  # refuse a bad option at start-up
 
     def build(self) -> Any:
         """A :class:`~permsc_integrations.PSCRanker` for this configuration (it owns its
         backend: ``aclose()`` it when done)."""
-        from ..ranker import PSCRanker
-
         backend_options: dict[str, Any] = {}
         if self.base_url:
             backend_options["base_url"] = self.base_url

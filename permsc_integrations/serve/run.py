@@ -18,13 +18,26 @@ from typing import Any
 from ..errors import MissingDependencyError
 from .config import ServeConfig
 
-__all__ = ["serve", "bind"]
+__all__ = ["serve", "bind", "load_app"]
 
 logger = logging.getLogger("permsc_integrations.serve")
 
 
+def load_app() -> Any:
+    """:func:`~permsc_integrations.serve.app.create_app`, or the install line if the ``serve``
+    extra is missing."""
+    try:
+        # lazy: starlette, pydantic and prometheus-client are the serve extra's
+        from .app import create_app
+    except ImportError as exc:
+        missing = exc.name or "a dependency"
+        raise MissingDependencyError(missing, "serve", purpose="permsc serve") from exc
+    return create_app
+
+
 def _uvicorn() -> Any:
     try:
+        # lazy: the serve extra's
         import uvicorn
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "serve", purpose="permsc serve") from exc
@@ -44,9 +57,7 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: Any = None) -> None:
     """Serve ``config`` until SIGTERM or SIGINT; ``on_ready(port)`` is called once listening."""
     uvicorn = _uvicorn()
-    from . import create_app
-
-    app = create_app(config)
+    app = load_app()(config)
     listening = sock or bind(config.host, config.port)
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]

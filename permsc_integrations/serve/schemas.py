@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
 
 from ..errors import PermscError
 
@@ -186,8 +187,6 @@ def parse_rerank(body: bytes) -> RerankRequest:
 
 def openapi_schemas() -> dict[str, Any]:
     """The JSON schemas of every body, for ``components.schemas`` of /openapi.json."""
-    from pydantic.json_schema import models_json_schema
-
     models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
         (RerankRequest, "validation"),
         (RerankResponse, "serialization"),
