@@ -95,10 +95,7 @@ class ServeProcess:
         return self.proc.wait()
 
 
-@pytest.fixture
-def serve_process() -> Iterator[Callable[..., ServeProcess]]:
-    """A factory: ``serve_process(*flags, env={...})`` starts ``permsc serve`` (the upstream
-    key is OPENAI_API_KEY, default ``sk-test-upstream``); every process is stopped after."""
+def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
     import os
 
     started: list[ServeProcess] = []
@@ -114,3 +111,16 @@ def serve_process() -> Iterator[Callable[..., ServeProcess]]:
     yield start
     for process in started:
         process.stop()
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """A factory: ``serve_process(*flags, env={...})`` starts ``permsc serve`` (the upstream
+    key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the test."""
+    yield from _serve_processes()
+
+
+@pytest.fixture(scope="module")
+def module_serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """:func:`serve_process` whose processes live until the module's tests are done."""
+    yield from _serve_processes()

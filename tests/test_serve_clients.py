@@ -8,6 +8,7 @@ may be a server error.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,16 +34,20 @@ DOCS = [
 RESPONDER = noisy_responder(lambda t: t.lower().count("goldfish"), keep=0.4, seed=5)
 
 
-@pytest.fixture
-def served(scripted_server, serve_process) -> tuple[Any, Any, list[str]]:
-    """The server, and the order PSCRanker gives the same lists against the same upstream."""
-    upstream = scripted_server(RESPONDER)
-    flags = ["--backend", "openai:scripted", "--base-url", upstream.base_url, "-m", "6"]
-    proc = serve_process(*flags, env={"PERMSC_API_KEYS": KEY})
-    options = {"base_url": upstream.base_url, "api_key": "sk-test-upstream"}
-    with PSCRanker("openai:scripted", backend_options=options, num_permutations=6) as ranker:
-        order = ranker.rank(QUERY, DOCS).order
-    return proc, upstream, [DOCS[i] for i in order]
+@pytest.fixture(scope="module")
+def served(module_serve_process) -> Iterator[tuple[Any, Any, list[str]]]:
+    """One server for the module's clients, and the order PSCRanker gives the same list
+    against the same upstream."""
+    from permsc_integrations.testing import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(RESPONDER) as upstream:
+        flags = ["--backend", "openai:scripted", "--base-url", upstream.base_url, "-m", "6"]
+        proc = module_serve_process(*flags, env={"PERMSC_API_KEYS": KEY})
+        options = {"base_url": upstream.base_url, "api_key": "sk-test-upstream"}
+        with PSCRanker("openai:scripted", backend_options=options, num_permutations=6) as r:
+            order = r.rank(QUERY, DOCS).order
+        yield proc, upstream, [DOCS[i] for i in order]
+        proc.stop()
 
 
 def test_cohere_client_v2(served) -> None:
