@@ -47,6 +47,10 @@ logger = logging.getLogger("permsc_integrations.serve")
 _GONE = "499"  # the client closed the connection before the answer (nginx's convention)
 
 
+def _text(body: bytes, media_type: str) -> Response:
+    return Response(body, media_type=media_type)
+
+
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
@@ -109,6 +113,27 @@ class _Service:
             )
         return ranker
 
+    def answer(
+        self, route: str, req: RerankRequest, texts: list[str], ranker: Any, outcome: Any, s: float
+    ) -> Response:
+        """The HTTP answer for a ranking's outcome (see :func:`_rank`), counted."""
+        model = req.model
+        if "result" in outcome:
+            self.metrics.count_usage(model, outcome["result"].usage)
+            self.metrics.latency.labels(model=model).observe(s)
+            self.metrics.requests.labels(route=route, model=model, status="200").inc()
+            return JSONResponse(_answer(req, texts, outcome["result"]))
+        if "error" in outcome:
+            failure = outcome["error"]
+            self.metrics.count_usage(model, getattr(failure, "usage", None))
+            error = http_error(failure, ranker.backend.name)
+            if error.status == 500:  # not the caller's, nor the upstream's: ours
+                logger.error("%s %s: unexpected error %r", route, model, failure, exc_info=failure)
+            return self.fail(route, model, error)
+        self.metrics.requests.labels(route=route, model=model, status=_GONE).inc()
+        logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
+        return Response(status_code=499)
+
 
 async def _until_disconnect(request: Request, scope: anyio.CancelScope) -> None:
     """Cancel ``scope`` when the client goes away (uvicorn's ``http.disconnect``)."""
@@ -167,81 +192,65 @@ def _answer(req: RerankRequest, texts: list[str], result: Any) -> dict[str, Any]
     }
 
 
-def _routes(service: _Service) -> list[Route]:
-    metrics = service.metrics
-
-    async def rerank(request: Request) -> Response:
-        route, model = request.url.path, ""
+async def rerank(service: _Service, request: Request) -> Response:
+    """``POST /v2/rerank``: admit, rank under the caller's key cap, answer."""
+    route, model = request.url.path, ""
+    try:
+        key_id = service.authorize(request)
+        req = parse_rerank(await service.read_body(request))
+        model = req.model
+        ranker = service.check(req)
+    except Unauthorized as exc:
+        return service.fail(route, model, HttpError(401, str(exc)))
+    except BadRequest as exc:  # after a 413 the connection closes: the rest is not read
+        close = (("connection", "close"),) if exc.status == 413 else ()
+        error = HttpError(exc.status, str(exc), close)
+        return service.fail(route, model if exc.status != 404 else "", error)
+    texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
+    started = time.perf_counter()
+    async with service.limiter(key_id):
+        service.metrics.in_flight.inc()
         try:
-            key_id = service.authorize(request)
-            req = parse_rerank(await service.read_body(request))
-            model = req.model
-            ranker = service.check(req)
-        except Unauthorized as exc:
-            return service.fail(route, model, HttpError(401, str(exc)))
-        except BadRequest as exc:  # after a 413 the connection closes: the rest is not read
-            close = (("connection", "close"),) if exc.status == 413 else ()
-            error = HttpError(exc.status, str(exc), close)
-            return service.fail(route, model if exc.status != 404 else "", error)
-        texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
-        started = time.perf_counter()
-        async with service.limiter(key_id):
-            metrics.in_flight.inc()
-            try:
-                outcome = await _rank(request, ranker, req.query, texts)
-            finally:
-                metrics.in_flight.dec()
-        if "result" in outcome:
-            metrics.count_usage(model, outcome["result"].usage)
-            metrics.latency.labels(model=model).observe(time.perf_counter() - started)
-            metrics.requests.labels(route=route, model=model, status="200").inc()
-            return JSONResponse(_answer(req, texts, outcome["result"]))
-        if "error" in outcome:
-            failure = outcome["error"]
-            metrics.count_usage(model, getattr(failure, "usage", None))
-            error = http_error(failure, ranker.backend.name)
-            if error.status == 500:  # not the caller's, nor the upstream's: ours
-                logger.error("%s %s: unexpected error %r", route, model, failure, exc_info=failure)
-            return service.fail(route, model, error)
-        metrics.requests.labels(route=route, model=model, status=_GONE).inc()
-        logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
-        return Response(status_code=499)
+            outcome = await _rank(request, ranker, req.query, texts)
+        finally:
+            service.metrics.in_flight.dec()
+    return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
 
-    def guarded(endpoint: Any, route: str) -> Any:
+
+def _routes(service: _Service) -> list[Route]:
+    def guarded(route: str, make: Any) -> Route:
+        """A GET route that needs a key when keys are set; its answers are counted."""
+
         async def handler(request: Request) -> Response:
             try:
                 service.authorize(request)
             except Unauthorized as exc:
                 return service.fail(route, "", HttpError(401, str(exc)))
-            response: Response = await endpoint(request)
-            metrics.requests.labels(route=route, model="", status=str(response.status_code)).inc()
+            response: Response = make()
+            labels = {"route": route, "model": "", "status": str(response.status_code)}
+            service.metrics.requests.labels(**labels).inc()
             return response
 
-        return handler
+        return Route(route, handler, methods=["GET"])
 
-    async def models(request: Request) -> Response:
-        data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "permsc"}
-            for n in service.rankers
-        ]
-        return JSONResponse({"object": "list", "data": data})
+    async def post(request: Request) -> Response:
+        return await rerank(service, request)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
-
-    async def prometheus(request: Request) -> Response:
-        body, content_type = metrics.render()
-        return Response(body, media_type=content_type)
 
     document = openapi_document(tuple(service.rankers), __version__)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
 
+    cards = [
+        {"id": n, "object": "model", "created": 0, "owned_by": "permsc"} for n in service.rankers
+    ]
     return [
-        *(Route(path, rerank, methods=["POST"]) for path in RERANK_PATHS),
-        Route("/v1/models", guarded(models, "/v1/models"), methods=["GET"]),
-        Route("/metrics", guarded(prometheus, "/metrics"), methods=["GET"]),
+        *(Route(path, post, methods=["POST"]) for path in RERANK_PATHS),
+        guarded("/v1/models", lambda: JSONResponse({"object": "list", "data": cards})),
+        guarded("/metrics", lambda: _text(*service.metrics.render())),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
