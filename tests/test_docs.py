@@ -40,6 +40,7 @@ def _point_at_a_real_serve(code: str, server, serve_process, monkeypatch) -> str
     for module in ("prometheus_client", "pydantic"):
         pytest.importorskip(module)
     monkeypatch.setenv("PERMSC_CLIENT_KEY", "docs-client-key")
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network here
     flags = ["--backend", "openai:scripted", "--base-url", server.base_url, "-m", "4"]
     proc = serve_process(*flags, env={"PERMSC_API_KEYS": "docs-client-key"})
     return code.replace(SERVE_URL, proc.url)
