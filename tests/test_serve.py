@@ -302,6 +302,12 @@ def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process) -> No
     for thread in threads:
         thread.start()
     wait_for(lambda: upstream.request_count == 2, "the first request's two calls")
+
+    def waiting() -> bool:
+        text = httpx.get(f"{proc.url}/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+        return "permsc_serve_requests_waiting 2.0" in text
+
+    wait_for(waiting, "the first key's other two requests to wait their turn")
     other = threading.Thread(target=send, args=(OTHER_KEY,))
     other.start()
     wait_for(lambda: upstream.request_count == 4, "the other key's calls")

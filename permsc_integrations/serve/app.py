@@ -208,12 +208,14 @@ async def rerank(service: _Service, request: Request) -> Response:
         return service.fail(route, model if exc.status != 404 else "", error)
     texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
     started = time.perf_counter()
-    async with service.limiter(key_id):
-        service.metrics.in_flight.inc()
-        try:
+    limiter = service.limiter(key_id)
+    with service.metrics.waiting.track_inprogress():
+        await limiter.acquire()
+    try:
+        with service.metrics.in_flight.track_inprogress():
             outcome = await _rank(request, ranker, req.query, texts)
-        finally:
-            service.metrics.in_flight.dec()
+    finally:
+        limiter.release()
     return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
 
 

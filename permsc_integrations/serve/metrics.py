@@ -24,7 +24,8 @@ _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
 
 
 class ServeMetrics:
-    """Requests by status, upstream calls and tokens, latency, requests in flight."""
+    """Requests by status, upstream calls and tokens, latency, requests in flight and
+    waiting for their key's turn."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -50,6 +51,11 @@ class ServeMetrics:
         )
         self.in_flight = Gauge(
             "permsc_serve_requests_in_flight", "rerank requests being ranked", registry=r
+        )
+        self.waiting = Gauge(
+            "permsc_serve_requests_waiting",
+            "rerank requests waiting for their key's turn (--key-concurrency)",
+            registry=r,
         )
 
     def count_usage(self, model: str, usage: Any) -> None:
