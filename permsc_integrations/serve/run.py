@@ -46,6 +46,7 @@ def _uvicorn() -> Any:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket (port 0: a free one), TCP_NODELAY on accepted connections."""
+    host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -54,11 +55,12 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: Any = None) -> None:
-    """Serve ``config`` until SIGTERM or SIGINT; ``on_ready(port)`` is called once listening."""
+def serve(config: ServeConfig) -> None:
+    """Serve ``config`` until SIGTERM or SIGINT; logs ``listening on HOST:PORT`` once ready
+    (the port a ``port`` of 0 was given)."""
     uvicorn = _uvicorn()
     app = load_app()(config)
-    listening = sock or bind(config.host, config.port)
+    listening = bind(config.host, config.port)
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -71,8 +73,6 @@ def serve(config: ServeConfig, *, sock: socket.socket | None = None, on_ready: A
             await super().startup(sockets=sockets)
             port = listening.getsockname()[1]
             logger.info("permsc serve: listening on %s:%d", config.host, port)
-            if on_ready is not None:
-                on_ready(port)
 
     server = Server(
         uvicorn.Config(
