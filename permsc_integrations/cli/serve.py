@@ -54,7 +54,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=30.0,
         help="seconds in-flight requests get to finish after SIGTERM (default 30)",
     )
-    s.add_argument("--log-level", default="info", help="debug, info, warning (default: info)")
+    s.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="(default: info)",
+    )
     add_ranking_arguments(parser)
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
