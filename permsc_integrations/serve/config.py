@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..checks import at_least, number, positive_int
 from ..errors import ConfigurationError
 from ..options import RankingOptions
 from ..ranker import PSCRanker
@@ -54,9 +55,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_documents", "max_body_bytes", "max_query_chars", "key_concurrency"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
+            positive_int(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -109,6 +108,8 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigurationError("serve needs at least one model configuration")
+        at_least(0)("port", self.port)
+        number(positive=False)("grace_period", self.grace_period)
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ConfigurationError(f"model names must be unique, got {names}")
