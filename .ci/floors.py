@@ -43,6 +43,9 @@ SKIPPED_EXTRAS = {
     # openai 2.0; the aiohttp tests run in the main environment and skip without it
     "aiohttp": "openai[aiohttp] needs openai >= 2.0, above the core's floor",
     "all": "an alias of other extras",
+    # test-only clients of permsc serve (cohere, LangChain, LlamaIndex, Haystack, schemathesis)
+    # with frameworks far above the adapters' floors; their tests run in the main environment
+    "serve-test": "framework clients for permsc serve's tests",
 }
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;]*)(;.*)?$")
 

@@ -42,3 +42,85 @@ def scripted_server() -> Iterator[Callable[..., Any]]:
     yield start
     for server in started:
         server.stop()
+
+
+class ServeProcess:
+    """A real ``permsc serve`` subprocess on a free port; its stderr is kept in ``log``."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        import subprocess
+        import sys
+        import threading
+
+        self.log: list[str] = []
+        self._ready = threading.Event()
+        self.port = 0
+        cmd = [sys.executable, "-m", "permsc_integrations.cli", "serve", "--port", "0", *args]
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        threading.Thread(target=self._drain, daemon=True).start()
+        if not self._ready.wait(60) or not self.port:
+            self.stop()
+            raise RuntimeError("permsc serve did not start:\n" + "".join(self.log))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if "listening on" in line and not self.port:
+                self.port = int(line.rsplit(":", 1)[1])
+                self._ready.set()
+        self._ready.set()  # exited: stop waiting
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> int:
+        """SIGTERM, then wait (kill after 30 s); returns the exit status."""
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
+    import os
+
+    started: list[ServeProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+        full = {k: v for k, v in os.environ.items() if k not in ("PERMSC_API_KEYS",)}
+        full["OPENAI_API_KEY"] = "sk-test-upstream"
+        full.update(env or {})
+        process = ServeProcess(list(args), full)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """A factory: ``serve_process(*flags, env={...})`` starts ``permsc serve`` (the upstream
+    key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the test."""
+    yield from _serve_processes()
+
+
+@pytest.fixture(scope="module")
+def module_serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """:func:`serve_process` whose processes live until the module's tests are done."""
+    yield from _serve_processes()

@@ -98,6 +98,8 @@ def test_import_loads_no_heavy_dependency() -> None:
         "uvicorn",
         "starlette",
         "tenacity",
+        "prometheus_client",
+        "permsc_integrations.serve",
     ]
     code = (
         "import sys, permsc_integrations\n"

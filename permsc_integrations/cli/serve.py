@@ -1,0 +1,113 @@
+"""``permsc serve``: a Cohere-compatible rerank API (``POST /v2/rerank``) over PSC.
+
+Example:
+    $ PERMSC_API_KEYS=my-client-key permsc serve --backend openai:gpt-4o-mini -m 20
+    $ permsc serve --config models.toml --host 0.0.0.0 --api-key-file keys.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from ._common import add_backend_arguments, add_ranking_arguments, backend_spec, ranker_options
+
+__all__ = ["add_parser", "run", "config_from_args"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve PSC reranking over HTTP (Cohere's rerank API)",
+        description="A rerank service that Cohere's clients call: POST /v2/rerank (docs/serve.md).",
+    )
+    s = parser.add_argument_group("server")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free)")
+    s.add_argument("--config", help="TOML file of named models ([models.NAME] tables)")
+    s.add_argument("--name", default="permsc", help="the model name the flags' model answers to")
+    s.add_argument("--api-key-file", help="client keys, one a line (also: PERMSC_API_KEYS)")
+    s.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve a non-loopback --host without client keys",
+    )
+    s.add_argument("--max-documents", type=int, default=1000, help="per request (default 1000)")
+    s.add_argument(
+        "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size (default 4 MiB)"
+    )
+    s.add_argument(
+        "--max-query-chars", type=int, default=10_000, help="query length (default 10000)"
+    )
+    s.add_argument(
+        "--key-concurrency",
+        type=int,
+        default=32,
+        help="requests of one client key ranked at once; the rest wait (default 32)",
+    )
+    s.add_argument(
+        "--grace-period",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish after SIGTERM (default 30)",
+    )
+    s.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="(default: info)",
+    )
+    add_ranking_arguments(parser)
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
+    # lazy: start-up time (the ranker and its backends load only when serving)
+    from ..serve.auth import ENV_KEYS, load_keys
+    from ..serve.config import Limits, ModelConfig, ServeConfig, load_models
+
+    if args.config:
+        models = load_models(args.config)
+    else:
+        spec = backend_spec(args)
+        models = (
+            ModelConfig(
+                args.name, spec, ranker_options(args, spec), args.base_url, device=args.device
+            ),
+        )
+    limits = Limits(
+        max_documents=args.max_documents,
+        max_body_bytes=args.max_body_bytes,
+        max_query_chars=args.max_query_chars,
+        key_concurrency=args.key_concurrency,
+    )
+    return ServeConfig(
+        models=models,
+        keys=load_keys(os.environ.get(ENV_KEYS), args.api_key_file),
+        limits=limits,
+        host=args.host,
+        port=args.port,
+        allow_public_without_keys=args.allow_unauthenticated,
+        grace_period=args.grace_period,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or Ctrl-C; returns 0 after a clean drain."""
+    config = config_from_args(args)
+    # lazy: start-up time, and uvicorn is the serve extra's
+    from ..serve.run import serve
+
+    level = args.log_level.upper()
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    if level != "DEBUG":  # one line per upstream call is noise (and costs CPU) in production
+        for noisy in ("httpx", "httpcore", "openai"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    serve(config)
+    return 0

@@ -1,0 +1,293 @@
+"""The ASGI app: routes, the rerank handler, auth, limits, disconnects and metrics.
+
+Every model name maps to one :class:`~permsc_integrations.PSCRanker`; all requests for it
+share its cap on upstream calls (``max_concurrency``), and each client key may have at most
+``limits.key_concurrency`` requests being ranked at once (the rest wait their turn), so one
+client cannot fill the cap alone. A client that disconnects cancels its ranking, and with it
+every upstream call still in flight.
+
+Example:
+    >>> from permsc_integrations.serve import ModelConfig, ServeConfig
+    >>> model = ModelConfig("psc", "openai:m", base_url="http://127.0.0.1:8000/v1")
+    >>> app = create_app(ServeConfig(models=(model,)))
+    >>> sorted({route.path for route in app.routes})[:3]
+    ['/health', '/metrics', '/openapi.json']
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import __version__
+from .auth import KeyRing, Unauthorized
+from .config import ServeConfig
+from .errors import HttpError, http_error
+from .metrics import ServeMetrics
+from .openapi import RERANK_PATHS, openapi_document
+from .schemas import BadRequest, RerankRequest, parse_rerank
+from .scoring import cut_words, order_results, relevance_scores
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("permsc_integrations.serve")
+_GONE = "499"  # the client closed the connection before the answer (nginx's convention)
+
+
+def _text(body: bytes, media_type: str) -> Response:
+    return Response(body, media_type=media_type)
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+class _Service:
+    """The state behind the routes (built once per app)."""
+
+    def __init__(self, config: ServeConfig, rankers: Mapping[str, Any]) -> None:
+        self.config, self.rankers = config, dict(rankers)
+        self.keys = KeyRing(config.keys)
+        self.metrics = ServeMetrics()
+        self.per_key: dict[str, anyio.CapacityLimiter] = {}
+        self.secrets = (*config.keys, os.environ.get("OPENAI_API_KEY"), *self._model_keys())
+
+    def _model_keys(self) -> list[str | None]:
+        return [os.environ.get(m.api_key_env) for m in self.config.models if m.api_key_env]
+
+    def fail(self, route: str, model: str, error: HttpError) -> JSONResponse:
+        error = error.redacted(self.secrets)
+        self.metrics.requests.labels(route=route, model=model, status=str(error.status)).inc()
+        log = logger.warning if error.status >= 500 else logger.info
+        log("%s %s -> %d: %s", route, model or "-", error.status, error.message)
+        return _error(error.status, error.message, dict(error.headers))
+
+    def authorize(self, request: Request) -> str:
+        return self.keys.identify(request.headers.get("authorization"))
+
+    def limiter(self, key_id: str) -> anyio.CapacityLimiter:
+        if key_id not in self.per_key:
+            self.per_key[key_id] = anyio.CapacityLimiter(self.config.limits.key_concurrency)
+        return self.per_key[key_id]
+
+    async def read_body(self, request: Request) -> bytes:
+        """The body, refused with 413 as soon as it passes the limit (never read whole)."""
+        limit = self.config.limits.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
+        return bytes(body)
+
+    def check(self, req: RerankRequest) -> Any:
+        """The ranker for ``req.model``, after the limits; :class:`BadRequest` if not."""
+        ranker = self.rankers.get(req.model)
+        if ranker is None:
+            known = ", ".join(self.rankers)
+            raise BadRequest(f"unknown model {req.model!r}; this server serves: {known}", 404)
+        limits = self.config.limits
+        if not req.query.strip():
+            raise BadRequest("query: must not be empty")
+        if len(req.query) > limits.max_query_chars:
+            raise BadRequest(f"query: longer than the limit of {limits.max_query_chars} characters")
+        if len(req.documents) > limits.max_documents:
+            raise BadRequest(
+                f"documents: {len(req.documents)} given, the limit is {limits.max_documents}"
+            )
+        return ranker
+
+    def answer(
+        self, route: str, req: RerankRequest, texts: list[str], ranker: Any, outcome: Any, s: float
+    ) -> Response:
+        """The HTTP answer for a ranking's outcome (see :func:`_rank`), counted."""
+        model = req.model
+        if "result" in outcome:
+            self.metrics.count_usage(model, outcome["result"].usage)
+            self.metrics.latency.labels(model=model).observe(s)
+            self.metrics.requests.labels(route=route, model=model, status="200").inc()
+            return JSONResponse(_answer(req, texts, outcome["result"]))
+        if "error" in outcome:
+            failure = outcome["error"]
+            self.metrics.count_usage(model, getattr(failure, "usage", None))
+            error = http_error(failure, ranker.backend.name)
+            if error.status == 500:  # not the caller's, nor the upstream's: ours
+                logger.error("%s %s: unexpected error %r", route, model, failure, exc_info=failure)
+            return self.fail(route, model, error)
+        self.metrics.requests.labels(route=route, model=model, status=_GONE).inc()
+        logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
+        return Response(status_code=499)
+
+
+async def _until_disconnect(request: Request, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` when the client goes away (uvicorn's ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+async def _rank(request: Request, ranker: Any, query: str, texts: list[str]) -> dict[str, Any]:
+    """``{"result": ...}``, ``{"error": exc}``, or ``{}`` when the client disconnected."""
+    outcome: dict[str, Any] = {}
+    async with anyio.create_task_group() as tg:
+
+        async def work() -> None:
+            try:
+                outcome["result"] = await ranker.arank(query, texts)
+            except Exception as exc:  # answered as an HTTP error by the caller
+                outcome["error"] = exc
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(_until_disconnect, request, tg.cancel_scope)
+        tg.start_soon(work)
+    return outcome
+
+
+def _answer(req: RerankRequest, texts: list[str], result: Any) -> dict[str, Any]:
+    scores = relevance_scores(result)
+    results = []
+    for index, score in order_results(result.order, scores, req.top_n):
+        item: dict[str, Any] = {"index": index, "relevance_score": score}
+        if req.return_documents:
+            item["document"] = {"text": req.texts[index]}
+        results.append(item)
+    u = result.usage
+    return {
+        "id": f"permsc-{uuid.uuid4().hex}",
+        "model": req.model,
+        "results": results,
+        "meta": {
+            "api_version": {"version": "2", "is_experimental": False},
+            "billed_units": {
+                "search_units": math.ceil(len(texts) / 100),
+                "input_tokens": u.prompt_tokens,
+                "output_tokens": u.completion_tokens,
+            },
+            "tokens": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens},
+        },
+        "usage": {
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "total_tokens": u.total_tokens,
+            "upstream_calls": u.calls,
+        },
+    }
+
+
+async def rerank(service: _Service, request: Request) -> Response:
+    """``POST /v2/rerank``: admit, rank under the caller's key cap, answer."""
+    route, model = request.url.path, ""
+    try:
+        key_id = service.authorize(request)
+        req = parse_rerank(await service.read_body(request))
+        model = req.model
+        ranker = service.check(req)
+    except Unauthorized as exc:
+        return service.fail(route, model, HttpError(401, str(exc)))
+    except BadRequest as exc:  # after a 413 the connection closes: the rest is not read
+        close = (("connection", "close"),) if exc.status == 413 else ()
+        error = HttpError(exc.status, str(exc), close)
+        return service.fail(route, model if exc.status != 404 else "", error)
+    texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
+    started = time.perf_counter()
+    limiter = service.limiter(key_id)
+    with service.metrics.waiting.track_inprogress():
+        await limiter.acquire()
+    try:
+        with service.metrics.in_flight.track_inprogress():
+            outcome = await _rank(request, ranker, req.query, texts)
+    finally:
+        limiter.release()
+    return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
+
+
+def _routes(service: _Service) -> list[Route]:
+    def guarded(route: str, make: Any) -> Route:
+        """A GET route that needs a key when keys are set; its answers are counted."""
+
+        async def handler(request: Request) -> Response:
+            try:
+                service.authorize(request)
+            except Unauthorized as exc:
+                return service.fail(route, "", HttpError(401, str(exc)))
+            response: Response = make()
+            labels = {"route": route, "model": "", "status": str(response.status_code)}
+            service.metrics.requests.labels(**labels).inc()
+            return response
+
+        return Route(route, handler, methods=["GET"])
+
+    async def post(request: Request) -> Response:
+        return await rerank(service, request)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    document = openapi_document(tuple(service.rankers), __version__)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    cards = [
+        {"id": n, "object": "model", "created": 0, "owned_by": "permsc"} for n in service.rankers
+    ]
+    return [
+        *(Route(path, post, methods=["POST"]) for path in RERANK_PATHS),
+        guarded("/v1/models", lambda: JSONResponse({"object": "list", "data": cards})),
+        guarded("/metrics", lambda: _text(*service.metrics.render())),
+        Route("/health", health, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return _error(405, f"method {request.method} not allowed on {request.url.path}")
+    return _error(exc.status_code, f"no such endpoint: {request.url.path}")
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    logger.exception("unexpected error on %s", request.url.path, exc_info=exc)
+    return _error(500, f"internal error ({type(exc).__name__}); see the server's log")
+
+
+def create_app(config: ServeConfig, rankers: Mapping[str, Any] | None = None) -> Starlette:
+    """The app for ``config``; each model's ranker is built now (or taken from ``rankers``,
+    by name) and closed when the app shuts down (only those built here)."""
+    owned = {m.name: m.build() for m in config.models if not rankers or m.name not in rankers}
+    service = _Service(config, {**owned, **(rankers or {})})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for ranker in owned.values():
+                await ranker.aclose()
+
+    app = Starlette(
+        routes=_routes(service),
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal},
+    )
+    app.state.service = service
+    return app

@@ -1,0 +1,157 @@
+"""What a ``permsc serve`` process serves: named rankers, client keys and request limits.
+
+Several named configurations come from a TOML file, one table per name::
+
+    [models.psc-fast]
+    backend = "openai:gpt-4o-mini"      # any backend spec PSCRanker takes
+    base_url = "http://localhost:8000/v1"  # optional: an OpenAI-compatible server
+    api_key_env = "OPENAI_API_KEY"      # optional: the variable holding the upstream key
+    num_permutations = 6                # any RankingOptions option
+    aggregator = "borda"
+
+Keys are never written in the file: ``api_key_env`` names the environment variable.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "models.toml"
+    >>> _ = path.write_text('[models.fast]\\nbackend = "openai:m"\\nnum_permutations = 6\\n')
+    >>> [(m.name, m.backend, dict(m.options)) for m in load_models(path)]
+    [('fast', 'openai:m', {'num_permutations': 6})]
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checks import at_least, number, positive_int
+from ..errors import ConfigurationError
+from ..options import RankingOptions
+from ..ranker import PSCRanker
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "is_loopback"]
+
+_MODEL_KEYS = ("backend", "base_url", "api_key_env", "device")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; a request over one is refused with a 4xx that names the limit."""
+
+    max_documents: int = 1000  # Cohere's advice: no more than 1,000 documents a request
+    max_body_bytes: int = 4 * 1024 * 1024  # read in chunks; a larger body is a 413 at once
+    max_query_chars: int = 10_000
+    key_concurrency: int = 32  # requests of one client key ranked at once (the rest queue)
+
+    def __post_init__(self) -> None:
+        for name in ("max_documents", "max_body_bytes", "max_query_chars", "key_concurrency"):
+            positive_int(name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One served name: a backend spec and the ranking options of its ``PSCRanker``."""
+
+    name: str
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigurationError(f"a model name must be a non-empty string, got {self.name!r}")
+        RankingOptions.from_kwargs(**self.options)  # refuse a bad option at start-up
+
+    def build(self) -> Any:
+        """A :class:`~permsc_integrations.PSCRanker` for this configuration (it owns its
+        backend: ``aclose()`` it when done)."""
+        backend_options: dict[str, Any] = {}
+        if self.base_url:
+            backend_options["base_url"] = self.base_url
+        if self.device:
+            backend_options["device"] = self.device
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ConfigurationError(
+                    f"model {self.name!r}: the environment variable {self.api_key_env} "
+                    "(api_key_env) is not set"
+                )
+            backend_options["api_key"] = key
+        return PSCRanker(self.backend, backend_options=backend_options, **self.options)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything one server process needs; ``keys`` empty means no client authentication."""
+
+    models: tuple[ModelConfig, ...]
+    keys: tuple[str, ...] = field(default=(), repr=False)
+    limits: Limits = field(default_factory=Limits)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    allow_public_without_keys: bool = False
+    grace_period: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigurationError("serve needs at least one model configuration")
+        at_least(0)("port", self.port)
+        number(positive=False)("grace_period", self.grace_period)
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"model names must be unique, got {names}")
+        if not self.keys and not is_loopback(self.host) and not self.allow_public_without_keys:
+            raise ConfigurationError(
+                f"refusing to serve on {self.host} without client keys: set PERMSC_API_KEYS or "
+                "--api-key-file, or pass --allow-unauthenticated to serve an open endpoint"
+            )
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.models)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
+    (True, False, True)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_models(path: str | Path) -> tuple[ModelConfig, ...]:
+    """The ``[models.NAME]`` tables of a TOML file, each a :class:`ModelConfig`."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path}: not valid TOML ({exc})") from None
+    tables = data.get("models")
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigurationError(f"{path}: expected one or more [models.NAME] tables")
+    models = []
+    for name, table in tables.items():
+        if not isinstance(table, dict) or not isinstance(table.get("backend"), str):
+            raise ConfigurationError(f"{path}: [models.{name}] needs a backend = '...' string")
+        options = {k: v for k, v in table.items() if k not in _MODEL_KEYS}
+        extra = {k: table[k] for k in _MODEL_KEYS[1:] if k in table}
+        models.append(ModelConfig(name, table["backend"], options, **extra))
+    return tuple(models)

@@ -1,0 +1,197 @@
+"""The request and response bodies of the rerank API (Cohere v2's shape), as pydantic models.
+
+A request is validated from the raw JSON bytes in one step (malformed JSON included); a
+problem becomes one line naming the field (``documents[2]: ...``).
+
+Example:
+    >>> request = parse_rerank(b'{"model": "m", "query": "q", "documents": ["a", {"text": "b"}]}')
+    >>> request.texts, request.top_n
+    (('a', 'b'), None)
+    >>> parse_rerank(b'{"model": "m", "query": "q", "documents": []}')
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.serve.schemas.BadRequest: documents: must not be empty
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
+
+from ..errors import PermscError
+
+__all__ = [
+    "BadRequest",
+    "Document",
+    "RerankRequest",
+    "RerankResult",
+    "RerankResponse",
+    "ErrorBody",
+    "ModelList",
+    "parse_rerank",
+    "openapi_schemas",
+]
+
+
+class BadRequest(PermscError):
+    """A request the server cannot take; ``status`` is its HTTP status (400, 413, 404...)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Document(BaseModel):
+    """A document as an object: its ``text`` is ranked; other fields are ignored."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    text: str
+
+
+class RerankRequest(BaseModel):
+    """``POST /v2/rerank`` (also ``/v1/rerank``, ``/rerank``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str = Field(description="a name from GET /v1/models")
+    query: str = Field(description="the search query")
+    documents: list[str | Document] = Field(
+        min_length=1, description="texts, or objects with a 'text' field, to rank"
+    )
+    top_n: int | None = Field(
+        default=None, ge=1, description="return the best top_n results (default: all)"
+    )
+    max_tokens_per_doc: int | None = Field(
+        default=None,
+        ge=1,
+        description="cut each document to this many words (whitespace-separated) first",
+    )
+    return_documents: bool = Field(
+        default=False, description="include each result's document text (Jina, Cohere v1)"
+    )
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(d if isinstance(d, str) else d.text for d in self.documents)
+
+
+class ResultDocument(BaseModel):
+    text: str
+
+
+class RerankResult(BaseModel):
+    index: int = Field(description="position in the request's documents")
+    relevance_score: float = Field(description="in [0, 1]; see docs/serve.md")
+    document: ResultDocument | None = None
+
+
+class ApiVersion(BaseModel):
+    version: str = "2"
+    is_experimental: bool = False
+
+
+class Tokens(BaseModel):
+    input_tokens: int
+    output_tokens: int
+
+
+class BilledUnits(BaseModel):
+    search_units: int
+    input_tokens: int
+    output_tokens: int
+
+
+class Meta(BaseModel):
+    api_version: ApiVersion
+    billed_units: BilledUnits
+    tokens: Tokens
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    upstream_calls: int
+
+
+class RerankResponse(BaseModel):
+    id: str
+    model: str
+    results: list[RerankResult] = Field(description="highest relevance_score first")
+    meta: Meta
+    usage: Usage
+
+
+class ErrorBody(BaseModel):
+    """Cohere's error shape."""
+
+    message: str
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "permsc"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """``('documents', 2, 'Document', 'text')`` -> ``documents[2]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "Document") or "[" in str(part):
+            break  # a union member's tag: the position is what the caller needs
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "body"
+
+
+_MESSAGES = {
+    "list_type": "must be a list",
+    "too_short": "must not be empty",
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+    "greater_than_equal": "must be at least 1",
+    "model_type": "must be a JSON object",
+}
+
+
+def _explain(error: Any) -> str:
+    kind = error["type"]
+    if kind == "json_invalid":
+        return f"malformed JSON: {error.get('ctx', {}).get('error', 'cannot parse')}"
+    where = _where(tuple(error["loc"]))
+    if where.startswith("documents["):
+        return f"{where}: must be a string or an object with a 'text' string"
+    return f"{where}: {_MESSAGES.get(kind, error['msg'])}"
+
+
+def parse_rerank(body: bytes) -> RerankRequest:
+    """The validated request of raw JSON ``body``; :class:`BadRequest` names what is wrong."""
+    try:
+        return RerankRequest.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        raise BadRequest("; ".join(dict.fromkeys(_explain(e) for e in errors[:5]))) from None
+
+
+def openapi_schemas() -> dict[str, Any]:
+    """The JSON schemas of every body, for ``components.schemas`` of /openapi.json."""
+    models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
+        (RerankRequest, "validation"),
+        (RerankResponse, "serialization"),
+        (ErrorBody, "serialization"),
+        (ModelList, "serialization"),
+    ]
+    _, top = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    return dict(top["$defs"])

@@ -1,0 +1,377 @@
+"""``permsc serve`` as a real subprocess, over raw HTTP, against the scripted upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("prometheus_client")
+pytest.importorskip("pydantic")
+
+from permsc_integrations import PSCRanker  # noqa: E402
+from permsc_integrations.testing import Fault, Reply, noisy_responder  # noqa: E402
+
+KEY, OTHER_KEY = "client-key-alpha", "client-key-beta"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+DOCS = [
+    "Goldfish need a filtered tank.",
+    "Cats purr when content.",
+    "Goldfish goldfish goldfish: growth depends on the tank.",
+    "The stock market fell today.",
+    "A goldfish can live for decades.",
+    "Mountains are tall.",
+    "Goldfish goldfish grow with their tank.",
+    "Paris is in France.",
+]
+
+
+def relevance(text: str) -> float:
+    return text.lower().count("goldfish")
+
+
+RESPONDER = noisy_responder(relevance, keep=0.4, position_bias=0.5, seed=3)
+
+
+def upstream_flags(server: Any, *extra: str) -> list[str]:
+    return ["--backend", "openai:scripted", "--base-url", server.base_url, *extra]
+
+
+def wait_for(condition: Any, what: str, limit: float = 30.0) -> None:
+    """Poll ``condition()`` until true (a state, not a time); fail after ``limit`` s."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def direct_order(server: Any, query: str, docs: list[str], **options: Any) -> tuple[int, ...]:
+    backend_options = {"base_url": server.base_url, "api_key": "sk-test-upstream"}
+    with PSCRanker("openai:scripted", backend_options=backend_options, **options) as ranker:
+        return ranker.rank(query, docs).order
+
+
+@pytest.fixture
+def keyed(scripted_server, serve_process):
+    upstream = scripted_server(RESPONDER)
+    proc = serve_process(*upstream_flags(upstream, "-m", "6"), env={"PERMSC_API_KEYS": KEY})
+    return upstream, proc
+
+
+def test_rerank_gives_psc_order_scores_and_usage(keyed) -> None:
+    upstream, proc = keyed
+    body = {"model": "permsc", "query": "goldfish growth", "documents": DOCS}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    calls = upstream.request_count
+    expected = direct_order(upstream, "goldfish growth", DOCS, num_permutations=6)
+    assert [r["index"] for r in data["results"]] == list(expected)
+    scores = [r["relevance_score"] for r in data["results"]]
+    assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] <= scores[0] <= 1
+    assert scores[0] > scores[-1]
+    upstream_tokens = sum(len(r.text.split()) for r in upstream.requests[:calls])
+    assert data["meta"]["tokens"]["input_tokens"] == upstream_tokens
+    assert data["meta"]["billed_units"]["search_units"] == 1
+    assert data["usage"]["upstream_calls"] == calls == 6
+    assert data["meta"]["api_version"]["version"] == "2" and data["id"].startswith("permsc-")
+
+
+def test_every_path_top_n_objects_and_return_documents(keyed) -> None:
+    upstream, proc = keyed
+    objects = [{"text": d, "id": k} for k, d in enumerate(DOCS)]
+    body = {"model": "permsc", "query": "goldfish", "documents": objects, "top_n": 3}
+    answers = [
+        httpx.post(f"{proc.url}{path}", json=body, headers=AUTH, timeout=30).json()
+        for path in ("/v2/rerank", "/v1/rerank", "/rerank")
+    ]
+    orders = [[r["index"] for r in a["results"]] for a in answers]
+    assert orders[0] == orders[1] == orders[2] and len(orders[0]) == 3
+    assert "document" not in answers[0]["results"][0]
+    body["return_documents"] = True
+    with_docs = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30).json()
+    assert [r["document"]["text"] for r in with_docs["results"]] == [DOCS[i] for i in orders[0]]
+
+
+def test_max_tokens_per_doc_cuts_documents_to_words(keyed) -> None:
+    upstream, proc = keyed
+    docs = ["alpha beta gamma delta epsilon", "one two three four five six"]
+    body = {"model": "permsc", "query": "q", "documents": docs, "max_tokens_per_doc": 2}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30)
+    assert answer.status_code == 200
+    prompt = upstream.requests[0].text
+    assert "alpha beta" in prompt and "gamma" not in prompt and "three" not in prompt
+
+
+def test_auth_models_health_and_metrics(keyed) -> None:
+    upstream, proc = keyed
+    assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}
+    for headers in ({}, {"Authorization": "Bearer wrong-key-1"}, {"Authorization": KEY}):
+        answer = httpx.post(f"{proc.url}/v2/rerank", json={}, headers=headers)
+        assert answer.status_code == 401 and set(answer.json()) == {"message"}
+    assert httpx.get(f"{proc.url}/v1/models").status_code == 401
+    models = httpx.get(f"{proc.url}/v1/models", headers=AUTH).json()
+    assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["permsc"]
+    body = {"model": "other", "query": "q", "documents": ["a", "b"]}
+    unknown = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH)
+    assert unknown.status_code == 404 and "permsc" in unknown.json()["message"]
+    body["model"] = "permsc"
+    assert httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH).status_code == 200
+    assert httpx.get(f"{proc.url}/metrics").status_code == 401
+    text = httpx.get(f"{proc.url}/metrics", headers=AUTH).text
+    for line in (
+        'permsc_serve_requests_total{model="permsc",route="/v2/rerank",status="200"} 1.0',
+        'permsc_serve_requests_total{model="",route="/v2/rerank",status="401"} 3.0',
+        'permsc_serve_upstream_calls_total{model="permsc"} 6.0',
+        'permsc_serve_request_seconds_count{model="permsc"} 1.0',
+        "permsc_serve_requests_in_flight 0.0",
+    ):
+        assert line in text, line
+    assert 'kind="prompt"' in text
+    assert httpx.get(f"{proc.url}/openapi.json").json()["openapi"].startswith("3.")
+
+
+BAD = [
+    (b"{not json", 400, "malformed JSON"),
+    (b"[1, 2]", 400, "JSON object"),
+    (json.dumps({"model": "permsc", "documents": ["a"]}).encode(), 400, "query"),
+    (json.dumps({"model": "permsc", "query": "q"}).encode(), 400, "documents"),
+    (json.dumps({"model": "permsc", "query": "q", "documents": []}).encode(), 400, "empty"),
+    (json.dumps({"model": "permsc", "query": "q", "documents": "a"}).encode(), 400, "list"),
+    (json.dumps({"model": "permsc", "query": "q", "documents": [3]}).encode(), 400, "[0]"),
+    (json.dumps({"model": "permsc", "query": "q", "documents": [{"t": 1}]}).encode(), 400, "text"),
+    (json.dumps({"model": "permsc", "query": 7, "documents": ["a"]}).encode(), 400, "query"),
+    (json.dumps({"model": "permsc", "query": " ", "documents": ["a"]}).encode(), 400, "query"),
+    (
+        json.dumps({"model": "permsc", "query": "q", "documents": ["a"], "top_n": -1}).encode(),
+        400,
+        "top_n",
+    ),
+    (
+        json.dumps({"model": "permsc", "query": "q", "documents": ["a"] * 11}).encode(),
+        400,
+        "limit is 10",
+    ),
+    (json.dumps({"query": "q", "documents": ["a"]}).encode(), 400, "model"),
+]
+
+
+def test_bad_input_is_a_4xx_that_says_what(scripted_server, serve_process) -> None:
+    upstream = scripted_server(RESPONDER)
+    proc = serve_process(*upstream_flags(upstream, "-m", "2", "--max-documents", "10"))
+    for body, status, words in BAD:
+        answer = httpx.post(f"{proc.url}/v2/rerank", content=body)
+        assert answer.status_code == status, (body, answer.text)
+        assert words in answer.json()["message"], (body, answer.json())
+    assert upstream.request_count == 0
+
+
+def _raw(port: int, head: bytes, body_parts: Any) -> bytes:
+    """Send ``head`` and as much of the body as the server takes; return its answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        for part in body_parts:
+            try:
+                sock.sendall(part)
+            except OSError:  # the server answered and closed: it read no more
+                break
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    return answer
+
+
+def test_too_large_bodies_are_413_without_reading_them(scripted_server, serve_process) -> None:
+    upstream = scripted_server(RESPONDER)
+    proc = serve_process(*upstream_flags(upstream, "--max-body-bytes", "65536"))
+    declared = (
+        b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1073741824\r\n\r\n"
+    )
+    assert _raw(proc.port, declared, [b"{"]).startswith(b"HTTP/1.1 413")
+    chunked = (
+        b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b"x" * (1 << 20))
+    sent: list[bytes] = []
+
+    def offered() -> Any:  # 2 GiB offered, one MiB at a time
+        for _ in range(2048):
+            sent.append(chunk)
+            yield chunk
+
+    answer = _raw(proc.port, chunked, offered())
+    assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" in answer.lower()
+    assert len(sent) < 64  # the connection closed: the rest was never read
+    assert httpx.get(f"{proc.url}/health").status_code == 200
+
+
+def test_no_key_in_any_answer_log_or_metric(scripted_server, serve_process) -> None:
+    upstream_key = "sk-upstream-very-secret-123"
+    fault = Fault.status(401, message=f"Incorrect API key provided: {upstream_key}")
+    upstream = scripted_server(lambda request: fault)
+    proc = serve_process(
+        *upstream_flags(upstream, "-m", "6"),
+        env={"OPENAI_API_KEY": upstream_key, "PERMSC_API_KEYS": f"{KEY},{OTHER_KEY}"},
+    )
+    body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
+    answers = [httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH) for _ in range(4)]
+    assert {a.status_code for a in answers} == {502}
+    message = answers[0].json()["message"]
+    assert "upstream openai:scripted" in message and "401" in message
+    assert upstream.request_count <= 6  # the breaker: later requests send nothing
+    wrong = httpx.post(f"{proc.url}/v2/rerank", json=body, headers={"Authorization": "Bearer x"})
+    metrics = httpx.get(f"{proc.url}/metrics", headers=AUTH).text
+    proc.stop()
+    seen = [a.text for a in answers] + [wrong.text, metrics, "".join(proc.log)]
+    for secret in (upstream_key, KEY, OTHER_KEY):
+        assert not any(secret in text for text in seen), secret
+
+
+def test_upstream_rate_limit_is_429_with_retry_after(scripted_server, serve_process) -> None:
+    upstream = scripted_server(lambda request: Fault.status(429, retry_after=0.01))
+    proc = serve_process(*upstream_flags(upstream, "-m", "2"))
+    body = {"model": "permsc", "query": "q", "documents": ["a", "b"]}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=60)
+    assert answer.status_code == 429 and int(answer.headers["retry-after"]) >= 1
+    assert "rate limited" in answer.json()["message"]
+
+
+class Gate:
+    """A responder that holds every answer until ``open()``."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    async def __call__(self, request: Any) -> Reply:
+        while not self.released.is_set():
+            await asyncio.sleep(0.005)
+        return RESPONDER(request)  # type: ignore[return-value]
+
+
+def test_a_client_that_disconnects_cancels_its_upstream_calls(
+    scripted_server, serve_process
+) -> None:
+    gate = Gate()
+    upstream = scripted_server(gate)
+    proc = serve_process(*upstream_flags(upstream, "-m", "6", "--concurrency", "2"))
+    body = json.dumps({"model": "permsc", "query": "q", "documents": DOCS}).encode()
+    head = b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with socket.create_connection(("127.0.0.1", proc.port)) as sock:
+        sock.sendall(head + body)
+        wait_for(lambda: upstream.in_flight == 2, "two upstream calls in flight")
+
+    def abandoned() -> bool:  # counted once the ranking has ended: no call can start after
+        return 'status="499"} 1.0' in httpx.get(f"{proc.url}/metrics").text
+
+    wait_for(abandoned, "the server to give the request up")
+    # the upstream still holds both calls: the ranking ended only because they were cancelled
+    assert upstream.in_flight == 2 and upstream.request_count == 2
+    assert "permsc_serve_requests_in_flight 0.0" in httpx.get(f"{proc.url}/metrics").text
+    gate.released.set()
+    wait_for(lambda: upstream.in_flight == 0, "the upstream to finish")
+    assert upstream.request_count == 2  # none of the other four calls was ever sent
+
+
+def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process) -> None:
+    gate = Gate()
+    upstream = scripted_server(gate)
+    flags = upstream_flags(upstream, "-m", "2", "--key-concurrency", "1")
+    proc = serve_process(*flags, env={"PERMSC_API_KEYS": f"{KEY},{OTHER_KEY}"})
+    body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
+    results: list[int] = []
+
+    def send(key: str) -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=headers, timeout=60)
+        results.append(answer.status_code)
+
+    threads = [threading.Thread(target=send, args=(KEY,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: upstream.request_count == 2, "the first request's two calls")
+
+    def waiting() -> bool:
+        text = httpx.get(f"{proc.url}/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+        return "permsc_serve_requests_waiting 2.0" in text
+
+    wait_for(waiting, "the first key's other two requests to wait their turn")
+    other = threading.Thread(target=send, args=(OTHER_KEY,))
+    other.start()
+    wait_for(lambda: upstream.request_count == 4, "the other key's calls")
+    assert upstream.in_flight == 4  # the first key's queued requests sent nothing
+    gate.released.set()
+    for thread in [*threads, other]:
+        thread.join(60)
+    assert results == [200] * 4
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(scripted_server, serve_process) -> None:
+    gate = Gate()
+    upstream = scripted_server(gate)
+    proc = serve_process(*upstream_flags(upstream, "-m", "3"))
+    body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
+    answers: list[Any] = []
+    client = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=60))
+    )
+    client.start()
+    wait_for(lambda: upstream.in_flight == 3, "the request's calls in flight")
+    proc.proc.send_signal(signal.SIGTERM)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", proc.port), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        return False
+
+    wait_for(refused, "the server to stop accepting")
+    assert proc.proc.poll() is None  # still draining
+    gate.released.set()
+    client.join(60)
+    assert answers[0].status_code == 200
+    assert proc.proc.wait(30) == 0
+
+
+def test_public_host_without_keys_refuses_to_start(scripted_server) -> None:
+    from permsc_integrations.cli import main
+
+    upstream = scripted_server(RESPONDER)
+    code = main(["serve", "--host", "0.0.0.0", *upstream_flags(upstream)])
+    assert code == 2
+
+
+def test_several_named_models_from_a_toml_file(scripted_server, serve_process, tmp_path) -> None:
+    upstream = scripted_server(RESPONDER)
+    config = tmp_path / "models.toml"
+    config.write_text(
+        f'[models.psc-fast]\nbackend = "openai:scripted"\nbase_url = "{upstream.base_url}"\n'
+        "num_permutations = 2\n\n"
+        f'[models.psc-best]\nbackend = "openai:scripted"\nbase_url = "{upstream.base_url}"\n'
+        'num_permutations = 5\naggregator = "borda"\n'
+    )
+    proc = serve_process("--config", str(config))
+    names = [m["id"] for m in httpx.get(f"{proc.url}/v1/models").json()["data"]]
+    assert names == ["psc-fast", "psc-best"]
+    calls = []
+    for name in names:
+        body = {"model": name, "query": "goldfish", "documents": DOCS[:4]}
+        answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30).json()
+        calls.append(answer["usage"]["upstream_calls"])
+    assert calls == [2, 5]
+    unknown = httpx.post(f"{proc.url}/v2/rerank", json={**body, "model": "x"})
+    assert unknown.status_code == 404
+    assert "psc-fast, psc-best" in unknown.json()["message"]

@@ -1,0 +1,147 @@
+"""permsc serve's pure parts: configuration, keys, scores, error mapping, missing extras."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from permsc_integrations import (
+    AuthenticationError,
+    ConfigurationError,
+    InsufficientSamplesError,
+    QuotaExceededError,
+    RankingResult,
+    RateLimitError,
+    Sample,
+    WindowResult,
+)
+from permsc_integrations.results import ParseStatus
+from permsc_integrations.serve import Limits, ModelConfig, ServeConfig, load_models
+from permsc_integrations.serve.auth import KeyRing, Unauthorized, load_keys
+from permsc_integrations.serve.errors import http_error
+from permsc_integrations.serve.scoring import cut_words, relevance_scores
+
+
+def test_serve_all_is_pinned() -> None:
+    import permsc_integrations.serve as serve
+
+    assert set(serve.__all__) == {
+        "Limits",
+        "ModelConfig",
+        "ServeConfig",
+        "load_models",
+        "create_app",
+        "serve",
+    }
+
+
+def test_a_missing_extra_names_the_install_line() -> None:
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "from permsc_integrations import serve\n"
+        "try:\n    serve.create_app\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'permsc-integrations[serve]'" in out.stdout
+
+
+def test_public_host_needs_keys_or_the_explicit_flag() -> None:
+    model = ModelConfig("psc", "openai:m")
+    with pytest.raises(ConfigurationError, match="PERMSC_API_KEYS"):
+        ServeConfig(models=(model,), host="0.0.0.0")
+    assert ServeConfig(models=(model,), host="0.0.0.0", allow_public_without_keys=True)
+    assert ServeConfig(models=(model,), host="0.0.0.0", keys=("k" * 8,))
+    assert ServeConfig(models=(model,), host="::1")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[models", "not valid TOML"),
+        ("x = 1", r"\[models.NAME\]"),
+        ("[models.a]\nm = 2", "backend"),
+        ('[models.a]\nbackend = "openai:m"\nno_such_option = 1', "no_such_option"),
+        ('[models.a]\nbackend = "openai:m"\nnum_permutations = 0', "num_permutations"),
+    ],
+)
+def test_bad_model_files_are_refused_at_start(tmp_path, text: str, match: str) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError, match=match):
+        load_models(path)
+
+
+def test_an_unset_key_variable_is_named_not_guessed(monkeypatch) -> None:
+    monkeypatch.delenv("PERMSC_TEST_UPSTREAM_KEY", raising=False)
+    model = ModelConfig("a", "openai:m", api_key_env="PERMSC_TEST_UPSTREAM_KEY")
+    with pytest.raises(ConfigurationError, match="PERMSC_TEST_UPSTREAM_KEY"):
+        model.build()
+
+
+def test_limits_and_names_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="max_documents"):
+        Limits(max_documents=0)
+    with pytest.raises(ConfigurationError, match="unique"):
+        ServeConfig(models=(ModelConfig("a", "openai:m"), ModelConfig("a", "openai:n")))
+
+
+def test_keys_from_env_and_file_never_echoed(tmp_path) -> None:
+    path = tmp_path / "keys.txt"
+    path.write_text("# ops team\nfile-key-0001\n\nfile-key-0002  # ci\n")
+    assert load_keys("env-key-0001, env-key-0002,", path) == (
+        "env-key-0001",
+        "env-key-0002",
+        "file-key-0001",
+        "file-key-0002",
+    )
+    with pytest.raises(ConfigurationError) as info:
+        load_keys("short,env-key-0001")
+    assert "short" not in str(info.value) and "number 1" in str(info.value)
+    ring = KeyRing(["env-key-0001"])
+    for header in (None, "", "Bearer", "Basic env-key-0001", "Bearer env-key-0002"):
+        with pytest.raises(Unauthorized) as denied:
+            ring.identify(header)
+        assert "env-key" not in str(denied.value)
+    assert ring.identify("Bearer env-key-0001") != "env-key-0001"
+    assert KeyRing([]).identify(None) == "anonymous"
+
+
+def _result(order, rankings) -> RankingResult:
+    samples = tuple(
+        Sample(tuple(range(len(order))), r, "", ParseStatus.OK if r else ParseStatus.INVALID)
+        for r in rankings
+    )
+    window = WindowResult(0, tuple(range(len(order))), tuple(order), samples, 1.0)
+    return RankingResult(tuple(order), (0.0,) * len(order), (window,))
+
+
+def test_relevance_scores_are_win_shares_that_never_contradict_the_order() -> None:
+    unanimous = relevance_scores(_result([2, 0, 1], [(2, 0, 1)] * 3))
+    assert unanimous == (0.5, 0.0, 1.0)
+    # partial answers and failed samples count only what they ranked
+    partial = relevance_scores(_result([0, 1, 2], [(0, 1), (0, 1, 2), ()]))
+    assert partial == (1.0, 0.25, 0.0)
+    # the consensus puts 1 above 0 though 0 won more pairs: 1's score is capped to 0's
+    outvoted = relevance_scores(_result([1, 0, 2], [(0, 1, 2), (0, 1, 2), (1, 2, 0)]))
+    assert outvoted[1] == outvoted[0] and outvoted[0] > outvoted[2]
+    assert relevance_scores(RankingResult((0,), (1.0,))) == (1.0,)
+
+
+def test_cut_words_keeps_short_texts_whole() -> None:
+    assert cut_words("a  b", 5) == "a  b" and cut_words("a b c", None) == "a b c"
+    assert cut_words("  a b\nc d ", 3) == "a b c"
+
+
+def test_upstream_failures_blame_the_upstream_not_the_caller() -> None:
+    auth = http_error(AuthenticationError("no", status_code=401), "openai:m@host")
+    assert auth.status == 502 and "openai:m@host" in auth.message and "401" in auth.message
+    quota = http_error(QuotaExceededError("no credit", status_code=429), "u")
+    assert quota.status == 502
+    limited = http_error(
+        InsufficientSamplesError(0, 2, [RateLimitError("slow", retry_after=2.5)] * 2), "u"
+    )
+    assert limited.status == 429 and dict(limited.headers)["retry-after"] == "3"
+    assert http_error(ConfigurationError("bad"), "u").status == 400
+    assert http_error(RuntimeError("boom"), "u").status == 500
