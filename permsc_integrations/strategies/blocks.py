@@ -2,8 +2,10 @@
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
 
 Example:
-    >>> Blocks().planned(100, window_size=20, step=10, top_k=None)
-    2
+    >>> from permsc_integrations.options import RankingOptions
+    >>> plan = Blocks().plan(1000, RankingOptions())  # screening, a full round, the head
+    >>> [(r.items, len(r.prompts), r.shuffles, r.calls.high) for r in plan.rounds]
+    [(1000, 50, 5, 250), (100, 5, 20, 100), (20, 1, 20, 20)]
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 
 from ..aggregators import Aggregator, resolve
 from ..checks import positive_int
+from ..permutations import cut_blocks
 from ..window_plan import Window
 from .base import NextRounds, RankContext
+from .plan import Plan, PlanOptions, Round
 
 __all__ = ["Blocks"]
 
@@ -58,39 +62,65 @@ class Blocks:
                 resolve(method)  # an unknown name fails here, not in the middle of a request
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        steps = self._shape(ctx.n, ctx.window_size)
         everything = tuple(range(ctx.n))
-        if ctx.n <= 1:
-            return everything
-        return await self._round(ctx, 0, everything)
+        return await self._run(ctx, steps, 0, everything) if steps else everything
 
-    async def _round(self, ctx: RankContext, number: int, items: tuple[int, ...]) -> Sequence[int]:
-        """A blocks round over ``items`` (screening when they are many), then the next
-        rounds over its head; a list that fits the last round is ranked by it alone."""
-        size = ctx.window_size
-        if len(items) <= self.head_windows * size:
-            return await self._last(ctx, number, items)
-        if len(items) > self.screen_to * size:
-            screen = NextRounds(
-                self.screen_to * size,
-                self.screen_by,
-                lambda run, head: self._round(run, number + 1, head),
+    def _shape(self, n: int, size: int) -> tuple[_Step, ...]:
+        """The rounds over ``n`` items, the one source of :meth:`__call__` and :meth:`plan`:
+        a screening round when they are many, a full round when they are more than the last
+        round takes, then the last round (a window, or blocks over ``head_windows`` windows)."""
+        if n <= 1:
+            return ()
+        steps = []
+        if n > self.screen_to * size:
+            steps.append(_Step(n, self.screen_shuffles, self.screen_by))
+            n = self.screen_to * size
+        if n > self.head_windows * size:
+            steps.append(_Step(n, None, self.head_by))
+            n = self.head_windows * size
+        steps.append(_Step(n, None, None, window=n <= size))
+        return tuple(steps)
+
+    async def _run(
+        self, ctx: RankContext, steps: tuple[_Step, ...], number: int, items: tuple[int, ...]
+    ) -> Sequence[int]:
+        """Round ``number`` over ``items``, then the rounds after it over its head."""
+        step = steps[number]
+        if step.window:
+            return await ctx.window(number, Window(0, len(items), pass_index=number), items)
+        then = None
+        if number + 1 < len(steps):
+            then = NextRounds(
+                steps[number + 1].items,
+                step.pick,
+                lambda run, head: self._run(run, steps, number + 1, head),
             )
-            return await ctx.blocks(number, items, shuffles=self.screen_shuffles, then=screen)
-        head = NextRounds(
-            self.head_windows * size,
-            self.head_by,
-            lambda run, head: self._last(run, number + 1, head),
-        )
-        return await ctx.blocks(number, items, then=head)
+        return await ctx.blocks(number, items, shuffles=step.shuffles, then=then)
 
-    @staticmethod
-    async def _last(ctx: RankContext, number: int, items: tuple[int, ...]) -> Sequence[int]:
-        if len(items) > ctx.window_size:
-            return await ctx.blocks(number, items)
-        return await ctx.window(number, Window(0, len(items), pass_index=number), items)
+    def plan(self, n: int, options: PlanOptions) -> Plan:
+        """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
+        ``top_k``: the last round settles the top ``window_size``)."""
+        m, size = options.num_permutations, options.window_size
+        rounds = []
+        for step in self._shape(n, size):
+            prompts = (step.items,) if step.window else _block_sizes(step.items, size)
+            shuffles = min(step.shuffles or m, m)
+            rounds.append(Round.of(0, step.items, prompts, shuffles, options))
+        return Plan(n, tuple(rounds))
 
-    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
-        rounds = 0 if n <= 1 else 1
-        if n > self.screen_to * window_size:
-            rounds, n = rounds + 1, self.screen_to * window_size
-        return rounds + (n > self.head_windows * window_size)
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One round of :meth:`Blocks._shape`: over ``items`` items (the head of the round
+    before), blocks of ``shuffles`` shuffles (None: m) or one ``window``; ``pick`` picks
+    its head for the next round (:class:`NextRounds`)."""
+
+    items: int
+    shuffles: int | None
+    pick: str | Aggregator | None
+    window: bool = False
+
+
+def _block_sizes(items: int, size: int) -> tuple[int, ...]:
+    return tuple(len(block) for block in cut_blocks(range(items), size))
