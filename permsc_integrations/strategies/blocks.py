@@ -62,56 +62,56 @@ class Blocks:
                 resolve(method)  # an unknown name fails here, not in the middle of a request
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
-        steps = self._shape(ctx.n, ctx.window_size)
+        stages = self._shape(ctx.n, ctx.window_size)
         everything = tuple(range(ctx.n))
-        return await self._run(ctx, steps, 0, everything) if steps else everything
+        return await self._run(ctx, stages, 0, everything) if stages else everything
 
-    def _shape(self, n: int, size: int) -> tuple[_Step, ...]:
+    def _shape(self, n: int, size: int) -> tuple[_Stage, ...]:
         """The rounds over ``n`` items, the one source of :meth:`__call__` and :meth:`plan`:
         a screening round when they are many, a full round when they are more than the last
         round takes, then the last round (a window, or blocks over ``head_windows`` windows)."""
         if n <= 1:
             return ()
-        steps = []
+        stages = []
         if n > self.screen_to * size:
-            steps.append(_Step(n, self.screen_shuffles, self.screen_by))
+            stages.append(_Stage(n, self.screen_shuffles, self.screen_by))
             n = self.screen_to * size
         if n > self.head_windows * size:
-            steps.append(_Step(n, None, self.head_by))
+            stages.append(_Stage(n, None, self.head_by))
             n = self.head_windows * size
-        steps.append(_Step(n, None, None, window=n <= size))
-        return tuple(steps)
+        stages.append(_Stage(n, None, None, window=n <= size))
+        return tuple(stages)
 
     async def _run(
-        self, ctx: RankContext, steps: tuple[_Step, ...], number: int, items: tuple[int, ...]
+        self, ctx: RankContext, stages: tuple[_Stage, ...], number: int, items: tuple[int, ...]
     ) -> Sequence[int]:
         """Round ``number`` over ``items``, then the rounds after it over its head."""
-        step = steps[number]
-        if step.window:
+        stage = stages[number]
+        if stage.window:
             return await ctx.window(number, Window(0, len(items), pass_index=number), items)
         then = None
-        if number + 1 < len(steps):
+        if number + 1 < len(stages):
             then = NextRounds(
-                steps[number + 1].items,
-                step.pick,
-                lambda run, head: self._run(run, steps, number + 1, head),
+                stages[number + 1].items,
+                stage.pick,
+                lambda run, head: self._run(run, stages, number + 1, head),
             )
-        return await ctx.blocks(number, items, shuffles=step.shuffles, then=then)
+        return await ctx.blocks(number, items, shuffles=stage.shuffles, then=then)
 
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
         ``top_k``: the last round settles the top ``window_size``)."""
         m, size = options.num_permutations, options.window_size
         rounds = []
-        for step in self._shape(n, size):
-            prompts = (step.items,) if step.window else _block_sizes(step.items, size)
-            shuffles = min(step.shuffles or m, m)
-            rounds.append(Round.of(0, step.items, prompts, shuffles, options))
+        for stage in self._shape(n, size):
+            prompts = (stage.items,) if stage.window else _block_sizes(stage.items, size)
+            shuffles = min(stage.shuffles or m, m)
+            rounds.append(Round.of(0, stage.items, prompts, shuffles, options))
         return Plan(n, tuple(rounds))
 
 
 @dataclass(frozen=True, slots=True)
-class _Step:
+class _Stage:
     """One round of :meth:`Blocks._shape`: over ``items`` items (the head of the round
     before), blocks of ``shuffles`` shuffles (None: m) or one ``window``; ``pick`` picks
     its head for the next round (:class:`NextRounds`)."""
