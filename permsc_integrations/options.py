@@ -34,7 +34,7 @@ from .prompts import get_prompt
 from .prompts.first_token import first_token_prompt
 from .retry import RetryPolicy
 from .spending import parse_cap, parse_prices
-from .strategies import Sliding
+from .strategies import Plan, Sliding
 from .strategies import get as get_strategy
 
 if TYPE_CHECKING:
@@ -405,6 +405,15 @@ class RankingOptions:
     def as_dict(self) -> dict[str, Any]:
         """Every option by name (shallow: objects such as the cache are not copied)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def plan(self, n: int) -> Plan:
+        """What ranking ``n`` items costs under these options, before it runs: the strategy's
+        rounds and their calls (:mod:`permsc_integrations.strategies.plan`).
+
+        >>> [str(RankingOptions(strategy=s).plan(100).calls) for s in ("blocks", "sliding")]
+        ['120', '180']
+        """
+        return get_strategy(self.strategy).plan(n, self)
 
     @property
     def generation(self) -> GenerationSettings:

@@ -142,7 +142,7 @@ class PSCRanker:
         texts, _ = normalize_items(items)
         o = self.options
         strategy = get_strategy(o.strategy)
-        total = strategy.planned(len(texts), window_size=o.window_size, step=o.step, top_k=o.top_k)
+        total = len(strategy.plan(len(texts), o).rounds)
         cap = o.request_concurrency
         req = RequestRun(
             self.engine,

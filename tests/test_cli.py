@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.cli import main
+from permsc_integrations.cli._common import load_queries
+from permsc_integrations.cli.rank import planned_samples
 from permsc_integrations.errors import MissingDependencyError
+from permsc_integrations.options import RankingOptions
 from permsc_integrations.testing import oracle_responder
-from permsc_integrations.window_plan import plan_windows
 
 pytest.importorskip("openai")
 
@@ -263,18 +265,58 @@ def test_installed_console_script(queries, oracle, tmp_path):
     )
 
 
-def test_estimate_counts_windows_times_m_without_any_call(tmp_path, capsys):
+def big_input(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """Lists of 100 and 250 passages: the strategies' calls differ on both."""
     path = tmp_path / "big.jsonl"
-    rows = [query_line("a", list(range(45))), query_line("b", list(range(12)))]
+    rows = [query_line("a", [k % 11 for k in range(100)]), query_line("b", list(range(250)))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path, rows
+
+
+def test_estimate_asks_the_strategy_without_any_call(tmp_path, capsys):
+    path, rows = big_input(tmp_path)
     assert main(["estimate", "-i", str(path), "-m", "5", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    windows = len(plan_windows(45)) + len(plan_windows(12))
-    assert got["windows"] == windows and got["calls"] == windows * 5
-    assert got["queries"] == 2 and got["items"] == 57
+    # blocks, window 20: 100 items: 5 blocks x m, then a window x m (2 rounds, 30 calls);
+    # 250 items: screening 5 shuffles x 13 blocks, 5 blocks x m, a window x m (3, 95)
+    assert got["strategy"] == "blocks" and got["rounds"] == 5
+    assert got["calls"] == got["min_calls"] == 30 + 95 and got["calls_exact"] is True
+    assert got["queries"] == 2 and got["items"] == 350 and got["bad_lines"] == 0
     chars = sum(len(c["text"]) for r in rows for c in r["candidates"])
     assert got["prompt_tokens"] > 5 * chars / 4  # every passage is shown m times at least once
-    assert got["bad_lines"] == 0
+    assert main(["estimate", "-i", str(path), "-m", "5", "--strategy", "sliding", "--json"]) == 0
+    sliding = json.loads(capsys.readouterr().out)
+    # 9 and 24 windows of 20 moving by 10, m calls each
+    assert (sliding["rounds"], sliding["calls"]) == (9 + 24, 5 * (9 + 24))
+
+
+def test_estimate_gives_a_range_under_adaptive_m(tmp_path, capsys):
+    path, _ = big_input(tmp_path)
+    assert main(["estimate", "-i", str(path), "-m", "8", "--adaptive", "4,2"]) == 0
+    out = capsys.readouterr().out
+    # m = 8 at the most: 8 * 5 + 8 and 5 * 13 + 8 * 5 + 8; the first wave (4 shuffles) at least
+    # (the screening round: 4 of its 5 shuffles)
+    assert f"calls:             {4 * 5 + 4 + 4 * 13 + 4 * 5 + 4}..{48 + 113} (m=8;" in out
+    assert "exact" not in out
+
+
+def test_step_equal_to_the_window_works_with_blocks(oracle, tmp_path, capsys):
+    """Blocks read no step: --step 20 with the default window is accepted by rank and estimate
+    (both crashed: the sliding planner refused it), and rank's progress total is the calls
+    its queries make."""
+    path, _ = big_input(tmp_path)
+    assert main(["estimate", "-i", str(path), "-m", "2", "--step", "20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calls"] == 12 + 38
+    out = tmp_path / "ranked.jsonl"
+    args = ["rank", "-i", str(path), "-o", str(out), "-m", "2", "--step", "20", "--no-progress"]
+    assert main([*args, *remote(oracle)]) == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["usage"]["calls"] for r in records] == [12, 38] and oracle.request_count == 50
+    assert records[1]["ranking"][0]["docid"] == "b-d249"  # the highest grade
+    options = RankingOptions(num_permutations=2, step=20)
+    assert planned_samples(load_queries(str(path))[0], options) == 50
+    assert main(["estimate", "-i", str(path), "--step", "20", "--strategy", "sliding"]) == 2
+    assert "step must be in 1..window_size-1" in capsys.readouterr().err
 
 
 def test_demo_against_the_scripted_server(oracle, capsys):

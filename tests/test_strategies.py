@@ -17,6 +17,7 @@ from permsc_integrations.errors import (
     UnknownNameError,
 )
 from permsc_integrations.events import Event
+from permsc_integrations.options import RankingOptions
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies import Blocks
 from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
@@ -133,7 +134,9 @@ def test_a_long_list_is_screened_then_ranked_in_full_rounds(scripted_server) -> 
     assert list(result.order[10:50]) == [i for i in full.order if i not in set(head.indices)]
     assert list(result.order[50:]) == [i for i in screen.order if i not in kept]
     starts = [e.detail["pass"] for e in events if e.kind == "window_start"]
-    assert starts == [0, 1, 2] and screened.planned(120, window_size=10, step=5, top_k=None) == 3
+    assert starts == [0, 1, 2]
+    plan = screened.plan(120, RankingOptions(num_permutations=4, window_size=10, step=5))
+    assert [r.calls.high for r in plan.rounds] == [2 * 12, 4 * 5, 4]
 
 
 def test_the_head_is_the_one_head_by_picks_and_is_ranked_once(scripted_server) -> None:

@@ -1,9 +1,13 @@
 """``permsc estimate``: the calls and tokens a ``permsc rank`` run would spend, before it runs.
 
-Calls are exact for the planned windows (windows x m per query; re-asks and retries come on
-top). Tokens are approximate: characters / 4 of the rendered prompts, no tokenizer needed.
-With ``--prices`` the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says
-how many queries a cap would stop (request) or allow (ranker).
+Calls come from the strategy's plan (``RankingOptions.plan``: its rounds, each with its prompts
+and calls). They count the prompts sent when every answer is read the first time: re-asks and
+retries come on top and cache hits are not calls, so the count is exact only for a fixed m and
+a model that always answers well; with adaptive m it is a range (each round stops between its
+first stable wave and m). Tokens are approximate: characters / 4 of the rendered prompts, no
+tokenizer needed, counted at the most calls, as are the cost and the caps. With ``--prices``
+the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says how many queries a
+cap would stop (request) or allow (ranker).
 
 Example:
     $ permsc estimate --input dl19.bm25.top100.jsonl -m 20
@@ -18,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Message
 from ..results import Usage
-from ..window_plan import plan_windows
 from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
 
 if TYPE_CHECKING:
     from ..options import RankingOptions
     from ..spending import Prices, SpendingCap
+    from ..strategies import Plan
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
 
@@ -34,11 +38,13 @@ ANSWER_TOKENS_PER_ITEM = 6  # "[12] > "
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """What ranking some queries would spend (tokens approximate)."""
+    """What ranking some queries would spend: ``min_calls..calls`` (equal unless adaptive m
+    may stop rounds early), tokens approximate and counted at ``calls``."""
 
     queries: int = 0
     items: int = 0
-    windows: int = 0
+    rounds: int = 0
+    min_calls: int = 0
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -97,20 +103,19 @@ def approx_tokens(messages: list[Message]) -> int:
     return chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
 
 
-def estimate_query(
-    query: Query, prompt: Any, *, m: int, window_size: int, step: int, top_k: int | None
-) -> Estimate:
-    """Windows x m calls; each window's prompt rendered on the items it starts with."""
-
-    plan = plan_windows(len(query.texts), window_size=window_size, step=step, top_k=top_k)
+def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
+    """The plan's calls; each round's prompts rendered on the items at its positions when
+    the ranking starts (a later round's head is not known yet: the first items stand in)."""
     prompt_tokens = completion = 0
-    for window in plan:
-        shown = list(query.texts[window.start : window.end])
-        prompt_tokens += approx_tokens(prompt.render(query.query, shown))
-        completion += ANSWER_TOKENS_PER_ITEM * len(shown)
-    return Estimate(
-        1, len(query.texts), len(plan), len(plan) * m, prompt_tokens * m, completion * m
-    )
+    for r in plan.rounds:
+        at = r.start
+        for size in r.prompts:
+            shown = list(query.texts[at : at + size])
+            prompt_tokens += approx_tokens(prompt.render(query.query, shown)) * r.shuffles
+            completion += ANSWER_TOKENS_PER_ITEM * size * r.shuffles
+            at += size
+    calls = plan.calls
+    return Estimate(1, plan.n, len(plan.rounds), calls.low, calls.high, prompt_tokens, completion)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -126,31 +131,27 @@ def run(args: argparse.Namespace) -> int:
     options = cli_options(args)  # a bad option fails here, as it would in 'rank'
     prompt = options.build_prompt()
     queries, bad = load_queries(args.input)
-    per_query = [
-        estimate_query(
-            query,
-            prompt,
-            m=options.num_permutations,
-            window_size=options.window_size,
-            step=options.step,
-            top_k=options.top_k,
-        )
-        for query in queries
-    ]
+    per_query = [estimate_query(q, prompt, options.plan(len(q.texts))) for q in queries]
     total = sum(per_query, Estimate())
     cost = options.prices.cost(total.usage) if options.prices is not None else None
     caps = cap_report(per_query, options)
+    strategy = options.strategy if isinstance(options.strategy, str) else repr(options.strategy)
+    exact = total.min_calls == total.calls
     if args.json:
         extra = {"cost": cost} if cost is not None else {}
-        record = {**asdict(total), **extra, **caps}
-        say(json.dumps({**record, "bad_lines": bad, "tokens": "approximate (chars/4)"}))
+        record = {**asdict(total), "strategy": strategy, "calls_exact": exact, **extra, **caps}
+        tokens = "approximate (chars/4), at the most calls"
+        say(json.dumps({**record, "bad_lines": bad, "tokens": tokens}))
     else:
+        calls = f"{total.calls}" if exact else f"{total.min_calls}..{total.calls}"
+        stops = "" if exact else "adaptive m: a round stops between its first stable wave and m; "
         say(f"queries:           {total.queries} ({bad} bad lines skipped)")
         say(f"items:             {total.items}")
-        say(f"windows:           {total.windows}")
+        say(f"strategy:          {strategy}")
+        say(f"rounds:            {total.rounds} (PSC windows and blocks rounds)")
         say(
-            f"calls:             {total.calls} (windows x m={options.num_permutations}; "
-            "re-asks and retries come on top)"
+            f"calls:             {calls} (m={options.num_permutations}; {stops}every answer read "
+            "the first time: re-asks and retries come on top, cache hits are not calls)"
         )
         say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
         say(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")

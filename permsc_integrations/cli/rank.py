@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, SpendingCapError
 from ..results import RankingResult
 from ..run.bridge import run_sync
-from ..window_plan import plan_windows
 from ._common import (
     Query,
     add_backend_arguments,
@@ -35,7 +34,10 @@ from ._common import (
 from .rank_ray import rank_queries_on_ray
 from .rank_records import to_json, to_trec
 
-__all__ = ["add_parser", "run", "to_json", "to_trec"]
+if TYPE_CHECKING:
+    from ..options import RankingOptions  # lazy: start-up time of every permsc command
+
+__all__ = ["add_parser", "run", "to_json", "to_trec", "planned_samples"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -176,20 +178,10 @@ class _Progress:
             self.lines.close()
 
 
-def _planned_samples(queries: list[Query], opts: dict[str, Any]) -> int:
-
-    return sum(
-        len(
-            plan_windows(
-                len(q.texts),
-                window_size=opts["window_size"],
-                step=opts["step"],
-                top_k=opts["top_k"],
-            )
-        )
-        * opts["num_permutations"]
-        for q in queries
-    )
+def planned_samples(queries: list[Query], options: RankingOptions) -> int:
+    """The progress bar's total: the calls the strategy plans for every query (the most,
+    under adaptive m; re-asks and retries come on top)."""
+    return sum(options.plan(len(q.texts)).calls.high for q in queries)
 
 
 def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
@@ -302,7 +294,7 @@ def _rank_here(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
 ) -> int:
     ranker = _ranker(args, opts)
-    planned = _planned_samples(queries, opts)
+    planned = planned_samples(queries, ranker.options)
     progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
     try:
         return run_sync(_rank_all, ranker, queries, writer, progress)

@@ -18,17 +18,19 @@
   over the top two windows' worth instead.
 
 A list that fits one window is one PSC window under either strategy. A strategy is a callable
-``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``planned`` method;
+``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``plan(n, options)`` method
+that gives its rounds and calls before it runs (:class:`Plan`);
 ``strategies.register(name, obj)`` (or the entry-point group
 ``permsc_integrations.strategies``) adds one.
 
 Example:
+    >>> from permsc_integrations.options import RankingOptions
     >>> available()
     ['blocks', 'sliding']
-    >>> get("blocks").planned(100, window_size=20, step=10, top_k=None)
-    2
-    >>> get("blocks").planned(1000, window_size=20, step=10, top_k=None)
-    3
+    >>> [str(get(name).plan(100, RankingOptions()).calls) for name in available()]
+    ['120', '180']
+    >>> [str(get(name).plan(1000, RankingOptions(top_k=10)).calls) for name in available()]
+    ['370', '1980']
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 from ..registry import Registry
 from .base import NextRounds, RankContext, Strategy
 from .blocks import Blocks
+from .plan import Calls, Plan, PlanOptions, Round
 from .sliding import Sliding
 
 __all__ = [
@@ -44,6 +47,10 @@ __all__ = [
     "Sliding",
     "Blocks",
     "NextRounds",
+    "Plan",
+    "Round",
+    "Calls",
+    "PlanOptions",
     "register",
     "available",
     "get",

@@ -1,10 +1,10 @@
 """The strategy protocol: what a strategy is, and what it may ask of the ranker.
 
 A strategy is a callable ``await strategy(ctx) -> order`` over a :class:`RankContext` (the
-request in flight, :class:`~permsc_integrations.run.request.RequestRun`), with a ``planned``
-method for progress events. :class:`NextRounds` is what a blocks round hands on: the rounds
-that follow it over its head. The strategies themselves are in :mod:`.sliding` and
-:mod:`.blocks`; the registry is :mod:`permsc_integrations.strategies`.
+request in flight, :class:`~permsc_integrations.run.request.RequestRun`), with a ``plan``
+method that says what a request costs before it runs (:mod:`.plan`). :class:`NextRounds` is
+what a blocks round hands on: the rounds that follow it over its head. The strategies themselves
+are in :mod:`.sliding` and :mod:`.blocks`; the registry is :mod:`permsc_integrations.strategies`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Protocol
 
 from ..aggregators import Aggregator
 from ..window_plan import Window
+from .plan import Plan, PlanOptions
 
 __all__ = ["RankContext", "Strategy", "NextRounds"]
 
@@ -66,9 +67,11 @@ class RankContext(Protocol):
 
 
 class Strategy(Protocol):
-    """``await strategy(ctx)`` ranks a request; ``planned`` says how many PSC windows it
-    takes (for progress events)."""
+    """``await strategy(ctx)`` ranks a request; ``plan(n, options)`` says, before it runs,
+    which rounds (PSC windows or blocks rounds) it takes and their calls (:mod:`.plan`): the
+    progress total, ``permsc estimate`` and the docs read it, and a test holds it to the calls
+    the ranker makes."""
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]: ...
 
-    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int: ...
+    def plan(self, n: int, options: PlanOptions) -> Plan: ...

@@ -2,8 +2,10 @@
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
 
 Example:
-    >>> Blocks().planned(100, window_size=20, step=10, top_k=None)
-    2
+    >>> from permsc_integrations.options import RankingOptions
+    >>> plan = Blocks().plan(1000, RankingOptions())  # screening, a full round, the head
+    >>> [(r.items, len(r.prompts), r.shuffles, r.calls.high) for r in plan.rounds]
+    [(1000, 50, 5, 250), (100, 5, 20, 100), (20, 1, 20, 20)]
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 
 from ..aggregators import Aggregator, resolve
 from ..checks import positive_int
+from ..permutations import cut_blocks
 from ..window_plan import Window
 from .base import NextRounds, RankContext
+from .plan import Plan, PlanOptions, Round
 
 __all__ = ["Blocks"]
 
@@ -58,39 +62,65 @@ class Blocks:
                 resolve(method)  # an unknown name fails here, not in the middle of a request
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        stages = self._shape(ctx.n, ctx.window_size)
         everything = tuple(range(ctx.n))
-        if ctx.n <= 1:
-            return everything
-        return await self._round(ctx, 0, everything)
+        return await self._run(ctx, stages, 0, everything) if stages else everything
 
-    async def _round(self, ctx: RankContext, number: int, items: tuple[int, ...]) -> Sequence[int]:
-        """A blocks round over ``items`` (screening when they are many), then the next
-        rounds over its head; a list that fits the last round is ranked by it alone."""
-        size = ctx.window_size
-        if len(items) <= self.head_windows * size:
-            return await self._last(ctx, number, items)
-        if len(items) > self.screen_to * size:
-            screen = NextRounds(
-                self.screen_to * size,
-                self.screen_by,
-                lambda run, head: self._round(run, number + 1, head),
+    def _shape(self, n: int, size: int) -> tuple[_Stage, ...]:
+        """The rounds over ``n`` items, the one source of :meth:`__call__` and :meth:`plan`:
+        a screening round when they are many, a full round when they are more than the last
+        round takes, then the last round (a window, or blocks over ``head_windows`` windows)."""
+        if n <= 1:
+            return ()
+        stages = []
+        if n > self.screen_to * size:
+            stages.append(_Stage(n, self.screen_shuffles, self.screen_by))
+            n = self.screen_to * size
+        if n > self.head_windows * size:
+            stages.append(_Stage(n, None, self.head_by))
+            n = self.head_windows * size
+        stages.append(_Stage(n, None, None, window=n <= size))
+        return tuple(stages)
+
+    async def _run(
+        self, ctx: RankContext, stages: tuple[_Stage, ...], number: int, items: tuple[int, ...]
+    ) -> Sequence[int]:
+        """Round ``number`` over ``items``, then the rounds after it over its head."""
+        stage = stages[number]
+        if stage.window:
+            return await ctx.window(number, Window(0, len(items), pass_index=number), items)
+        then = None
+        if number + 1 < len(stages):
+            then = NextRounds(
+                stages[number + 1].items,
+                stage.pick,
+                lambda run, head: self._run(run, stages, number + 1, head),
             )
-            return await ctx.blocks(number, items, shuffles=self.screen_shuffles, then=screen)
-        head = NextRounds(
-            self.head_windows * size,
-            self.head_by,
-            lambda run, head: self._last(run, number + 1, head),
-        )
-        return await ctx.blocks(number, items, then=head)
+        return await ctx.blocks(number, items, shuffles=stage.shuffles, then=then)
 
-    @staticmethod
-    async def _last(ctx: RankContext, number: int, items: tuple[int, ...]) -> Sequence[int]:
-        if len(items) > ctx.window_size:
-            return await ctx.blocks(number, items)
-        return await ctx.window(number, Window(0, len(items), pass_index=number), items)
+    def plan(self, n: int, options: PlanOptions) -> Plan:
+        """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
+        ``top_k``: the last round settles the top ``window_size``)."""
+        m, size = options.num_permutations, options.window_size
+        rounds = []
+        for stage in self._shape(n, size):
+            prompts = (stage.items,) if stage.window else _block_sizes(stage.items, size)
+            shuffles = min(stage.shuffles or m, m)
+            rounds.append(Round.of(0, stage.items, prompts, shuffles, options))
+        return Plan(n, tuple(rounds))
 
-    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
-        rounds = 0 if n <= 1 else 1
-        if n > self.screen_to * window_size:
-            rounds, n = rounds + 1, self.screen_to * window_size
-        return rounds + (n > self.head_windows * window_size)
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    """One round of :meth:`Blocks._shape`: over ``items`` items (the head of the round
+    before), blocks of ``shuffles`` shuffles (None: m) or one ``window``; ``pick`` picks
+    its head for the next round (:class:`NextRounds`)."""
+
+    items: int
+    shuffles: int | None
+    pick: str | Aggregator | None
+    window: bool = False
+
+
+def _block_sizes(items: int, size: int) -> tuple[int, ...]:
+    return tuple(len(block) for block in cut_blocks(range(items), size))

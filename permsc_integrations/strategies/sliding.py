@@ -2,8 +2,10 @@
 front, one window after another, each window's ranking replacing its slice of the list.
 
 Example:
-    >>> Sliding().planned(25, window_size=10, step=5, top_k=None)
-    4
+    >>> from permsc_integrations.options import RankingOptions
+    >>> plan = Sliding().plan(25, RankingOptions(strategy="sliding", window_size=10, step=5))
+    >>> [(r.start, r.end) for r in plan.rounds], str(plan.calls)
+    ([(15, 25), (10, 20), (5, 15), (0, 10)], '80')
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ..errors import InvalidRankingError
 from ..window_plan import Window, plan_windows
 from .base import RankContext
+from .plan import Plan, PlanOptions, Round
 
 __all__ = ["Sliding", "run_windows", "RankWindow"]
 
@@ -24,8 +27,13 @@ class Sliding:
         plan = plan_windows(ctx.n, window_size=ctx.window_size, step=ctx.step, top_k=ctx.top_k)
         return await run_windows(range(ctx.n), plan, ctx.window)
 
-    def planned(self, n: int, *, window_size: int, step: int, top_k: int | None) -> int:
-        return len(plan_windows(n, window_size=window_size, step=step, top_k=top_k))
+    def plan(self, n: int, options: PlanOptions) -> Plan:
+        """One round per window of the plan, m calls each."""
+        windows = plan_windows(
+            n, window_size=options.window_size, step=options.step, top_k=options.top_k
+        )
+        m = options.num_permutations
+        return Plan(n, tuple(Round.of(w.start, w.end, (w.size,), m, options) for w in windows))
 
 
 RankWindow = Callable[[int, Window, tuple[int, ...]], Awaitable[Sequence[int]]]
