@@ -130,7 +130,7 @@ def test_the_plan_is_the_calls_the_ranker_makes(strategy, window_size, step) -> 
     [
         (Adaptive(first_wave=2, wave=2), None, 0.0),
         (Adaptive(first_wave=1, wave=1), 3, 0.3),
-        (Adaptive(first_wave=3, wave=2, tolerance=0.0), None, 0.3),
+        (Adaptive(first_wave=3, wave=2, confidence=0.99), None, 0.3),
     ],
 )
 def test_adaptive_m_stays_inside_the_planned_range(
