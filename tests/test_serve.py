@@ -111,6 +111,18 @@ def test_max_tokens_per_doc_cuts_documents_to_words(keyed) -> None:
     assert "alpha beta" in prompt and "gamma" not in prompt and "three" not in prompt
 
 
+def test_a_max_tokens_per_doc_past_sys_maxsize_keeps_documents_whole(keyed) -> None:
+    # Found by the fuzz test: 2**63 reached str.split(maxsplit=...) and its OverflowError was a 500.
+    upstream, proc = keyed
+    body = {"model": "permsc", "query": "q", "documents": ["alpha beta", "one two"]}
+    answer = httpx.post(
+        f"{proc.url}/v2/rerank", json={**body, "max_tokens_per_doc": 2**63}, headers=AUTH
+    )
+    assert answer.status_code == 200, answer.text
+    assert sorted(r["index"] for r in answer.json()["results"]) == [0, 1]
+    assert "alpha beta" in upstream.requests[0].text and "one two" in upstream.requests[0].text
+
+
 def test_auth_models_health_and_metrics(keyed) -> None:
     upstream, proc = keyed
     assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}

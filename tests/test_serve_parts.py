@@ -132,6 +132,7 @@ def test_relevance_scores_are_win_shares_that_never_contradict_the_order() -> No
 def test_cut_words_keeps_short_texts_whole() -> None:
     assert cut_words("a  b", 5) == "a  b" and cut_words("a b c", None) == "a b c"
     assert cut_words("  a b\nc d ", 3) == "a b c"
+    assert cut_words("a b", 2**63) == "a b"  # past sys.maxsize: no OverflowError
 
 
 def test_upstream_failures_blame_the_upstream_not_the_caller() -> None:

@@ -58,7 +58,7 @@ def cut_words(text: str, limit: int | None) -> str:
     or ``limit`` is None)."""
     if limit is None:
         return text
-    words = text.split(maxsplit=limit)
+    words = text.split(maxsplit=min(limit, len(text)))  # a huge limit overflows maxsplit
     return text if len(words) <= limit else " ".join(words[:limit])
 
 
