@@ -128,15 +128,7 @@ def _shown(value: Any) -> Any:
 
 def usage_dict(result: RankingResult) -> dict[str, Any]:
     """A ranking's cost and agreement as plain data (document or node metadata)."""
-    u = result.usage
-    return {
-        "calls": u.calls,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "cached_calls": u.cached_calls,
-        "retries": u.retries,
-        **({"cost": u.cost} if u.cost is not None else {}),
-    }
+    return result.usage.as_dict()
 
 
 class OneRanker:
