@@ -51,7 +51,7 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.backends.http_errors import mapped_errors
 from permsc_integrations.backends.logprobs import (
     check_labels,
     label_probabilities,
@@ -59,7 +59,7 @@ from permsc_integrations.backends.logprobs import (
     top_list,
 )
 from permsc_integrations.checks import positive_int
-from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
+from permsc_integrations.errors import BackendError, ConfigurationError
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
@@ -190,20 +190,11 @@ class ChatModelBackend:
     async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
         chat, config = _messages(messages), _config()
-        try:
-            with anyio.fail_after(timeout):
-                return await self._home.call(
-                    lambda: self.model.ainvoke(chat, config, stream=False, **kw),
-                    lambda: self.model.invoke(chat, config, stream=False, **kw),
-                )
-        except BackendError:
-            raise
-        except TimeoutError as exc:
-            raise BackendTimeoutError(
-                f"{self.name} gave no answer within {timeout} s (raise timeout=)"
-            ) from exc
-        except Exception as exc:
-            raise map_model_error(exc, "the LangChain chat model", timeout) from exc
+        with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
+            return await self._home.call(
+                lambda: self.model.ainvoke(chat, config, stream=False, **kw),
+                lambda: self.model.invoke(chat, config, stream=False, **kw),
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""

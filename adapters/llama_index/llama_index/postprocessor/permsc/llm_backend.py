@@ -39,7 +39,7 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.backends.http_errors import mapped_errors
 from permsc_integrations.backends.logprobs import (
     check_labels,
     label_probabilities,
@@ -115,15 +115,10 @@ class LlamaIndexLLMBackend:
     async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``achat``, its failures as the core's typed errors."""
         chat = _chat(messages)
-        try:
-            with anyio.fail_after(timeout):
-                return await self._home.call(
-                    lambda: self.llm.achat(chat, **kw), lambda: self.llm.chat(chat, **kw)
-                )
-        except BackendError:
-            raise
-        except Exception as exc:
-            raise map_model_error(exc, "the LlamaIndex LLM", timeout) from exc
+        with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
+            return await self._home.call(
+                lambda: self.llm.achat(chat, **kw), lambda: self.llm.chat(chat, **kw)
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the LLM object belongs to the caller."""
