@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
 
@@ -43,7 +43,49 @@ from .run.sampling import Breaker
 from .spending import Meter, metering
 from .strategies import get as get_strategy
 
-__all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from .adaptive import Adaptive
+    from .prompts.base import Prompt
+    from .retry import RetryPolicy
+    from .run.cache import ResponseCache
+    from .spending import Prices, SpendingCap
+    from .strategies.base import Strategy
+
+__all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
+
+
+class RankingKeywords(TypedDict, total=False):
+    """:class:`PSCRanker`'s keywords, typed for editors and mypy: one per field of
+    :class:`~.options.RankingOptions` (same names, same order: a test pins them), each with
+    the values the declaration accepts; the declaration validates them."""
+
+    num_permutations: int
+    aggregator: str | Callable[..., Any]
+    prompt: str | Prompt
+    strategy: str | Strategy
+    window_size: int
+    step: int
+    top_k: int | None
+    seed: int
+    include_identity: bool
+    temperature: float
+    max_tokens: int | None
+    timeout: float | None
+    max_words: int | None
+    max_concurrency: int
+    request_concurrency: int | None
+    retry: RetryPolicy | Mapping[str, Any] | None
+    reasks: int
+    min_successful: int | None
+    min_coverage: float
+    adaptive: bool | str | Adaptive | Mapping[str, Any] | None
+    cache: ResponseCache | None
+    request_cap: str | SpendingCap | None
+    ranker_cap: str | SpendingCap | None
+    prices: str | Prices | None
+    backend_options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -79,7 +121,7 @@ class PSCRanker:
         *,
         options: RankingOptions | None = None,
         on_event: EventHook | None = None,
-        **overrides: Any,
+        **overrides: Unpack[RankingKeywords],
     ) -> None:
         if options is not None and not isinstance(options, RankingOptions):
             raise ConfigurationError(
