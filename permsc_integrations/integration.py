@@ -51,9 +51,9 @@ def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None
 
 
 def check_backend(backend: Any, backend_options: Mapping[str, Any]) -> None:
-    """Refuse, at construction, backend options the spec string's backend does not take."""
-    if isinstance(backend, str) and backend_options:
-        check_backend_options(backend, backend_options)
+    """Refuse, at construction, backend options the spec string's backend does not take, and
+    any for a backend object or a framework model."""
+    check_backend_options(backend, backend_options)
 
 
 def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> RankingOptions:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 
 from .aggregators import resolve
-from .backends import resolve_backend
+from .backends import check_backend_options, resolve_backend
 from .backends.base import Backend
 from .errors import ConfigurationError, PermscError, add_note, grouped
 from .events import EventHook
@@ -131,12 +131,8 @@ class PSCRanker:
         self.options: RankingOptions = opts or RankingOptions()
         o = self.options
         self._owns_backend = isinstance(backend, str)
+        check_backend_options(backend, o.backend_options)
         self.backend = resolve_backend(backend, **o.backend_options)
-        if o.backend_options and not self._owns_backend:
-            raise ConfigurationError(
-                "backend_options apply to a spec-string backend only; configure the backend "
-                f"object ({type(backend).__name__}) itself"
-            )
         self.on_event = on_event
         self.limiter = CallLimiter(o.max_concurrency)
         self.breaker = Breaker()

@@ -109,11 +109,6 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
                 f"or a LangChain chat model; got {type(self.backend).__name__}"
             )
-        if self.backend_options and not isinstance(self.backend, str):
-            raise ConfigurationError(
-                "backend_options apply to a spec string backend only; configure the backend "
-                f"object ({type(self.backend).__name__}) itself"
-            )
         check_backend(self.backend, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         values["prompt"] = core_prompt(self.prompt, self.max_words)

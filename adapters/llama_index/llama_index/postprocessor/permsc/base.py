@@ -138,12 +138,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
                 "backend must be a spec string like 'openai:gpt-4o-mini' or a core backend "
                 f"object (a LlamaIndex LLM goes in llm=); got {type(self.backend).__name__}"
             )
-        if self.backend_options and not isinstance(self.backend, str):
-            raise ConfigurationError(
-                "backend_options apply to a spec string backend only; configure the LLM or "
-                "backend object itself"
-            )
-        check_backend(self.backend, self.backend_options)
+        check_backend(self.backend if self.llm is None else self.llm, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         if self.rerank_prompt is not None:
             values["prompt"] = to_core_prompt(self.rerank_prompt, max_words=self.max_words)
