@@ -50,13 +50,14 @@ from permsc_integrations.integration import (
     refuse_unknown,
     refuse_unknown_attribute,
     repr_args,
+    traced,
 )
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .chat_backend import ChatModelBackend, chat_model, run_config, traced
+from .chat_backend import ChatModelBackend, chat_model, chat_model_run, run_config
 from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
@@ -152,7 +153,9 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         options = self._check()
         if isinstance(self.backend, str):
             backend = resolve_backend(self.backend, **self.backend_options)
-            wrapped = backend if isinstance(backend, BatchBackend) else traced(backend)
+            wrapped = (
+                backend if isinstance(backend, BatchBackend) else traced(backend, chat_model_run)
+            )
             self._one.own(wrapped)
             return PSCRanker(wrapped, options=options.replace(backend_options={}))
         if isinstance(self.backend, Runnable):

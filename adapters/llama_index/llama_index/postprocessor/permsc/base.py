@@ -57,6 +57,7 @@ from permsc_integrations.integration import (
     refuse_unknown,
     refuse_unknown_attribute,
     repr_args,
+    traced,
     usage_dict,
 )
 from permsc_integrations.options import RankingOptions
@@ -64,7 +65,7 @@ from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .llm_backend import LlamaIndexLLMBackend, traced
+from .llm_backend import LlamaIndexLLMBackend, llm_event
 from .prompts import to_core_prompt
 
 __all__ = ["PSCRerank", "DEFAULT_TOP_N"]
@@ -206,7 +207,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
         backend = self._backend()
         if isinstance(self.backend, str):
             if not isinstance(backend, BatchBackend):
-                backend = traced(backend, lambda: self.callback_manager)
+                backend = traced(backend, llm_event(lambda: self.callback_manager))
             self._one.own(backend)
             options = options.replace(backend_options={})
         return PSCRanker(backend, options=options)
