@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import anyio
 
@@ -64,6 +64,9 @@ class RankingKeywords(TypedDict, total=False):
     num_permutations: int
     aggregator: str | Callable[..., Any]
     prompt: str | Prompt
+    scoring: Literal["generate", "first_token"]
+    calibrate: bool
+    first_stage_weight: float
     strategy: str | Strategy
     window_size: int
     step: int
