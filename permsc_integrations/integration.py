@@ -13,14 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from .backends import check_backend_options
+from .backends.base import (
+    Backend,
+    Completion,
+    FirstTokenBackend,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
 from .errors import ConfigurationError
 from .options import RankingOptions, unknown_option
 from .redaction import MASK, is_secret_name, redact_url
-from .results import RankingResult
+from .results import RankingResult, Usage
 
 __all__ = [
     "checked_options",
@@ -31,6 +40,11 @@ __all__ = [
     "usage_dict",
     "repr_args",
     "OneRanker",
+    "Done",
+    "Trace",
+    "TracedBackend",
+    "TracedFirstTokenBackend",
+    "traced",
 ]
 
 
@@ -51,9 +65,9 @@ def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None
 
 
 def check_backend(backend: Any, backend_options: Mapping[str, Any]) -> None:
-    """Refuse, at construction, backend options the spec string's backend does not take."""
-    if isinstance(backend, str) and backend_options:
-        check_backend_options(backend, backend_options)
+    """Refuse, at construction, backend options the spec string's backend does not take, and
+    any for a backend object or a framework model."""
+    check_backend_options(backend, backend_options)
 
 
 def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> RankingOptions:
@@ -128,15 +142,64 @@ def _shown(value: Any) -> Any:
 
 def usage_dict(result: RankingResult) -> dict[str, Any]:
     """A ranking's cost and agreement as plain data (document or node metadata)."""
-    u = result.usage
-    return {
-        "calls": u.calls,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "cached_calls": u.cached_calls,
-        "retries": u.retries,
-        **({"cost": u.cost} if u.cost is not None else {}),
-    }
+    return result.usage.as_dict()
+
+
+Done = Callable[[str, Usage, "str | None", "Mapping[str, Any] | None"], Awaitable[None]]
+"""``done(text, usage, model, extra)``: report one answer (``extra``: the first-token
+scorer's label probabilities and mass)."""
+
+Trace = Callable[[str, Sequence[Message]], AbstractAsyncContextManager[Done]]
+"""``trace(name, messages)``: an async context manager around one call, in the framework's
+tracing; it yields :data:`Done` for the answer and sees any error raised."""
+
+
+class TracedBackend:
+    """A core backend (built by an adapter from a spec string) whose calls are model calls of
+    the framework's tracing, with their token usage, as ``trace`` reports them. Build it with
+    :func:`traced`, which keeps first-token scoring where the backend has it."""
+
+    def __init__(self, inner: Backend, trace: Trace) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fingerprint = getattr(inner, "fingerprint", None) or inner.name
+        self._trace = trace
+
+    async def acomplete(
+        self, messages: Sequence[Message], settings: GenerationSettings
+    ) -> Completion:
+        async with self._trace(self.name, messages) as done:
+            completion = await self.inner.acomplete(messages, settings)
+            await done(completion.text, completion.usage, completion.model, None)
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class TracedFirstTokenBackend(TracedBackend):
+    """A traced backend that also scores first tokens: each ``afirst_token`` call is traced
+    with the most likely label as its answer and the label probabilities as ``extra``."""
+
+    inner: FirstTokenBackend
+
+    async def afirst_token(
+        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
+    ) -> LabelProbabilities:
+        async with self._trace(self.name, messages) as done:
+            scored = await self.inner.afirst_token(messages, labels, settings)
+            probabilities = dict(zip(labels, scored.probabilities, strict=True))
+            best = max(probabilities, key=probabilities.__getitem__)
+            extra = {"label_probabilities": probabilities, "label_mass": scored.mass}
+            await done(best, scored.usage, scored.model, extra)
+        return scored
+
+
+def traced(inner: Backend, trace: Trace) -> TracedBackend:
+    """``inner`` traced; a first-token backend stays one (:class:`TracedFirstTokenBackend`)."""
+    if isinstance(inner, FirstTokenBackend):
+        return TracedFirstTokenBackend(inner, trace)
+    return TracedBackend(inner, trace)
 
 
 class OneRanker:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import anyio
 
 from .aggregators import resolve
-from .backends import resolve_backend
+from .backends import check_backend_options, resolve_backend
 from .backends.base import Backend
 from .errors import ConfigurationError, PermscError, add_note, grouped
 from .events import EventHook
@@ -43,7 +43,52 @@ from .run.sampling import Breaker
 from .spending import Meter, metering
 from .strategies import get as get_strategy
 
-__all__ = ["PSCRanker", "RankRequest", "DEFAULT_MAX_CONCURRENCY"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from .adaptive import Adaptive
+    from .prompts.base import Prompt
+    from .retry import RetryPolicy
+    from .run.cache import ResponseCache
+    from .spending import Prices, SpendingCap
+    from .strategies.base import Strategy
+
+__all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
+
+
+class RankingKeywords(TypedDict, total=False):
+    """:class:`PSCRanker`'s keywords, typed for editors and mypy: one per field of
+    :class:`~.options.RankingOptions` (same names, same order: a test pins them), each with
+    the values the declaration accepts; the declaration validates them."""
+
+    num_permutations: int
+    aggregator: str | Callable[..., Any]
+    prompt: str | Prompt
+    scoring: Literal["generate", "first_token"]
+    calibrate: bool
+    first_stage_weight: float
+    strategy: str | Strategy
+    window_size: int
+    step: int
+    top_k: int | None
+    seed: int
+    include_identity: bool
+    temperature: float
+    max_tokens: int | None
+    timeout: float | None
+    max_words: int | None
+    max_concurrency: int
+    request_concurrency: int | None
+    retry: RetryPolicy | Mapping[str, Any] | None
+    reasks: int
+    min_successful: int | None
+    min_coverage: float
+    adaptive: bool | str | Adaptive | Mapping[str, Any] | None
+    cache: ResponseCache | None
+    request_cap: str | SpendingCap | None
+    ranker_cap: str | SpendingCap | None
+    prices: str | Prices | None
+    backend_options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -79,7 +124,7 @@ class PSCRanker:
         *,
         options: RankingOptions | None = None,
         on_event: EventHook | None = None,
-        **overrides: Any,
+        **overrides: Unpack[RankingKeywords],
     ) -> None:
         if options is not None and not isinstance(options, RankingOptions):
             raise ConfigurationError(
@@ -89,12 +134,8 @@ class PSCRanker:
         self.options: RankingOptions = opts or RankingOptions()
         o = self.options
         self._owns_backend = isinstance(backend, str)
+        check_backend_options(backend, o.backend_options)
         self.backend = resolve_backend(backend, **o.backend_options)
-        if o.backend_options and not self._owns_backend:
-            raise ConfigurationError(
-                "backend_options apply to a spec-string backend only; configure the backend "
-                f"object ({type(backend).__name__}) itself"
-            )
         self.on_event = on_event
         self.limiter = CallLimiter(o.max_concurrency)
         self.breaker = Breaker()

@@ -33,12 +33,13 @@ from .checks import positive_int
 from .errors import ConfigurationError, MissingDependencyError
 from .options import RankingOptions
 from .ranker import PSCRanker
+from .results import Usage
 
 __all__ = ["rank_dataset", "split_budget", "RESULT_COLUMNS", "USAGE_FIELDS"]
 
 RESULT_COLUMNS = ("order", "scores", "confidence", "samples", "failed_samples", "usage", "error")
 """The columns :func:`rank_dataset` adds (an input column of one of these names is refused)."""
-USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "retries", "cached_calls")
+USAGE_FIELDS = Usage.COUNTS
 
 
 def _ray() -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "Usage",
@@ -37,9 +37,29 @@ class Usage:
     saved_calls: int = 0  # samples adaptive m did not need to draw
     cost: float | None = None  # with prices set (spending.Prices); None: not known
 
+    COUNTS: ClassVar[tuple[str, ...]] = (
+        "calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "retries",
+        "cached_calls",
+    )
+    """The counts reported wherever a usage is written out (records, metadata, Ray rows)."""
+
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts as plain data, and ``cost`` when known.
+
+        >>> Usage(prompt_tokens=5, calls=1).as_dict()
+        {'calls': 1, 'prompt_tokens': 5, 'completion_tokens': 0, 'retries': 0, 'cached_calls': 0}
+        """
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.COUNTS}
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(

@@ -158,3 +158,10 @@ def test_a_bad_flag_value_fails_with_the_options_message(capsys) -> None:
 
     assert main(["estimate", "-i", "missing.jsonl", "--max-words", "0"]) == 2
     assert "max_words must be an int >= 1" in capsys.readouterr().err
+
+
+def test_the_rankers_typed_keywords_are_the_declarations_options_in_order() -> None:
+    from permsc_integrations.ranker import RankingKeywords
+
+    assert tuple(RankingKeywords.__annotations__) == RankingOptions.names()
+    assert not RankingKeywords.__required_keys__  # every keyword is optional

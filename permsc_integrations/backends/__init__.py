@@ -82,9 +82,10 @@ def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
     return _registry.get(kind)(model.strip() or None, **options)
 
 
-def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
-    """Refuse an option the backend of ``spec`` does not take, naming the closest ones, and a
-    masked secret (``"***"``, as ``to_dict()`` leaves it) given as a value.
+def check_backend_options(backend: str | Backend, options: Mapping[str, Any]) -> None:
+    """Refuse an option the backend of the spec string ``backend`` does not take, naming the
+    closest ones, and a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a
+    value; a backend object takes no options (it is configured by whoever built it).
 
     The accepted names are the factory's keyword parameters, or its ``accepted_options``
     when it passes ``**options`` on; a factory with neither is not checked.
@@ -95,6 +96,14 @@ def check_backend_options(spec: str, options: Mapping[str, Any]) -> None:
     ...     print(str(exc).split(";")[0])
     unknown option 'base_ulr' for the openai backend (did you mean 'base_url'?)
     """
+    if not isinstance(backend, str):
+        if options:
+            raise ConfigurationError(
+                "backend_options apply to a spec-string backend only; configure the backend "
+                f"object ({type(backend).__name__}) itself"
+            )
+        return
+    spec = backend
     for name, value in options.items():
         refuse_masked(f"backend option {name}", value)
     kind = spec.partition(":")[0]

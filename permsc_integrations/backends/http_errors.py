@@ -1,10 +1,11 @@
 """HTTP and model failures as the library's typed errors, shared by every backend.
 
 :func:`status_error` turns an HTTP status into the right :class:`BackendError` (with
-``retryable`` and ``retry_after`` set); :func:`map_model_error` does the same for whatever a
-framework's model raised (a LangChain chat model, a LlamaIndex LLM): ``openai`` SDK errors
-exactly as the core's openai backend maps them, other errors by their HTTP status, then
-timeouts and dropped connections by kind; anything else is not retried.
+``retryable`` and ``retry_after`` set). :data:`ERROR_TABLE` maps everything else, one row
+per kind: ``openai`` SDK errors first, then any error with an HTTP status, then timeouts and
+dropped connections of the usual transports (asyncio, httpx, httpcore, requests, urllib3,
+aiohttp); anything else is not retried. :func:`mapped_errors` is the one context manager
+that applies it (the openai backend and both adapters' model backends).
 
 Example:
     >>> err = status_error(503, "server answered 503")
@@ -20,7 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -36,7 +41,15 @@ from ..errors import (
 )
 from ..redaction import redact_text, redact_url
 
-__all__ = ["status_error", "retry_after", "map_model_error", "map_openai_error"]
+__all__ = [
+    "status_error",
+    "retry_after",
+    "ERROR_TABLE",
+    "map_error",
+    "mapped_errors",
+    "map_model_error",
+    "map_openai_error",
+]
 
 _CONTEXT = re.compile(
     r"context.length|maximum context|context window|context size|too many tokens"
@@ -105,25 +118,181 @@ def _status_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    """Who raised: ``source`` names a framework's model, ``base_url`` an openai server."""
+
+    source: str
+    timeout: float | None
+    base_url: str | None
+    redact: Callable[[str], str]
+
+    @property
+    def where(self) -> str:
+        return redact_url(self.base_url) or "api.openai.com"
+
+    def what(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__} from {self.source}: {exc}"
+
+
+def _openai_timeout(exc: BaseException, o: _Origin) -> BackendError:
+    if _aiohttp_connection_error(exc) is not None:  # a dropped connection, reported as a timeout
+        return _openai_connection(exc, o)
+    return BackendTimeoutError(
+        f"no answer from {o.where} within {o.timeout} s; raise timeout= or lower concurrency"
+    )
+
+
+def _openai_connection(exc: BaseException, o: _Origin) -> BackendError:
+    cause = _aiohttp_connection_error(exc) or exc.__cause__ or exc
+    return BackendConnectionError(
+        o.redact(
+            f"connection to {o.where} failed ({type(cause).__name__}: {cause}); "
+            "check that the server is running and reachable, and that base_url is right"
+        )
+    )
+
+
+def _openai_status(exc: Any, o: _Origin) -> BackendError:
+    body = exc.body
+    said = body.get("message") if isinstance(body, dict) else None
+    detail = o.redact(f"{o.where} answered {exc.status_code}: {said or exc.message}")
+    code = getattr(exc, "code", None)
+    return status_error(exc.status_code, detail, code=code, response=exc.response)
+
+
+def _openai_other(exc: BaseException, o: _Origin) -> BackendError:
+    return BackendError(o.redact(f"unexpected answer from {o.where}: {exc}"), retryable=False)
+
+
+def _by_status(exc: BaseException, o: _Origin) -> BackendError:
+    status = _status_code(exc)
+    assert status is not None  # the row matched on it
+    return status_error(status, o.what(exc), response=getattr(exc, "response", None))
+
+
+def _timeout(exc: BaseException, o: _Origin) -> BackendError:
+    said = o.what(exc) if str(exc) else f"no answer from {o.source} within {o.timeout} s"
+    return BackendTimeoutError(f"{said}; raise timeout= or lower max_concurrency")
+
+
+def _connection(exc: BaseException, o: _Origin) -> BackendError:
+    return BackendConnectionError(f"{o.what(exc)}; check that the server is running and reachable")
+
+
+def _other(exc: BaseException, o: _Origin) -> BackendError:
+    return BackendError(
+        f"{o.what(exc)}; not retried, check the model's configuration", retryable=False
+    )
+
+
+def _is(*paths: str) -> Callable[[BaseException], bool]:
+    """Whether an exception is one of the classes named ``module:Class``. A module that is not
+    imported cannot have raised, so nothing is imported here."""
+
+    def matches(exc: BaseException) -> bool:
+        for path in paths:
+            module, _, name = path.partition(":")
+            cls = getattr(sys.modules.get(module), name, None)
+            if isinstance(cls, type) and isinstance(exc, cls):
+                return True
+        return False
+
+    return matches
+
+
+def _has_status(exc: BaseException) -> bool:
+    return _status_code(exc) is not None
+
+
+ERROR_TABLE: tuple[
+    tuple[Callable[[BaseException], bool], Callable[[Any, _Origin], BackendError]], ...
+] = (
+    (_is("openai:APITimeoutError"), _openai_timeout),
+    (_is("openai:APIConnectionError"), _openai_connection),
+    (_is("openai:APIStatusError"), _openai_status),
+    (_is("openai:APIError"), _openai_other),
+    (_has_status, _by_status),
+    (
+        _is(
+            "builtins:TimeoutError",
+            "httpx:TimeoutException",
+            "httpcore:TimeoutException",
+            "requests.exceptions:Timeout",
+            "urllib3.exceptions:TimeoutError",
+            "aiohttp:ServerTimeoutError",
+        ),
+        _timeout,
+    ),
+    (
+        _is(
+            "builtins:ConnectionError",
+            "httpx:TransportError",
+            "httpcore:NetworkError",
+            "httpcore:RemoteProtocolError",
+            "requests.exceptions:ConnectionError",
+            "urllib3.exceptions:ProtocolError",
+            "aiohttp:ClientConnectionError",
+        ),
+        _connection,
+    ),
+)
+"""Provider and transport errors -> the error tree: the first row whose test matches builds
+the error; anything else is a :class:`BackendError` that is not retried."""
+
+
+def map_error(
+    exc: BaseException,
+    source: str,
+    timeout: float | None,
+    *,
+    base_url: str | None = None,
+    redact: Callable[[str], str] = redact_text,
+) -> BackendError:
+    """The typed error for ``exc``, by :data:`ERROR_TABLE`; ``source`` names who raised,
+    ``base_url`` the server an ``openai`` client spoke to (``None``: the URL of the error's
+    request, if any), and ``redact`` cleans the texts of openai errors (URLs and, from a
+    backend, its key)."""
+    if base_url is None:
+        url = getattr(getattr(exc, "request", None), "url", None)
+        base_url = str(url) if url else None
+    origin = _Origin(source, timeout, base_url, redact)
+    for matches, build in ERROR_TABLE:
+        if matches(exc):
+            return build(exc, origin)
+    return _other(exc, origin)
+
+
+@contextmanager
+def mapped_errors(
+    source: str,
+    timeout: float | None,
+    *,
+    catch: tuple[type[BaseException], ...] = (Exception,),
+    base_url: str | None = None,
+    redact: Callable[[str], str] = redact_text,
+) -> Iterator[None]:
+    """Raise what the block raises as the library's typed error (``from`` the original);
+    errors already typed, and those not in ``catch``, pass unchanged.
+
+    >>> with mapped_errors("a model", 5.0):
+    ...     raise ConnectionRefusedError("refused")
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.BackendConnectionError: ConnectionRefusedError from a model: \
+refused; check that the server is running and reachable
+    """
+    try:
+        yield
+    except BackendError:
+        raise
+    except catch as exc:
+        raise map_error(exc, source, timeout, base_url=base_url, redact=redact) from exc
+
+
 def map_model_error(exc: Exception, source: str, timeout: float | None) -> BackendError:
     """The typed error for what a framework's model (named by ``source``) raised."""
-    try:
-        # lazy: optional dependency (the openai extra)
-        import openai
-    except ImportError:
-        openai = None  # type: ignore[assignment]
-    if openai is not None and isinstance(exc, openai.APIError):
-        url = getattr(getattr(exc, "request", None), "url", None)
-        return map_openai_error(exc, str(url) if url else None, timeout)
-    what = f"{type(exc).__name__} from {source}: {exc}"
-    status = _status_code(exc)
-    if status is not None:
-        return status_error(status, what, response=getattr(exc, "response", None))
-    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
-        return BackendTimeoutError(f"{what}; raise timeout= or lower max_concurrency")
-    if isinstance(exc, ConnectionError) or "Connection" in type(exc).__name__:
-        return BackendConnectionError(f"{what}; check that the server is running and reachable")
-    return BackendError(f"{what}; not retried, check the model's configuration", retryable=False)
+    return map_error(exc, source, timeout)
 
 
 def map_openai_error(
@@ -134,30 +303,7 @@ def map_openai_error(
 ) -> BackendError:
     """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
     text goes through ``redact`` (URLs and, from a backend, its key)."""
-    # lazy: an optional dependency, installed whenever its errors reach here
-    import openai
-
-    where = redact_url(base_url) or "api.openai.com"
-    dropped = _aiohttp_connection_error(exc)
-    if isinstance(exc, openai.APITimeoutError) and dropped is None:
-        return BackendTimeoutError(
-            f"no answer from {where} within {timeout} s; raise timeout= or lower concurrency"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        cause = dropped or exc.__cause__ or exc
-        return BackendConnectionError(
-            redact(
-                f"connection to {where} failed ({type(cause).__name__}: {cause}); "
-                "check that the server is running and reachable, and that base_url is right"
-            )
-        )
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body
-        said = body.get("message") if isinstance(body, dict) else None
-        detail = redact(f"{where} answered {exc.status_code}: {said or exc.message}")
-        code = getattr(exc, "code", None)
-        return status_error(exc.status_code, detail, code=code, response=exc.response)
-    return BackendError(redact(f"unexpected answer from {where}: {exc}"), retryable=False)
+    return map_error(exc, "the openai client", timeout, base_url=base_url or "", redact=redact)
 
 
 def _aiohttp_connection_error(exc: BaseException) -> BaseException | None:

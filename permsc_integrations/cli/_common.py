@@ -163,6 +163,27 @@ def is_local(spec: str) -> bool:
     return spec.partition(":")[0].strip().lower() in LOCAL_KINDS
 
 
+def answer_cap(items: int) -> int:
+    """A local model's answer-token cap for a ranking of ``items`` ("[12] > " is about 6
+    tokens)."""
+    return 8 + 6 * items
+
+
+def call_limits(args: argparse.Namespace, spec: str, cap: int) -> dict[str, Any]:
+    """``timeout`` and ``max_tokens`` from the flags; unless they say otherwise, a local
+    ``spec`` gets no per-call timeout and ``cap`` answer tokens, a served model the
+    declaration's timeout and the backend's own answer limit."""
+    # lazy: start-up time of every permsc command
+    from ..options import RankingOptions
+
+    local = is_local(spec)
+    timeout, max_tokens = getattr(args, "timeout", None), getattr(args, "max_tokens", None)
+    return {
+        "timeout": timeout if timeout is not None else (None if local else RankingOptions.timeout),
+        "max_tokens": max_tokens or (cap if local else None),
+    }
+
+
 def build_backend(args: argparse.Namespace) -> Any:
     """Resolve the backend with the options that apply to its kind."""
 
@@ -195,9 +216,8 @@ def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOpt
 
     given = _given(args)
     if spec is not None and is_local(spec):
-        given.setdefault("timeout", None)
-        size = given.get("window_size", RankingOptions().window_size)
-        given.setdefault("max_tokens", 8 + 6 * size)  # "[12] > " is about 6 tokens
+        size = given.get("window_size", RankingOptions.window_size)
+        given.update(call_limits(args, spec, answer_cap(size)))
     return RankingOptions.from_kwargs(**given)
 
 

@@ -21,8 +21,10 @@ from ..run.bridge import run_sync
 from ._common import (
     Query,
     add_backend_arguments,
+    answer_cap,
     backend_spec,
     build_backend,
+    call_limits,
     parse_line,
     ranker_options,
     say,
@@ -100,9 +102,7 @@ def run(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     args.window_size, args.step, args.top_k, args.max_words = 20, 10, None, 300
     options = ranker_options(args, spec)
-    options["max_tokens"] = args.max_tokens or (
-        8 + 6 * len(query.texts) if options["max_tokens"] else None
-    )
+    options.update(call_limits(args, spec, answer_cap(len(query.texts))))
     backend = build_backend(args)
     try:
         ranker = PSCRanker(backend, **{**options, "min_successful": 1})

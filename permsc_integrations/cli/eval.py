@@ -17,7 +17,7 @@ from ..aggregators import get
 from ..errors import ConfigurationError
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
-from ._common import _flag, add_backend_arguments, backend_spec, build_backend, is_local
+from ._common import _flag, add_backend_arguments, backend_spec, build_backend, call_limits
 from .eval_output import emit_reports, progress, samples_log
 from .eval_trec import first_token_offline, offline_runs, passages_offline, trec
 
@@ -208,12 +208,11 @@ def sorting_max_tokens(n_items: int) -> int:
 
 def _sorting(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
-    local = is_local(backend_spec(args))
+    spec = backend_spec(args)
     backend = build_backend(args)
     n = max(len(e.items) for e in dataset.examples)
     options: dict[str, Any] = {
-        "timeout": args.timeout if args.timeout is not None else (None if local else 60.0),
-        "max_tokens": args.max_tokens or (sorting_max_tokens(n) if local else None),
+        **call_limits(args, spec, sorting_max_tokens(n)),
         "scoring": args.scoring or "generate",
     }
     reports, collected = [], []

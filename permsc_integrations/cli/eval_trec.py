@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..run.bridge import run_sync
-from ._common import backend_spec, build_backend, is_local
+from ._common import answer_cap, backend_spec, build_backend, call_limits
 from .eval_output import emit_reports, progress, samples_log
 
 __all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline"]
@@ -140,7 +140,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
     if scoring == "first_token":
         config |= {"scoring": scoring, "prompt": "first_token", "window": window}
     log, done = samples_log(args, config)
-    local = is_local(backend_spec(args))
+    spec = backend_spec(args)
     try:
         lists = run_sync(
             acollect_passages,
@@ -154,8 +154,7 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
             temperature=args.temperature[0],
             max_words=args.max_words,
             max_concurrency=args.concurrency,
-            timeout=args.timeout if args.timeout is not None else (None if local else 60.0),
-            max_tokens=args.max_tokens or (8 + 6 * args.depth if local else None),
+            **call_limits(args, spec, answer_cap(args.depth)),
             scoring=scoring,
             window=window,
         )
@@ -184,8 +183,7 @@ def trec(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     backend = build_backend(args)
     options = {
-        "timeout": args.timeout if args.timeout is not None else (None if is_local(spec) else 60.0),
-        "max_tokens": args.max_tokens or (8 + 6 * args.window_size if is_local(spec) else None),
+        **call_limits(args, spec, answer_cap(args.window_size)),
         "scoring": args.scoring or "generate",
     }
     try:

@@ -23,15 +23,8 @@ def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
         "confidence": round(result.confidence, 4),
         "samples": len(result.samples),
         "failed_samples": len(result.failures),
-        "usage": {
-            "calls": result.usage.calls,
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cached_calls": result.usage.cached_calls,
-        },
+        "usage": result.usage.as_dict(),
     }
-    if result.usage.cost is not None:
-        record["usage"]["cost"] = result.usage.cost
     if query.plain:
         record["items"] = [query.items[i] for i in result.order]
     return record

@@ -12,7 +12,7 @@ The model's async client belongs to the first event loop that ranks with it; cal
 other loop (the sync bridge, ``asyncio.run`` again) use ``invoke`` in a worker thread instead
 (:class:`~permsc_integrations.backends.home_loop.HomeLoop`), so no request is sent twice.
 
-:class:`TracedBackend` wraps a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
+:func:`chat_model_run` traces a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
 so that each of its calls is a chat-model run of the LangChain run that started the ranking,
 with its token usage: LangChain's usage callbacks and tracers see them like any model call
 (a first-token call's answer is its most likely label).
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -43,15 +43,13 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from permsc_integrations.backends.base import (
-    Backend,
     Completion,
-    FirstTokenBackend,
     GenerationSettings,
     LabelProbabilities,
     Message,
 )
 from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.backends.http_errors import mapped_errors
 from permsc_integrations.backends.logprobs import (
     check_labels,
     label_probabilities,
@@ -59,15 +57,14 @@ from permsc_integrations.backends.logprobs import (
     top_list,
 )
 from permsc_integrations.checks import positive_int
-from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
+from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.integration import Done
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
 __all__ = [
     "ChatModelBackend",
-    "TracedBackend",
-    "TracedFirstTokenBackend",
-    "traced",
+    "chat_model_run",
     "run_config",
     "TAG",
 ]
@@ -190,90 +187,36 @@ class ChatModelBackend:
     async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
         chat, config = _messages(messages), _config()
-        try:
-            with anyio.fail_after(timeout):
-                return await self._home.call(
-                    lambda: self.model.ainvoke(chat, config, stream=False, **kw),
-                    lambda: self.model.invoke(chat, config, stream=False, **kw),
-                )
-        except BackendError:
-            raise
-        except TimeoutError as exc:
-            raise BackendTimeoutError(
-                f"{self.name} gave no answer within {timeout} s (raise timeout=)"
-            ) from exc
-        except Exception as exc:
-            raise map_model_error(exc, "the LangChain chat model", timeout) from exc
+        with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
+            return await self._home.call(
+                lambda: self.model.ainvoke(chat, config, stream=False, **kw),
+                lambda: self.model.invoke(chat, config, stream=False, **kw),
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""
 
 
-class TracedBackend:
-    """A core backend whose calls are chat-model runs of the current LangChain run.
+@asynccontextmanager
+async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterator[Done]:
+    """One call as a chat-model run of the current LangChain run (a
+    :data:`~permsc_integrations.integration.Trace` for the shared ``TracedBackend``)."""
+    config = _config()
+    manager = AsyncCallbackManager.configure(
+        inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")
+    )
+    [run] = await manager.on_chat_model_start(
+        {"name": name}, [_messages(messages)], invocation_params={"model": name}
+    )
 
-    Build it with :func:`traced`, which keeps first-token scoring where the backend has it.
-    """
+    async def done(text: str, u: Usage, model: str | None, extra: Mapping[str, Any] | None) -> None:
+        await _end(run, text, u, model or name, dict(extra or {}))
 
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.fingerprint = getattr(inner, "fingerprint", None) or inner.name
-
-    async def acomplete(
-        self, messages: Sequence[Message], settings: GenerationSettings
-    ) -> Completion:
-        run = await self._start(messages)
-        try:
-            completion = await self.inner.acomplete(messages, settings)
-        except BaseException as exc:
-            await run.on_llm_error(exc)
-            raise
-        await _end(run, completion.text, completion.usage, completion.model or self.name)
-        return completion
-
-    async def _start(self, messages: Sequence[Message]) -> Any:
-        config = _config()
-        manager = AsyncCallbackManager.configure(
-            inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")
-        )
-        [run] = await manager.on_chat_model_start(
-            {"name": self.name}, [_messages(messages)], invocation_params={"model": self.name}
-        )
-        return run
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class TracedFirstTokenBackend(TracedBackend):
-    """A traced backend that also scores first tokens: each ``afirst_token`` call is a
-    chat-model run whose answer is the most likely label, with the label probabilities in
-    its ``response_metadata``."""
-
-    inner: FirstTokenBackend
-
-    async def afirst_token(
-        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
-    ) -> LabelProbabilities:
-        run = await self._start(messages)
-        try:
-            scored = await self.inner.afirst_token(messages, labels, settings)
-        except BaseException as exc:
-            await run.on_llm_error(exc)
-            raise
-        probabilities = dict(zip(labels, scored.probabilities, strict=True))
-        best = max(probabilities, key=probabilities.__getitem__)
-        extra = {"label_probabilities": probabilities, "label_mass": scored.mass}
-        await _end(run, best, scored.usage, scored.model or self.name, extra)
-        return scored
-
-
-def traced(inner: Backend) -> TracedBackend:
-    """``inner`` traced; a first-token backend stays one (:class:`TracedFirstTokenBackend`)."""
-    if isinstance(inner, FirstTokenBackend):
-        return TracedFirstTokenBackend(inner)
-    return TracedBackend(inner)
+    try:
+        yield done
+    except BaseException as exc:
+        await run.on_llm_error(exc)
+        raise
 
 
 async def _end(

@@ -50,13 +50,14 @@ from permsc_integrations.integration import (
     refuse_unknown,
     refuse_unknown_attribute,
     repr_args,
+    traced,
 )
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .chat_backend import ChatModelBackend, chat_model, run_config, traced
+from .chat_backend import ChatModelBackend, chat_model, chat_model_run, run_config
 from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
@@ -109,11 +110,6 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
                 f"or a LangChain chat model; got {type(self.backend).__name__}"
             )
-        if self.backend_options and not isinstance(self.backend, str):
-            raise ConfigurationError(
-                "backend_options apply to a spec string backend only; configure the backend "
-                f"object ({type(self.backend).__name__}) itself"
-            )
         check_backend(self.backend, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         values["prompt"] = core_prompt(self.prompt, self.max_words)
@@ -157,7 +153,9 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         options = self._check()
         if isinstance(self.backend, str):
             backend = resolve_backend(self.backend, **self.backend_options)
-            wrapped = backend if isinstance(backend, BatchBackend) else traced(backend)
+            wrapped = (
+                backend if isinstance(backend, BatchBackend) else traced(backend, chat_model_run)
+            )
             self._one.own(wrapped)
             return PSCRanker(wrapped, options=options.replace(backend_options={}))
         if isinstance(self.backend, Runnable):

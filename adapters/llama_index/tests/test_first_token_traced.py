@@ -11,10 +11,11 @@ from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
-from llama_index.postprocessor.permsc.llm_backend import TracedBackend, traced
+from llama_index.postprocessor.permsc.llm_backend import llm_event
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
+from permsc_integrations.integration import TracedBackend, traced
 from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,7 +70,7 @@ def test_a_backend_without_first_token_scoring_is_not_made_to_look_like_one() ->
 
         async def aclose(self) -> None: ...
 
-    wrapped = traced(Plain(), CallbackManager)
+    wrapped = traced(Plain(), llm_event(CallbackManager))
     assert type(wrapped) is TracedBackend and not isinstance(wrapped, FirstTokenBackend)
 
 

@@ -33,6 +33,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,12 +46,12 @@ from ...errors import (
 )
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from ..http_errors import map_openai_error
+from ..http_errors import mapped_errors
 from ..logprobs import check_labels, refused_logprobs
 from .chat_json import completion_from_json, first_token_from_json
 from .client_per_loop import LoopClients
 
-__all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]
+__all__ = ["OpenAIBackend", "completion_from_json"]
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
@@ -308,17 +309,16 @@ class OpenAIBackend:
 
     async def _post(self, body: dict[str, Any], timeout: float | None) -> Any:
         """POST ``body`` to ``/chat/completions``; the parsed JSON answer, or a typed error."""
-        client, openai = await self._next_client(), _openai()
+        client = await self._next_client()
         try:
-            response = await client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=_http().Response,
-                options={"timeout": timeout},
-            )
+            with self._mapped(timeout):
+                response = await client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=_http().Response,
+                    options={"timeout": timeout},
+                )
             return response.json()
-        except openai.APIError as exc:
-            raise map_openai_error(exc, self.base_url, timeout, self._redact) from exc
         except ValueError as exc:  # not JSON
             raise BackendError(f"{self.name} answered with no JSON: {exc}", retryable=True) from exc
 
@@ -345,11 +345,18 @@ class OpenAIBackend:
         await asyncio.gather(*(self._ping(client) for client in clients))
 
     async def _ping(self, client: Any) -> None:
-        openai = _openai()
-        try:
+        with self._mapped(None):
             await client.get("/models", cast_to=_http().Response)
-        except openai.APIError as exc:
-            raise map_openai_error(exc, self.base_url, None, self._redact) from exc
+
+    def _mapped(self, timeout: float | None) -> AbstractContextManager[None]:
+        """The ``openai`` SDK's errors as the library's typed errors (http_errors' table)."""
+        return mapped_errors(
+            self.name,
+            timeout,
+            catch=(_openai().APIError,),
+            base_url=self.base_url or "",  # "": api.openai.com, not the request's URL
+            redact=self._redact,
+        )
 
     async def aclose(self) -> None:
         """Close the clients this backend made (on their own loops, when still running)."""

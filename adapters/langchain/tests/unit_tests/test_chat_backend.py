@@ -101,7 +101,7 @@ async def test_engine_retries_a_rate_limited_chat_call(
 def test_rejects_what_is_not_a_chat_model() -> None:
     with pytest.raises(ConfigurationError, match="BaseChatModel"):
         ChatModelBackend("gpt-4o")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="spec string backend only"):
+    with pytest.raises(ConfigurationError, match="spec-string backend only"):
         PSCReranker(backend=chat("http://127.0.0.1:9/v1"), backend_options={"base_url": "x"})
     with pytest.raises(ConfigurationError, match="did you mean 'backend' or 'backend_options'"):
         PSCReranker(backend="openai:m", backend_kwargs={"base_url": "http://127.0.0.1:9/v1"})

@@ -11,10 +11,11 @@ from langchain_core.callbacks import AsyncCallbackHandler, get_usage_metadata_ca
 from langchain_core.language_models import FakeListChatModel
 from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
-from langchain_permsc.chat_backend import TracedBackend, run_config, traced
+from langchain_permsc.chat_backend import chat_model_run, run_config
 
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
+from permsc_integrations.integration import TracedBackend, traced
 from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,7 +78,7 @@ def test_a_backend_without_first_token_scoring_is_not_made_to_look_like_one() ->
 
         async def aclose(self) -> None: ...
 
-    wrapped = traced(Plain())
+    wrapped = traced(Plain(), chat_model_run)
     assert type(wrapped) is TracedBackend and not isinstance(wrapped, FirstTokenBackend)
 
 

@@ -57,6 +57,7 @@ from permsc_integrations.integration import (
     refuse_unknown,
     refuse_unknown_attribute,
     repr_args,
+    traced,
     usage_dict,
 )
 from permsc_integrations.options import RankingOptions
@@ -64,7 +65,7 @@ from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
 from permsc_integrations.run.bridge import run_sync
 
-from .llm_backend import LlamaIndexLLMBackend, traced
+from .llm_backend import LlamaIndexLLMBackend, llm_event
 from .prompts import to_core_prompt
 
 __all__ = ["PSCRerank", "DEFAULT_TOP_N"]
@@ -138,12 +139,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
                 "backend must be a spec string like 'openai:gpt-4o-mini' or a core backend "
                 f"object (a LlamaIndex LLM goes in llm=); got {type(self.backend).__name__}"
             )
-        if self.backend_options and not isinstance(self.backend, str):
-            raise ConfigurationError(
-                "backend_options apply to a spec string backend only; configure the LLM or "
-                "backend object itself"
-            )
-        check_backend(self.backend, self.backend_options)
+        check_backend(self.backend if self.llm is None else self.llm, self.backend_options)
         values = {n: getattr(self, n) for n in RankingOptions.names()}
         if self.rerank_prompt is not None:
             values["prompt"] = to_core_prompt(self.rerank_prompt, max_words=self.max_words)
@@ -211,7 +207,7 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
         backend = self._backend()
         if isinstance(self.backend, str):
             if not isinstance(backend, BatchBackend):
-                backend = traced(backend, lambda: self.callback_manager)
+                backend = traced(backend, llm_event(lambda: self.callback_manager))
             self._one.own(backend)
             options = options.replace(backend_options={})
         return PSCRanker(backend, options=options)

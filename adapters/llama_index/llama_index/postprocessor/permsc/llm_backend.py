@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -31,15 +32,13 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
 from permsc_integrations.backends.base import (
-    Backend,
     Completion,
-    FirstTokenBackend,
     GenerationSettings,
     LabelProbabilities,
     Message,
 )
 from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import map_model_error
+from permsc_integrations.backends.http_errors import mapped_errors
 from permsc_integrations.backends.logprobs import (
     check_labels,
     label_probabilities,
@@ -48,10 +47,11 @@ from permsc_integrations.backends.logprobs import (
 )
 from permsc_integrations.checks import positive_int
 from permsc_integrations.errors import BackendError
+from permsc_integrations.integration import Done, Trace
 from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
-__all__ = ["LlamaIndexLLMBackend", "TracedBackend", "TracedFirstTokenBackend", "traced"]
+__all__ = ["LlamaIndexLLMBackend", "llm_event"]
 
 
 class LlamaIndexLLMBackend:
@@ -115,15 +115,10 @@ class LlamaIndexLLMBackend:
     async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
         """One ``achat``, its failures as the core's typed errors."""
         chat = _chat(messages)
-        try:
-            with anyio.fail_after(timeout):
-                return await self._home.call(
-                    lambda: self.llm.achat(chat, **kw), lambda: self.llm.chat(chat, **kw)
-                )
-        except BackendError:
-            raise
-        except Exception as exc:
-            raise map_model_error(exc, "the LlamaIndex LLM", timeout) from exc
+        with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
+            return await self._home.call(
+                lambda: self.llm.achat(chat, **kw), lambda: self.llm.chat(chat, **kw)
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the LLM object belongs to the caller."""
@@ -149,56 +144,24 @@ def _finish_reason(response: ChatResponse) -> str | None:
     return None
 
 
-class TracedBackend:
-    """A core backend (built from a spec string) whose calls are LLM events of the reranker's
-    callback manager, with their token usage: LlamaIndex's ``TokenCountingHandler`` and
-    tracers count them like any LLM call. Build it with :func:`traced`, which keeps
-    first-token scoring where the backend has it."""
+def llm_event(callback_manager: Callable[[], Any]) -> Trace:
+    """Each call as an LLM event of ``callback_manager()`` with its token usage (a
+    :data:`~permsc_integrations.integration.Trace` for the shared ``TracedBackend``):
+    LlamaIndex's ``TokenCountingHandler`` and tracers count them like any LLM call."""
 
-    def __init__(self, inner: Backend, callback_manager: Callable[[], Any]) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.fingerprint = getattr(inner, "fingerprint", None) or inner.name
-        self._callback_manager = callback_manager
-
-    async def acomplete(
-        self, messages: Sequence[Message], settings: GenerationSettings
-    ) -> Completion:
+    @asynccontextmanager
+    async def trace(name: str, messages: Sequence[Message]) -> AsyncIterator[Done]:
         chat = _chat(messages)
-        with self._callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
-            completion = await self.inner.acomplete(messages, settings)
-            _end(event, chat, completion.text, completion.usage, completion.model)
-        return completion
+        with callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+            async def done(
+                text: str, u: Usage, model: str | None, extra: Mapping[str, Any] | None
+            ) -> None:
+                _end(event, chat, text, u, model, extra)
 
+            yield done
 
-class TracedFirstTokenBackend(TracedBackend):
-    """A traced backend that also scores first tokens: each ``afirst_token`` call is an LLM
-    event whose answer is the most likely label, with the label probabilities in its raw
-    response."""
-
-    inner: FirstTokenBackend
-
-    async def afirst_token(
-        self, messages: Sequence[Message], labels: Sequence[str], settings: GenerationSettings
-    ) -> LabelProbabilities:
-        chat = _chat(messages)
-        with self._callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
-            scored = await self.inner.afirst_token(messages, labels, settings)
-            probabilities = dict(zip(labels, scored.probabilities, strict=True))
-            best = max(probabilities, key=probabilities.__getitem__)
-            extra = {"label_probabilities": probabilities, "label_mass": scored.mass}
-            _end(event, chat, best, scored.usage, scored.model, extra)
-        return scored
-
-
-def traced(inner: Backend, callback_manager: Callable[[], Any]) -> TracedBackend:
-    """``inner`` traced; a first-token backend stays one (:class:`TracedFirstTokenBackend`)."""
-    if isinstance(inner, FirstTokenBackend):
-        return TracedFirstTokenBackend(inner, callback_manager)
-    return TracedBackend(inner, callback_manager)
+    return trace
 
 
 def _chat(messages: Sequence[Message]) -> list[ChatMessage]:
