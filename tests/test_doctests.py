@@ -16,7 +16,10 @@ MODULES = sorted(
     if ".cli" not in m.name
 )
 # Modules that import fine without their extra but whose examples run it.
-NEEDS = {"permsc_integrations.backends.local.transformers": ("torch", "transformers")}
+NEEDS = {
+    "permsc_integrations.backends.local.transformers": ("torch", "transformers"),
+    "permsc_integrations.backends.local.logits": ("torch",),
+}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import aiohttp
-import httpcore
+import importlib
+from collections.abc import Callable
+from typing import Any
+
 import httpx
 import openai
 import pytest
-import requests
-import urllib3
 
 from permsc_integrations.backends.http_errors import map_error, mapped_errors
 from permsc_integrations.errors import (
@@ -22,6 +22,16 @@ from permsc_integrations.errors import (
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
 
 
+def _from(module: str, build: Callable[[Any], Exception], kind: type) -> Any:
+    """A row whose error comes from an optional transport (skipped where it is not installed:
+    the floors environment has neither aiohttp nor requests)."""
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return pytest.param(None, kind, True, marks=pytest.mark.skip(reason=f"no {module}"))
+    return (build(found), kind, True)
+
+
 def _status(code: int) -> openai.APIStatusError:
     response = httpx.Response(code, json={"message": "no"}, request=REQUEST)
     return openai.APIStatusError("no", response=response, body={"message": "no"})
@@ -32,15 +42,21 @@ def _status(code: int) -> openai.APIStatusError:
     [
         (TimeoutError(), BackendTimeoutError, True),
         (httpx.ReadTimeout("slow", request=REQUEST), BackendTimeoutError, True),
-        (httpcore.PoolTimeout("slow"), BackendTimeoutError, True),
-        (requests.exceptions.ReadTimeout("slow"), BackendTimeoutError, True),
-        (urllib3.exceptions.ReadTimeoutError(None, "/", "slow"), BackendTimeoutError, True),
+        _from("httpcore", lambda m: m.PoolTimeout("slow"), BackendTimeoutError),
+        _from("requests", lambda m: m.exceptions.ReadTimeout("slow"), BackendTimeoutError),
+        _from(
+            "urllib3",
+            lambda m: m.exceptions.ReadTimeoutError(None, "/", "slow"),
+            BackendTimeoutError,
+        ),
         (ConnectionRefusedError("no"), BackendConnectionError, True),
         (httpx.ConnectError("refused", request=REQUEST), BackendConnectionError, True),
         (httpx.RemoteProtocolError("closed", request=REQUEST), BackendConnectionError, True),
-        (httpcore.ConnectError("refused"), BackendConnectionError, True),
-        (requests.exceptions.ConnectionError("refused"), BackendConnectionError, True),
-        (aiohttp.ServerDisconnectedError(), BackendConnectionError, True),
+        _from("httpcore", lambda m: m.ConnectError("refused"), BackendConnectionError),
+        _from(
+            "requests", lambda m: m.exceptions.ConnectionError("refused"), BackendConnectionError
+        ),
+        _from("aiohttp", lambda m: m.ServerDisconnectedError(), BackendConnectionError),
         (openai.APITimeoutError(request=REQUEST), BackendTimeoutError, True),
         (openai.APIConnectionError(request=REQUEST), BackendConnectionError, True),
         (_status(429), RateLimitError, True),
