@@ -475,13 +475,18 @@ def test_a_first_token_file_is_scored_with_every_row(tmp_path, capsys):
     assert main([*args, "--aggregators", "kemeny,mean_probability"]) == 0
     out = capsys.readouterr().out
     rows = dict(re.findall(r"^\| ([^|]+?) \| ([\d.]+) \|", out, re.M))
-    assert {"first stage", "single pass", "single pass, calibrated"} <= set(rows)
+    assert {"first stage", "random order", "single pass", "single pass, calibrated"} <= set(rows)
     assert "PSC m=3 mean_probability, calibrated" in rows and "PSC m=4 kemeny" not in rows
     assert "PSC m=3 kemeny + first stage (LOO w)" in rows
     # the bias to A ruins the single pass and PSC's mean; the prior removes it
     assert float(rows["single pass, calibrated"]) > float(rows["single pass"])
     calibrated = float(rows["PSC m=3 mean_probability, calibrated"])
     assert calibrated > float(rows["PSC m=3 mean_probability"]) and calibrated > 99
+    # chance: well below the perfect order, the same on every run (seeded by the list's id)
+    assert 20 < float(rows["random order"]) < 90
+    assert main([*args, "--aggregators", "kemeny"]) == 0
+    again = dict(re.findall(r"^\| ([^|]+?) \| ([\d.]+) \|", capsys.readouterr().out, re.M))
+    assert again["random order"] == rows["random order"]
 
 
 def test_the_sliding_trec_evaluation_runs_in_first_token_mode():

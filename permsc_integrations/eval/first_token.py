@@ -7,7 +7,8 @@ saved sample a block with its label probabilities; and the position prior of eac
 from content-free items (:mod:`permsc_integrations.calibration`). Everything below is computed
 from the file, without the model:
 
-- ``first stage``: the retriever's order (passages);
+- ``first stage``: the retriever's order (passages), and ``random order``: the mean over
+  seeded random orders of the list (passages: the chance level, no model);
 - ``single pass``: the first order's probabilities (passages: shown in first-stage order;
   sorting lists: the mean over the orders of each order alone), and ``calibrated``: divided by
   the prior of its block size;
@@ -24,6 +25,7 @@ and the cost per list (prompts, prompt and output tokens, model seconds) where r
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +42,9 @@ __all__ = ["FirstTokenTable", "score_first_token", "WEIGHTS"]
 
 WEIGHTS = tuple(round(0.1 * k, 1) for k in range(11))
 """The first-stage weights the leave-one-out choice tries."""
+
+RANDOM_ORDERS = 200
+"""Seeded random orders a list's chance level is the mean of."""
 
 Metric = Callable[[Sequence[int], ListSamples], float]
 Order = list[tuple[tuple[int, ...], tuple[float, ...]]]  # one order: (block, probabilities)...
@@ -119,6 +124,12 @@ def _by_probability(order: Order, n: int, priors: Mapping[int, PositionPrior] | 
     return sorted(range(n), key=lambda i: (-score[i], i))
 
 
+def _chance(n: int, lists: ListSamples, metric: Metric) -> float:
+    """The list's mean metric over :data:`RANDOM_ORDERS` random orders (seeded by its id)."""
+    rng = random.Random(f"chance:{lists.example.id}")
+    return statistics.fmean(metric(rng.sample(range(n), n), lists) for _ in range(RANDOM_ORDERS))
+
+
 def _ranked(block: Sequence[int], probs: Sequence[float]) -> list[int]:
     """A block's items by probability; ties: the earlier prompt position."""
     return [block[j] for j in sorted(range(len(block)), key=lambda j: -probs[j])]
@@ -191,6 +202,9 @@ def score_first_token(
     if passages:
         rows["first stage"] = tuple(
             metric(range(n), s) for n, s in zip(n_items, lists, strict=True)
+        )
+        rows["random order"] = tuple(
+            _chance(n, s, metric) for n, s in zip(n_items, lists, strict=True)
         )
         single = "single pass"
         rows[single] = tuple(
