@@ -35,6 +35,9 @@ __all__ = [
     "share",
     "integer",
     "flag",
+    "up_to",
+    "sliding_step",
+    "successes_needed",
     "unknown_option",
 ]
 
@@ -103,6 +106,40 @@ def flag(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+
+
+def up_to(name: str, value: Any, high: int, high_is: str, *, why: str = "") -> int:
+    """An int in 1..``high``, where ``high`` is the value of ``high_is`` (another option, or
+    an expression of one), shown in the message with ``why``.
+
+    >>> up_to("top_k", 5, 4, "window_size")
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.ConfigurationError: top_k must be in 1..window_size (4), got 5
+    """
+    if is_int(value) and 1 <= value <= high:
+        return int(value)
+    reason = f" {why}" if why else ""
+    raise ConfigurationError(f"{name} must be in 1..{high_is} ({high}){reason}, got {value!r}")
+
+
+def sliding_step(step: Any, window_size: int) -> int:
+    """A sliding window's ``step``: 1..window_size-1, so that consecutive windows overlap.
+
+    >>> sliding_step(10, 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.errors.ConfigurationError: step must be in 1..window_size-1 (9) so that ...
+    """
+    why = "so that sliding windows overlap and carry the best items forward"
+    return up_to("step", step, window_size - 1, "window_size-1", why=why)
+
+
+def successes_needed(value: Any, num_permutations: int) -> int | None:
+    """``min_successful``: None (the default share) or 1..num_permutations."""
+    if value is None:
+        return None
+    return up_to("min_successful", value, num_permutations, "num_permutations")
 
 
 def unknown_option(name: str, known: tuple[str, ...]) -> str:

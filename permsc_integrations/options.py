@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING, Any
 from .adaptive import Adaptive
 from .aggregators import resolve
 from .backends.base import GenerationSettings
-from .checks import Check, at_least, flag, integer, number, share, unknown_option
+from .checks import (
+    Check,
+    at_least,
+    flag,
+    integer,
+    number,
+    share,
+    sliding_step,
+    successes_needed,
+    unknown_option,
+)
 from .errors import ConfigurationError
 from .prompts import get_prompt
 from .prompts.first_token import first_token_prompt
@@ -340,21 +350,14 @@ class RankingOptions:
         for f in dataclasses.fields(self):
             value = f.metadata["check"](f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
-        if self.step >= self.window_size and _slides(self.strategy):
-            raise ConfigurationError(
-                f"step must be in 1..window_size-1 so that sliding windows overlap and carry the "
-                f"best items forward; got step={self.step}, window_size={self.window_size}"
-            )
+        if _slides(self.strategy):
+            sliding_step(self.step, self.window_size)
         for cap in (self.request_cap, self.ranker_cap):
             if cap is not None and cap.cost is not None and self.prices is None:
                 raise ConfigurationError(
                     "a cap with cost= needs prices= ('PROMPT,COMPLETION' per million tokens)"
                 )
-        if self.min_successful is not None and self.min_successful > self.num_permutations:
-            raise ConfigurationError(
-                f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
-                f"got {self.min_successful}"
-            )
+        successes_needed(self.min_successful, self.num_permutations)
         if self.scoring != "first_token" and _reads_probabilities(self.aggregator):
             raise ConfigurationError(
                 f"aggregator {self.aggregator!r} reads first-token probabilities: use it with "

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import at_least, positive_int
-from .errors import ConfigurationError
+from .checks import at_least, sliding_step
 
 __all__ = ["Window", "plan_windows", "settled_per_pass"]
 
@@ -47,12 +46,7 @@ class Window:
 def _check(n: int, window_size: int, step: int, top_k: int | None) -> None:
     at_least(0)("n", n)
     at_least(2)("window_size", window_size)
-    positive_int("step", step)
-    if not 1 <= step < window_size:
-        raise ConfigurationError(
-            f"step must be in 1..window_size-1 so that windows overlap and carry the best "
-            f"items forward; got step={step}, window_size={window_size}"
-        )
+    sliding_step(step, window_size)
     at_least(1, optional=True)("top_k", top_k)
 
 

@@ -79,6 +79,34 @@ def test_cross_option_rules() -> None:
         RankingOptions(num_permutations=4, min_successful=5)
 
 
+def test_a_cross_option_rule_has_one_message_wherever_it_is_checked() -> None:
+    """The options, the window plan and the engine (both callable with raw values) share the
+    rule's check (checks.py): one message, naming the bound and why."""
+    from permsc_integrations.run.engine import WindowEngine
+    from permsc_integrations.testing import ScriptedBackend
+    from permsc_integrations.window_plan import plan_windows
+
+    step = (
+        "step must be in 1..window_size-1 (9) so that sliding windows overlap and carry the "
+        "best items forward, got 10"
+    )
+    for make in (
+        lambda: RankingOptions(window_size=10, step=10, strategy="sliding"),
+        lambda: plan_windows(30, window_size=10, step=10),
+    ):
+        with pytest.raises(ConfigurationError) as info:
+            make()
+        assert str(info.value) == step
+    needed = "min_successful must be in 1..num_permutations (4), got 5"
+    for make in (
+        lambda: RankingOptions(num_permutations=4, min_successful=5),
+        lambda: WindowEngine.create(ScriptedBackend(), num_permutations=4, min_successful=5),
+    ):
+        with pytest.raises(ConfigurationError) as info:
+            make()
+        assert str(info.value) == needed
+
+
 def test_unknown_names_are_refused_with_a_suggestion() -> None:
     with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
         PSCRanker(Answers(), num_permutation=5)

@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_KINDS",
+    "RANKING_FLAGS",
+    "ALIASES",
     "Query",
     "LineError",
     "add_backend_arguments",
@@ -80,9 +82,18 @@ def say(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
-def _flag(group: Any, name: str, *aliases: str, help: str | None = None) -> None:
-    """A ``--kebab-name`` flag for the option ``name``, from its declaration; its parsed
-    default is None ("not given"), so :func:`ranker_options` can tell the two apart."""
+def _flag(
+    group: Any,
+    name: str,
+    *,
+    help: str | None = None,
+    filled: bool = False,
+    several: bool = False,
+) -> None:
+    """A ``--kebab-name`` flag (and its :data:`ALIASES`) for the option ``name``, from its
+    declaration. Left out, it parses as None ("not given", so :func:`ranker_options` can tell
+    the two apart) or, ``filled``, as the declared default; ``several``: one value or more,
+    parsed as a list."""
     # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
@@ -90,8 +101,15 @@ def _flag(group: Any, name: str, *aliases: str, help: str | None = None) -> None
     assert info.cli_type is not None, f"{name} is not a command-line option"
     shown = "" if info.default is None else f" (default: {info.default})"
     text = help or (info.cli_help or info.help) + shown
+    default = ([info.default] if several else info.default) if filled else None
     group.add_argument(
-        *aliases, "--" + name.replace("_", "-"), dest=name, type=info.cli_type, help=text
+        *ALIASES.get(name, ()),
+        "--" + name.replace("_", "-"),
+        dest=name,
+        type=info.cli_type,
+        nargs="+" if several else None,
+        default=default,
+        help=text,
     )
 
 
@@ -112,35 +130,47 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     _flag(g, "max_tokens", help="answer length cap (default: ~6 per item for local models)")
 
 
-_RANKING_FLAGS = (
-    ("num_permutations", "-m"),
-    ("aggregator",),
-    ("prompt",),
-    ("scoring",),
-    ("first_stage_weight",),
-    ("strategy",),
-    ("window_size",),
-    ("step",),
-    ("top_k",),
-    ("max_words",),
-    ("seed",),
-    ("temperature",),
-    ("max_concurrency", "--concurrency"),
-    ("min_successful",),
-    ("min_coverage",),
-    ("adaptive",),
-    ("reasks",),
-    ("request_cap",),
-    ("ranker_cap",),
-    ("prices",),
+RANKING_FLAGS = (
+    "num_permutations",
+    "aggregator",
+    "prompt",
+    "scoring",
+    "first_stage_weight",
+    "strategy",
+    "window_size",
+    "step",
+    "top_k",
+    "max_words",
+    "seed",
+    "temperature",
+    "max_concurrency",
+    "min_successful",
+    "min_coverage",
+    "adaptive",
+    "reasks",
+    "request_cap",
+    "ranker_cap",
+    "prices",
 )
+"""The ranking options ``permsc rank``, ``estimate``, ``demo`` and ``serve`` take as flags."""
+
+ALIASES = {"num_permutations": ("-m",), "max_concurrency": ("--concurrency",)}
+"""Short or older names of a flag, wherever it is offered."""
 
 
-def add_ranking_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ranking options as flags, from the one declaration (:mod:`..options`)."""
+def add_ranking_arguments(
+    parser: argparse.ArgumentParser,
+    names: Sequence[str] = RANKING_FLAGS,
+    *,
+    filled: bool = False,
+    several: Collection[str] = (),
+) -> None:
+    """The ranking options ``names`` as flags, from the one declaration (:mod:`..options`):
+    left out, None (or, ``filled``, the declared default); those in ``several`` take one
+    value or more (see :func:`_flag`)."""
     g = parser.add_argument_group("ranking")
-    for name, *aliases in _RANKING_FLAGS:
-        _flag(g, name, *aliases)
+    for name in names:
+        _flag(g, name, filled=filled, several=name in several)
 
 
 def backend_spec(args: argparse.Namespace) -> str:

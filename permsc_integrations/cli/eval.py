@@ -15,15 +15,55 @@ from typing import Any
 
 from ..aggregators import get
 from ..errors import ConfigurationError
-from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
-from ._common import _flag, add_backend_arguments, backend_spec, build_backend, call_limits
+from ._common import (
+    add_backend_arguments,
+    add_ranking_arguments,
+    backend_spec,
+    build_backend,
+    call_limits,
+)
 from .eval_output import emit_reports, progress, samples_log
 from .eval_trec import first_token_offline, offline_runs, passages_offline, trec
 
-__all__ = ["add_parser", "run", "sorting_max_tokens"]
+__all__ = [
+    "add_parser",
+    "run",
+    "sorting_max_tokens",
+    "sorting_config",
+    "load_dataset",
+    "RANKING_FLAGS",
+]
 
 TASKS = ("mathsort", "wordsort", "gsm8ksort", "trec")
+
+
+RANKING_FLAGS = (
+    "num_permutations",
+    "temperature",
+    "seed",
+    "max_concurrency",
+    "max_words",
+    "window_size",
+    "step",
+    "scoring",
+)
+"""The ranking options ``permsc eval`` takes as flags: ``permsc rank``'s flags (names, help,
+types and defaults from :class:`~permsc_integrations.options.RankingOptions`), parsed with
+their declared defaults filled in; ``--temperature`` takes one value or more."""
+
+USE = """how eval uses the ranking flags (declared once; the same as in 'permsc rank'):
+  -m                  shuffled answers per list (sorting; trec with --samples: per query,
+                      the first in first-stage order) or per window (trec)
+  --temperature       one or more: a run per temperature (--samples holds one)
+  --window-size/--step
+                      trec: the paper's set-up, RankGPT's sliding windows back to front (the
+                      one departure from the ranker's defaults, which use blocks:
+                      permsc_integrations.eval.runner.TREC_SETUP); trec --samples: one
+                      window of --depth passages, and with --scoring first_token the block
+                      size each order is cut into; sorting: one window per list
+  --max-words         trec --samples: passage truncation in words
+"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -31,6 +71,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "eval",
         help="measure single-pass vs PSC (sorting tasks, TREC, or existing runs)",
         description="Evaluate single-pass ranking vs PSC over the same samples.",
+        epilog=USE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("task", nargs="?", choices=TASKS, help="task (omit with --runs)")
     parser.add_argument(
@@ -40,28 +82,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--generate", type=int, metavar="N", help="mathsort/wordsort: N fresh lists"
     )
     parser.add_argument("--limit", type=int, help="evaluate only the first N lists / queries")
-    parser.add_argument("-m", "--num-permutations", type=int, default=20, help="samples per list")
     parser.add_argument(
         "--m-sweep", help="comma-separated m values to re-aggregate (e.g. 1,5,10,20)"
     )
-    parser.add_argument("--temperature", type=float, nargs="+", default=[0.0], help="one or more")
     parser.add_argument("--aggregators", default="kemeny,rrf,borda,copeland")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY)
     parser.add_argument("--candidates", help="trec: JSONL candidates {qid, query, candidates}")
     parser.add_argument("--qrels", help="TREC qrels (trec task and --runs)")
     parser.add_argument("--depth", type=int, default=100, help="trec: candidates per query")
-    parser.add_argument(
-        "--max-words", type=int, default=300, help="trec: passage truncation in words"
-    )
-    parser.add_argument(
-        "--window-size",
-        type=int,
-        default=20,
-        help="trec: window of the sliding PSC; with --samples and --scoring first_token, the "
-        "block size each order is cut into (default 20)",
-    )
-    parser.add_argument("--step", type=int, default=10)
     parser.add_argument("--runs", nargs="+", help="offline: TREC run files to aggregate per query")
     parser.add_argument(
         "--first-stage", help="offline: the first-stage run the runs reranked (tie-break)"
@@ -83,13 +110,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the results as a markdown table")
     parser.add_argument("--no-progress", action="store_true")
+    add_ranking_arguments(parser, RANKING_FLAGS, filled=True, several={"temperature"})
     add_backend_arguments(parser)
-    _flag(parser, "scoring")
     parser.set_defaults(run=run)
     return parser
 
 
-def _dataset(args: argparse.Namespace) -> Any:
+def load_dataset(args: argparse.Namespace) -> Any:
+    """The sorting lists the flags name: --generate N fresh ones, or --data's (--limit)."""
     # lazy: start-up time of every permsc command
     from ..eval import datasets, generators
 
@@ -114,6 +142,25 @@ def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[s
     )
 
 
+def sorting_config(
+    args: argparse.Namespace, dataset: Any, backend_name: str, temperature: float
+) -> dict[str, Any]:
+    """The ``run`` record of a sorting samples file: what ``--resume`` compares."""
+    task = dataset.examples[0].task
+    config = {
+        "task": task,
+        "dataset": dataset.name,
+        "backend": backend_name,
+        "m": args.num_permutations,
+        "seed": args.seed,
+        "temperature": temperature,
+        "prompt": task,
+    }
+    if args.scoring == "first_token":
+        config |= {"scoring": "first_token", "prompt": "first_token"}
+    return config
+
+
 def _one_temperature(
     args: argparse.Namespace,
     dataset: Any,
@@ -125,17 +172,7 @@ def _one_temperature(
     # lazy: start-up time of every permsc command
     from ..eval.runner import acollect_samples
 
-    config = {
-        "task": dataset.examples[0].task,
-        "dataset": dataset.name,
-        "backend": backend.name,
-        "m": args.num_permutations,
-        "seed": args.seed,
-        "temperature": temperature,
-        "prompt": dataset.examples[0].task,
-    }
-    if options.get("scoring") == "first_token":
-        config |= {"scoring": "first_token", "prompt": "first_token"}
+    config = sorting_config(args, dataset, backend.name, temperature)
     log, done = samples_log(args, config)
     try:
         lists = run_sync(
@@ -145,7 +182,7 @@ def _one_temperature(
             m=args.num_permutations,
             seed=args.seed,
             temperature=temperature,
-            max_concurrency=args.concurrency,
+            max_concurrency=args.max_concurrency,
             progress=progress(args, f"{dataset.name} T={temperature}"),
             log=log,
             done=done,
@@ -207,14 +244,11 @@ def sorting_max_tokens(n_items: int) -> int:
 
 
 def _sorting(args: argparse.Namespace) -> int:
-    dataset = _dataset(args)
+    dataset = load_dataset(args)
     spec = backend_spec(args)
     backend = build_backend(args)
     n = max(len(e.items) for e in dataset.examples)
-    options: dict[str, Any] = {
-        **call_limits(args, spec, sorting_max_tokens(n)),
-        "scoring": args.scoring or "generate",
-    }
+    options = {**call_limits(args, spec, sorting_max_tokens(n)), "scoring": args.scoring}
     reports, collected = [], []
     try:
         for temperature in args.temperature:

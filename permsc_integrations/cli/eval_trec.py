@@ -14,7 +14,7 @@ from ..run.bridge import run_sync
 from ._common import answer_cap, backend_spec, build_backend, call_limits
 from .eval_output import emit_reports, progress, samples_log
 
-__all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline"]
+__all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline", "passages_config"]
 
 
 def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
@@ -118,16 +118,13 @@ def first_token_offline(args: argparse.Namespace, header: dict[str, Any], lists:
     return 0
 
 
-def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
-    """One window per query, every answer saved to --samples (resumable)."""
-    # lazy: start-up time of every permsc command
-    from ..eval.passages import acollect_passages, score_passages
-
-    backend = build_backend(args)
+def passages_config(args: argparse.Namespace, backend_name: str) -> dict[str, Any]:
+    """The ``run`` record of a passages samples file: what ``--resume`` compares (with
+    first-token scoring, ``window``: the block size each order is cut into)."""
     config = {
         "task": "trec",
         "dataset": Path(args.candidates).name,
-        "backend": backend.name,
+        "backend": backend_name,
         "m": args.num_permutations,
         "seed": args.seed,
         "temperature": args.temperature[0],
@@ -135,10 +132,19 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
         "depth": args.depth,
         "max_words": args.max_words,
     }
-    scoring = args.scoring or "generate"
-    window = min(args.window_size, args.depth) if scoring == "first_token" else None
-    if scoring == "first_token":
-        config |= {"scoring": scoring, "prompt": "first_token", "window": window}
+    if args.scoring == "first_token":
+        window = min(args.window_size, args.depth)
+        config |= {"scoring": args.scoring, "prompt": "first_token", "window": window}
+    return config
+
+
+def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
+    """One window per query, every answer saved to --samples (resumable)."""
+    # lazy: start-up time of every permsc command
+    from ..eval.passages import acollect_passages, score_passages
+
+    backend = build_backend(args)
+    config = passages_config(args, backend.name)
     log, done = samples_log(args, config)
     spec = backend_spec(args)
     try:
@@ -153,10 +159,10 @@ def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
             seed=args.seed,
             temperature=args.temperature[0],
             max_words=args.max_words,
-            max_concurrency=args.concurrency,
+            max_concurrency=args.max_concurrency,
             **call_limits(args, spec, answer_cap(args.depth)),
-            scoring=scoring,
-            window=window,
+            scoring=args.scoring,
+            window=config.get("window"),
         )
     finally:
         if log is not None:
@@ -182,10 +188,7 @@ def trec(args: argparse.Namespace) -> int:
         return _passages(args, queries, read_qrels(args.qrels))
     spec = backend_spec(args)
     backend = build_backend(args)
-    options = {
-        **call_limits(args, spec, answer_cap(args.window_size)),
-        "scoring": args.scoring or "generate",
-    }
+    options = {**call_limits(args, spec, answer_cap(args.window_size)), "scoring": args.scoring}
     try:
         report, runs = run_sync(
             aevaluate_trec,
@@ -198,7 +201,7 @@ def trec(args: argparse.Namespace) -> int:
             temperature=args.temperature[0],
             seed=args.seed,
             aggregator=args.aggregators.split(",")[0],
-            max_concurrency=args.concurrency,
+            max_concurrency=args.max_concurrency,
             progress=progress(args, "queries"),
             **options,
         )

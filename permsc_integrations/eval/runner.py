@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -48,6 +49,7 @@ from .trec import Qrels, Query, Run
 __all__ = [
     "ListSamples",
     "AGGREGATORS",
+    "TREC_SETUP",
     "acollect_samples",
     "score_sorting",
     "aevaluate_sorting",
@@ -59,6 +61,11 @@ __all__ = [
 ]
 
 AGGREGATORS = ("kemeny", "rrf", "borda", "copeland")
+TREC_SETUP: Mapping[str, Any] = MappingProxyType({"strategy": "sliding"})
+"""Where :func:`aevaluate_trec` (and so ``permsc eval trec``) departs from the defaults of
+:class:`~permsc_integrations.options.RankingOptions`: the paper's set-up, RankGPT's sliding
+windows back to front, not the ranker's blocks. The declared ``window_size`` (20) and ``step``
+(10) are the paper's. Options passed to it win."""
 Progress = Callable[[int, int], None]
 """``progress(done, total)`` after each list (or query)."""
 
@@ -329,7 +336,8 @@ async def aevaluate_trec(
 
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)
-    ranker_options.setdefault("strategy", "sliding")  # the paper's set-up: RankGPT's windows
+    for name, value in TREC_SETUP.items():
+        ranker_options.setdefault(name, value)
     single = PSCRanker(backend, num_permutations=1, include_identity=True, **ranker_options)
     psc = PSCRanker(backend, num_permutations=m, aggregator=aggregator, **ranker_options)
     runs: dict[str, Run] = {

@@ -38,8 +38,8 @@ import anyio
 from ..adaptive import Adaptive, waves
 from ..aggregators import Aggregator, aggregate, fuse_first_stage, resolve
 from ..backends.base import Backend, GenerationSettings
-from ..checks import at_least, positive_int
-from ..errors import ConfigurationError, InsufficientSamplesError, PermscError, add_note
+from ..checks import at_least, positive_int, successes_needed
+from ..errors import InsufficientSamplesError, PermscError, add_note
 from ..events import Event, EventHook, emit
 from ..metrics import consensus_confidence
 from ..permutations import cut_blocks, sample_permutations
@@ -113,11 +113,7 @@ class WindowEngine:
     def __post_init__(self) -> None:
         positive_int("num_permutations", self.num_permutations)
         at_least(0)("reasks", self.reasks)
-        if not 1 <= self.good_needed(self.num_permutations) <= self.num_permutations:
-            raise ConfigurationError(
-                f"min_successful must be in 1..num_permutations ({self.num_permutations}), "
-                f"got {self.min_successful}"
-            )
+        successes_needed(self.min_successful, self.num_permutations)
 
     def good_needed(self, drawn: int, per_unit: int = 1) -> int:
         """Good samples a window needs among the ``drawn`` ones (a blocks round: ``per_unit``

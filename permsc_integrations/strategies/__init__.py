@@ -38,7 +38,7 @@ from __future__ import annotations
 from ..registry import Registry
 from .base import NextRounds, RankContext, Strategy
 from .blocks import Blocks
-from .plan import Calls, Plan, PlanOptions, Round
+from .plan import Calls, Plan, PlanOptions, Round, WindowShape
 from .sliding import Sliding
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "Round",
     "Calls",
     "PlanOptions",
+    "WindowShape",
     "register",
     "available",
     "get",

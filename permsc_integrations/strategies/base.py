@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..aggregators import Aggregator
 from ..window_plan import Window
-from .plan import Plan, PlanOptions
+from .plan import Plan, PlanOptions, WindowShape
 
 __all__ = ["RankContext", "Strategy", "NextRounds"]
 
@@ -33,20 +33,12 @@ class NextRounds:
     rank: Callable[[RankContext, tuple[int, ...]], Awaitable[Sequence[int]]]
 
 
-class RankContext(Protocol):
-    """What a strategy can ask of the ranker for one request."""
+class RankContext(WindowShape, Protocol):
+    """What a strategy can ask of the ranker for one request: its ``n`` items, the options
+    that shape its windows (:class:`~.plan.WindowShape`), and PSC over a window or blocks."""
 
     @property
     def n(self) -> int: ...
-
-    @property
-    def window_size(self) -> int: ...
-
-    @property
-    def step(self) -> int: ...
-
-    @property
-    def top_k(self) -> int | None: ...
 
     async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
         """PSC over the items ``inside`` (in that input order): the same items, best first."""

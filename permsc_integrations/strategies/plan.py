@@ -28,14 +28,12 @@ from typing import Protocol
 
 from ..adaptive import Adaptive, waves
 
-__all__ = ["Plan", "Round", "Calls", "PlanOptions"]
+__all__ = ["Plan", "Round", "Calls", "PlanOptions", "WindowShape"]
 
 
-class PlanOptions(Protocol):
-    """The options a plan reads (:class:`~permsc_integrations.options.RankingOptions` has them)."""
-
-    @property
-    def num_permutations(self) -> int: ...
+class WindowShape(Protocol):
+    """The options that shape a list's windows, read alike by a strategy's run (its
+    :class:`~.base.RankContext`) and by its plan (:class:`PlanOptions`)."""
 
     @property
     def window_size(self) -> int: ...
@@ -45,6 +43,13 @@ class PlanOptions(Protocol):
 
     @property
     def top_k(self) -> int | None: ...
+
+
+class PlanOptions(WindowShape, Protocol):
+    """The options a plan reads (:class:`~permsc_integrations.options.RankingOptions` has them)."""
+
+    @property
+    def num_permutations(self) -> int: ...
 
     @property
     def adaptive(self) -> Adaptive | None: ...

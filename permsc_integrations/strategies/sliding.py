@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ..errors import InvalidRankingError
 from ..window_plan import Window, plan_windows
 from .base import RankContext
-from .plan import Plan, PlanOptions, Round
+from .plan import Plan, PlanOptions, Round, WindowShape
 
 __all__ = ["Sliding", "run_windows", "RankWindow"]
 
@@ -24,16 +24,19 @@ class Sliding:
     """RankGPT's sliding windows, back to front (see the module docstring)."""
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
-        plan = plan_windows(ctx.n, window_size=ctx.window_size, step=ctx.step, top_k=ctx.top_k)
-        return await run_windows(range(ctx.n), plan, ctx.window)
+        return await run_windows(range(ctx.n), _windows(ctx.n, ctx), ctx.window)
 
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """One round per window of the plan, m calls each."""
-        windows = plan_windows(
-            n, window_size=options.window_size, step=options.step, top_k=options.top_k
-        )
         m = options.num_permutations
-        return Plan(n, tuple(Round.of(w.start, w.end, (w.size,), m, options) for w in windows))
+        rounds = (Round.of(w.start, w.end, (w.size,), m, options) for w in _windows(n, options))
+        return Plan(n, tuple(rounds))
+
+
+def _windows(n: int, shape: WindowShape) -> list[Window]:
+    """The windows over ``n`` items, the one source of :meth:`Sliding.__call__` and
+    :meth:`Sliding.plan`."""
+    return plan_windows(n, window_size=shape.window_size, step=shape.step, top_k=shape.top_k)
 
 
 RankWindow = Callable[[int, Window, tuple[int, ...]], Awaitable[Sequence[int]]]
