@@ -214,3 +214,35 @@ def test_eval_takes_several_temperatures_and_the_old_concurrency_flag() -> None:
     args = parse(["eval", "wordsort", "--temperature", "0", "0.5", "1.0", "--concurrency", "4"])
     assert args.temperature == [0.0, 0.5, 1.0] and args.max_concurrency == 4
     assert parse(["eval", "trec", "--max-concurrency", "8"]).max_concurrency == 8
+
+
+def test_trec_without_samples_cuts_passages_to_max_words(tmp_path, scripted_server):
+    """``--max-words`` reaches the rankers of ``permsc eval trec`` (it was read only with
+    ``--samples``; without it every passage went out whole, at the ranker's 300 words)."""
+    from permsc_integrations.cli import main
+    from permsc_integrations.testing import oracle_responder
+
+    def text(qid: str, k: int) -> str:
+        return f"grade{k} kept{qid} cut{qid}{k} " + " ".join(f"tail{j}" for j in range(7))
+
+    rows = [
+        {
+            "qid": qid,
+            "query": "which grade?",
+            "candidates": [
+                {"docid": f"{qid}-{k}", "rank": k + 1, "score": 1.0, "text": text(qid, k)}
+                for k in range(3)
+            ],
+        }
+        for qid in ("1", "2")
+    ]
+    candidates, qrels = tmp_path / "c.jsonl", tmp_path / "qrels.txt"
+    candidates.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    qrels.write_text("".join(f"{q} 0 {q}-{k} {k}\n" for q in ("1", "2") for k in range(3)))
+    server = scripted_server(oracle_responder(lambda t: float(t.split()[0][-1])))
+    argv = ["eval", "trec", "--candidates", str(candidates), "--qrels", str(qrels)]
+    argv += ["--depth", "3", "--max-words", "2", "-m", "2", "--no-progress"]
+    assert main([*argv, "--backend", "openai:scripted", "--base-url", server.base_url]) == 0
+    sent = [request.text for request in server.requests]
+    assert len(sent) == 2 * (1 + 2)  # per query: the single pass and m = 2 shuffles
+    assert all("kept" in s and "cut" not in s and "tail" not in s for s in sent)

@@ -200,6 +200,7 @@ def trec(args: argparse.Namespace) -> int:
             step=args.step,
             temperature=args.temperature[0],
             seed=args.seed,
+            max_words=args.max_words,
             aggregator=args.aggregators.split(",")[0],
             max_concurrency=args.max_concurrency,
             progress=progress(args, "queries"),
