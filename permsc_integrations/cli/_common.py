@@ -136,10 +136,11 @@ _RANKING_FLAGS = (
 )
 
 
-def add_ranking_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ranking options as flags, from the one declaration (:mod:`..options`)."""
+def add_ranking_arguments(parser: argparse.ArgumentParser, *extra: str) -> None:
+    """The ranking options as flags, from the one declaration (:mod:`..options`); ``extra``
+    names options only this command takes (``permsc serve``: ``breaker_cooldown``)."""
     g = parser.add_argument_group("ranking")
-    for name, *aliases in _RANKING_FLAGS:
+    for name, *aliases in (*_RANKING_FLAGS, *((name,) for name in extra)):
         _flag(g, name, *aliases)
 
 

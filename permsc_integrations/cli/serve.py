@@ -60,7 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="(default: info)",
     )
-    add_ranking_arguments(parser)
+    add_ranking_arguments(parser, "breaker_cooldown")
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
