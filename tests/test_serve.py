@@ -228,6 +228,51 @@ def test_no_key_in_any_answer_log_or_metric(scripted_server, serve_process, serv
         assert not any(secret in text for text in seen), secret
 
 
+def test_an_exhausted_quota_is_probed_again_after_the_cooldown(
+    scripted_server, serve_process, serve_case
+) -> None:
+    """A quota fault opens the breaker: requests in the cool-down are 502s that send nothing;
+    once the quota is topped up, the first request after the cool-down ranks (its first call
+    is the probe)."""
+    cooldown = 3.0
+    quota = Fault.status(429, code="insufficient_quota", message="You exceeded your quota")
+    topped_up = threading.Event()
+
+    async def respond(request: Any) -> Any:
+        if topped_up.is_set():
+            return serve_case.responder(request)
+        while request.index < 4 and upstream.request_count < 4:  # the first request's m calls
+            await asyncio.sleep(0.005)
+        return quota
+
+    upstream = scripted_server(respond)
+    flags = serve_case.flags(upstream, "-m", "4", "--breaker-cooldown", str(cooldown))
+    proc = serve_process(*flags)
+    body = {"model": "permsc", "query": serve_case.query, "documents": list(serve_case.docs)}
+    began = time.monotonic()  # the breaker opens after this
+    first = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30)
+    assert first.status_code == 502 and upstream.request_count == 4
+    message = first.json()["message"]
+    assert "upstream openai:scripted@" in message and "refused the request (HTTP 429)" in message
+    for _ in range(3):
+        answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30)
+        assert answer.status_code == 502 and "quota" in answer.json()["message"]
+    assert time.monotonic() - began < cooldown, "too slow to test the cool-down"
+    assert upstream.request_count == 4  # the breaker sent none of the three
+    topped_up.set()
+    answers = []
+    deadline = time.monotonic() + cooldown + 30
+    while not answers or answers[-1].status_code != 200:
+        assert time.monotonic() < deadline, "the breaker never let a probe through"
+        time.sleep(0.05)  # the poll's pace; each poll is a request
+        answers.append(httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30))
+    assert {a.status_code for a in answers[:-1]} <= {502}  # refused until the cool-down ended
+    assert time.monotonic() - began >= cooldown
+    assert answers[-1].json()["usage"]["upstream_calls"] == 4 and upstream.request_count == 8
+    ranked = [r["index"] for r in answers[-1].json()["results"]]
+    assert ranked == list(serve_case.direct_order(upstream, num_permutations=4))
+
+
 def test_upstream_rate_limit_is_429_with_retry_after(
     scripted_server, serve_process, serve_case
 ) -> None:
