@@ -82,16 +82,33 @@ def test_max_tokens_per_doc_cuts_documents_to_words(keyed) -> None:
     assert "alpha beta" in prompt and "gamma" not in prompt and "three" not in prompt
 
 
-def test_a_max_tokens_per_doc_past_sys_maxsize_keeps_documents_whole(keyed) -> None:
-    # Found by the fuzz test: 2**63 reached str.split(maxsplit=...) and its OverflowError was a 500.
+def test_the_bounds_of_top_n_and_max_tokens_per_doc(keyed) -> None:
+    """Both bounds are in /openapi.json; within them a request ranks (a top_n above the
+    documents sent returns them all: LangChain's CohereRerank sends a fixed top_n), past them
+    it is a 400 that sends nothing upstream."""
+    from permsc_integrations.serve.schemas import MAX_TOKENS_PER_DOC
+
     upstream, proc, case = keyed
+    schema = httpx.get(f"{proc.url}/openapi.json").json()["components"]["schemas"]
+    fields = schema["RerankRequest"]["properties"]
+    assert fields["top_n"]["anyOf"][0]["maximum"] == 1000  # --max-documents' default
+    assert fields["max_tokens_per_doc"]["anyOf"][0]["maximum"] == MAX_TOKENS_PER_DOC == 100_000
     body = {"model": "permsc", "query": "q", "documents": ["alpha beta", "one two"]}
-    answer = httpx.post(
-        f"{proc.url}/v2/rerank", json={**body, "max_tokens_per_doc": 2**63}, headers=case.auth
-    )
+    bounds = {"top_n": 1000, "max_tokens_per_doc": MAX_TOKENS_PER_DOC}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json={**body, **bounds}, headers=case.auth)
     assert answer.status_code == 200, answer.text
-    assert sorted(r["index"] for r in answer.json()["results"]) == [0, 1]
+    assert sorted(r["index"] for r in answer.json()["results"]) == [0, 1]  # all, whole
     assert "alpha beta" in upstream.requests[0].text and "one two" in upstream.requests[0].text
+    sent = upstream.request_count
+    # 2**63 was a 500 once (found by the fuzz test: str.split's maxsplit overflowed)
+    for field in bounds:
+        for value in (bounds[field] + 1, 2**63):
+            answer = httpx.post(
+                f"{proc.url}/v2/rerank", json={**body, field: value}, headers=case.auth
+            )
+            assert answer.status_code == 400, (field, value, answer.text)
+            assert answer.json() == {"message": f"{field}: must be at most {bounds[field]}"}
+    assert upstream.request_count == sent
 
 
 def test_auth_models_health_and_metrics(keyed) -> None:
@@ -138,6 +155,11 @@ BAD = [
         json.dumps({"model": "permsc", "query": "q", "documents": ["a"], "top_n": -1}).encode(),
         400,
         "top_n",
+    ),
+    (
+        json.dumps({"model": "permsc", "query": "q", "documents": ["a"], "top_n": 11}).encode(),
+        400,
+        "top_n: must be at most 10",
     ),
     (
         json.dumps({"model": "permsc", "query": "q", "documents": ["a"] * 11}).encode(),
