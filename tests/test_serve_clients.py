@@ -8,7 +8,9 @@ may be a server error.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,6 +101,56 @@ def test_haystack_cohere_ranker(served, serve_case, monkeypatch) -> None:
         query=serve_case.query, documents=[Document(content=d) for d in serve_case.docs]
     )
     assert [d.content for d in ranked["documents"]] == expected
+
+
+@pytest.fixture
+def litellm(monkeypatch) -> Any:
+    """LiteLLM, imported offline: its model cost map from the package, not fetched."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return pytest.importorskip("litellm")
+
+
+def _answered(proc: Any, serve_case: Any, route: str) -> float:
+    """How many requests ``route`` answered 200 so far (the server's metrics)."""
+    import httpx
+
+    text = httpx.get(f"{proc.url}/metrics", headers=serve_case.auth).text
+    line = f'permsc_serve_requests_total{{model="permsc",route="{route}",status="200"}} '
+    found = [row for row in text.splitlines() if row.startswith(line)]
+    return float(found[0][len(line) :]) if found else 0.0
+
+
+def test_litellm_rerank(served, serve_case, litellm) -> None:
+    proc, _, expected = served
+    before = _answered(proc, serve_case, "/v2/rerank")
+    answer = litellm.rerank(
+        model="cohere/permsc",
+        api_base=proc.url,
+        api_key=serve_case.key,
+        query=serve_case.query,
+        documents=list(serve_case.docs),
+        top_n=5,
+    )
+    assert [serve_case.docs[r["index"]] for r in answer.results] == expected[:5]
+    assert _answered(proc, serve_case, "/v2/rerank") == before + 1  # the path LiteLLM appends
+
+
+async def test_litellm_proxy_entry_of_the_docs(served, serve_case, litellm, monkeypatch) -> None:
+    """docs/serve.md's LiteLLM proxy entry, read as the proxy reads it, through the Router that
+    serves its ``/rerank``."""
+    yaml = pytest.importorskip("yaml")
+    proc, _, expected = served
+    text = (Path(__file__).resolve().parents[1] / "docs" / "serve.md").read_text()
+    entry = re.search(r"```yaml\n(model_list:.*?)```", text, re.S)
+    assert entry is not None, "docs/serve.md has no LiteLLM model_list"
+    config = yaml.safe_load(entry.group(1).replace("http://127.0.0.1:8080", proc.url))
+    monkeypatch.setenv("PERMSC_CLIENT_KEY", serve_case.key)
+    router = litellm.Router(model_list=config["model_list"])
+    name = config["model_list"][0]["model_name"]
+    answer = await router.arerank(
+        model=name, query=serve_case.query, documents=list(serve_case.docs), top_n=8
+    )
+    assert [serve_case.docs[r["index"]] for r in answer.results] == expected
 
 
 def test_fuzzing_the_openapi_document_finds_no_server_error(
