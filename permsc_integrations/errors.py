@@ -98,12 +98,15 @@ class BackendError(PermscError):
     server's hint in seconds (``Retry-After``), when it gave one. A ``fatal`` error cannot
     get better for any other call of the request (bad key, unknown model, prompt too long):
     it cancels the request's other calls and is raised as itself; one that ``trips_breaker``
-    also stops every later call of the same ranker (see docs/architecture.md).
+    also stops every later call of the same ranker (see docs/architecture.md), until
+    ``ranker.reset_breaker()``, or, for a cause that ``recovers`` by itself (a quota topped
+    up), until a probe call after ``breaker_cooldown`` seconds gets an answer.
     """
 
     retryable: bool = False
     fatal: ClassVar[bool] = False
     trips_breaker: ClassVar[bool] = False
+    recovers: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -172,12 +175,14 @@ class ModelNotFoundError(BackendError):
 
 
 class QuotaExceededError(RateLimitError):
-    """HTTP 429 ``insufficient_quota``: the account is out of credit; fatal, never retried,
-    trips the breaker (waiting does not help, unlike a rate limit)."""
+    """HTTP 429 ``insufficient_quota``: the account is out of credit; fatal, never retried
+    (waiting seconds does not help, unlike a rate limit), trips the breaker; it ``recovers``
+    (credit can be topped up), so the breaker probes again after ``breaker_cooldown``."""
 
     retryable = False
     fatal = True
     trips_breaker = True
+    recovers = True
 
 
 class LogprobsUnavailableError(BackendError):

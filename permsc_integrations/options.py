@@ -287,6 +287,16 @@ class RankingOptions:
     reasks: int = _option(
         1, "re-asks of an unparseable answer before the sample fails", at_least(0), cli=int
     )
+    breaker_cooldown: float = _option(
+        60.0,
+        "seconds a breaker opened by a cause that can recover (an exhausted quota) refuses "
+        "calls before one probe call goes out; a bad key or unknown model waits for "
+        "reset_breaker()",
+        number(positive=False),
+        cli=float,
+        cli_help="seconds a breaker opened by an exhausted upstream quota refuses calls before "
+        "one probe call goes out (a bad key or unknown model: until restart)",
+    )
     min_successful: int | None = _option(
         None,
         "samples per window that must succeed (None: max(1, m // 2))",

@@ -33,13 +33,13 @@ from .events import EventHook
 from .items import normalize_items
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
+from .run.breaker import Breaker
 from .run.bridge import run_sync
 from .run.calibration import PriorCache
 from .run.engine import WindowEngine
 from .run.first_token import require_first_token
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
-from .run.sampling import Breaker
 from .spending import Meter, metering
 from .strategies import get as get_strategy
 
@@ -81,6 +81,7 @@ class RankingKeywords(TypedDict, total=False):
     request_concurrency: int | None
     retry: RetryPolicy | Mapping[str, Any] | None
     reasks: int
+    breaker_cooldown: float
     min_successful: int | None
     min_coverage: float
     adaptive: bool | str | Adaptive | Mapping[str, Any] | None
@@ -138,7 +139,7 @@ class PSCRanker:
         self.backend = resolve_backend(backend, **o.backend_options)
         self.on_event = on_event
         self.limiter = CallLimiter(o.max_concurrency)
-        self.breaker = Breaker()
+        self.breaker = Breaker(o.breaker_cooldown)
         self.meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
         self.engine = WindowEngine(
             backend=self.backend,
@@ -326,7 +327,8 @@ class PSCRanker:
         return out
 
     def reset_breaker(self) -> None:
-        """Let calls go out again after a fatal error (a bad key, say) has been fixed."""
+        """Let calls go out again after a fatal error (a bad key, say) has been fixed; a
+        cause that recovers by itself (a quota) is probed after ``breaker_cooldown``."""
         self.breaker.reset()
 
     async def aclose(self) -> None:

@@ -1,9 +1,11 @@
-"""Shared fixtures: real loopback OpenAI-compatible servers for any test that needs one, and
-``until``, to wait for the state a test asserts instead of for a time."""
+"""Shared fixtures: real loopback OpenAI-compatible servers for any test that needs one,
+``until``, to wait for the state a test asserts instead of for a time, and ``permsc serve``
+processes with what their tests send (``serve_case``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -124,3 +126,62 @@ def serve_process() -> Iterator[Callable[..., ServeProcess]]:
 def module_serve_process() -> Iterator[Callable[..., ServeProcess]]:
     """:func:`serve_process` whose processes live until the module's tests are done."""
     yield from _serve_processes()
+
+
+@dataclass(frozen=True)
+class ServeCase:
+    """What the ``permsc serve`` tests send and what their scripted upstream answers: two client
+    keys, a query, eight documents of which those naming goldfish are relevant (the more often,
+    the more), and a noisy, position-biased model that ranks them so."""
+
+    key: str = "client-key-alpha"
+    other_key: str = "client-key-beta"
+    query: str = "goldfish growth"
+    docs: tuple[str, ...] = (
+        "Goldfish need a filtered tank.",
+        "Cats purr when content.",
+        "Goldfish goldfish goldfish: growth depends on the tank.",
+        "The stock market fell today.",
+        "A goldfish can live for decades.",
+        "Mountains are tall.",
+        "Goldfish goldfish grow with their tank.",
+        "Paris is in France.",
+    )
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The headers of a request with ``key``."""
+        return {"Authorization": f"Bearer {self.key}"}
+
+    @staticmethod
+    def relevance(text: str) -> float:
+        return text.lower().count("goldfish")
+
+    @property
+    def responder(self) -> Any:
+        """The upstream model (seeded by the prompt: the same answer to the same prompt)."""
+        from permsc_integrations.testing import noisy_responder
+
+        return noisy_responder(self.relevance, keep=0.4, position_bias=0.5, seed=3)
+
+    @staticmethod
+    def flags(upstream: Any, *extra: str) -> list[str]:
+        """``permsc serve`` flags that serve the scripted ``upstream`` as ``permsc``."""
+        return ["--backend", "openai:scripted", "--base-url", upstream.base_url, *extra]
+
+    def direct_order(
+        self, upstream: Any, docs: Any = None, query: str | None = None, **options: Any
+    ) -> tuple[int, ...]:
+        """The order ``PSCRanker`` gives (the query and documents by default) against the same
+        upstream, with ``options``."""
+        from permsc_integrations import PSCRanker
+
+        backend_options = {"base_url": upstream.base_url, "api_key": "sk-test-upstream"}
+        with PSCRanker("openai:scripted", backend_options=backend_options, **options) as ranker:
+            return ranker.rank(query or self.query, list(docs or self.docs)).order
+
+
+@pytest.fixture(scope="session")
+def serve_case() -> ServeCase:
+    """:class:`ServeCase`: the data the serve tests share."""
+    return ServeCase()

@@ -35,7 +35,14 @@ def test_readme_has_snippets() -> None:
 
 
 SERVE_URL = "http://127.0.0.1:8080"  # docs/serve.md's snippets call this; the test's server
-SERVE_CLIENTS = ("cohere", "langchain_cohere", "llama_index", "haystack", "haystack_integrations")
+SERVE_CLIENTS = (
+    "cohere",
+    "langchain_cohere",
+    "llama_index",
+    "haystack",
+    "haystack_integrations",
+    "litellm",
+)
 
 
 def _point_at_a_real_serve(code: str, server, serve_process, monkeypatch) -> str:
@@ -44,6 +51,7 @@ def _point_at_a_real_serve(code: str, server, serve_process, monkeypatch) -> str
         pytest.importorskip(module)
     monkeypatch.setenv("PERMSC_CLIENT_KEY", "docs-client-key")
     monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network here
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # nor LiteLLM's price list
     flags = ["--backend", "openai:scripted", "--base-url", server.base_url, "-m", "4"]
     proc = serve_process(*flags, env={"PERMSC_API_KEYS": "docs-client-key"})
     return code.replace(SERVE_URL, proc.url)

@@ -16,32 +16,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("prometheus_client")
 pytest.importorskip("pydantic")
 
-from permsc_integrations import PSCRanker  # noqa: E402
-from permsc_integrations.testing import Fault, Reply, noisy_responder  # noqa: E402
-
-KEY, OTHER_KEY = "client-key-alpha", "client-key-beta"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-DOCS = [
-    "Goldfish need a filtered tank.",
-    "Cats purr when content.",
-    "Goldfish goldfish goldfish: growth depends on the tank.",
-    "The stock market fell today.",
-    "A goldfish can live for decades.",
-    "Mountains are tall.",
-    "Goldfish goldfish grow with their tank.",
-    "Paris is in France.",
-]
-
-
-def relevance(text: str) -> float:
-    return text.lower().count("goldfish")
-
-
-RESPONDER = noisy_responder(relevance, keep=0.4, position_bias=0.5, seed=3)
-
-
-def upstream_flags(server: Any, *extra: str) -> list[str]:
-    return ["--backend", "openai:scripted", "--base-url", server.base_url, *extra]
+from permsc_integrations.testing import Fault, Reply  # noqa: E402
 
 
 def wait_for(condition: Any, what: str, limit: float = 30.0) -> None:
@@ -53,27 +28,22 @@ def wait_for(condition: Any, what: str, limit: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def direct_order(server: Any, query: str, docs: list[str], **options: Any) -> tuple[int, ...]:
-    backend_options = {"base_url": server.base_url, "api_key": "sk-test-upstream"}
-    with PSCRanker("openai:scripted", backend_options=backend_options, **options) as ranker:
-        return ranker.rank(query, docs).order
-
-
 @pytest.fixture
-def keyed(scripted_server, serve_process):
-    upstream = scripted_server(RESPONDER)
-    proc = serve_process(*upstream_flags(upstream, "-m", "6"), env={"PERMSC_API_KEYS": KEY})
-    return upstream, proc
+def keyed(scripted_server, serve_process, serve_case):
+    upstream = scripted_server(serve_case.responder)
+    flags = serve_case.flags(upstream, "-m", "6")
+    proc = serve_process(*flags, env={"PERMSC_API_KEYS": serve_case.key})
+    return upstream, proc, serve_case
 
 
 def test_rerank_gives_psc_order_scores_and_usage(keyed) -> None:
-    upstream, proc = keyed
-    body = {"model": "permsc", "query": "goldfish growth", "documents": DOCS}
-    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30)
+    upstream, proc, case = keyed
+    body = {"model": "permsc", "query": case.query, "documents": list(case.docs)}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=case.auth, timeout=30)
     assert answer.status_code == 200, answer.text
     data = answer.json()
     calls = upstream.request_count
-    expected = direct_order(upstream, "goldfish growth", DOCS, num_permutations=6)
+    expected = case.direct_order(upstream, num_permutations=6)
     assert [r["index"] for r in data["results"]] == list(expected)
     scores = [r["relevance_score"] for r in data["results"]]
     assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] <= scores[0] <= 1
@@ -86,59 +56,78 @@ def test_rerank_gives_psc_order_scores_and_usage(keyed) -> None:
 
 
 def test_every_path_top_n_objects_and_return_documents(keyed) -> None:
-    upstream, proc = keyed
-    objects = [{"text": d, "id": k} for k, d in enumerate(DOCS)]
+    upstream, proc, case = keyed
+    objects = [{"text": d, "id": k} for k, d in enumerate(case.docs)]
     body = {"model": "permsc", "query": "goldfish", "documents": objects, "top_n": 3}
     answers = [
-        httpx.post(f"{proc.url}{path}", json=body, headers=AUTH, timeout=30).json()
+        httpx.post(f"{proc.url}{path}", json=body, headers=case.auth, timeout=30).json()
         for path in ("/v2/rerank", "/v1/rerank", "/rerank")
     ]
     orders = [[r["index"] for r in a["results"]] for a in answers]
     assert orders[0] == orders[1] == orders[2] and len(orders[0]) == 3
     assert "document" not in answers[0]["results"][0]
     body["return_documents"] = True
-    with_docs = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30).json()
-    assert [r["document"]["text"] for r in with_docs["results"]] == [DOCS[i] for i in orders[0]]
+    with_docs = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=case.auth, timeout=30)
+    texts = [r["document"]["text"] for r in with_docs.json()["results"]]
+    assert texts == [case.docs[i] for i in orders[0]]
 
 
 def test_max_tokens_per_doc_cuts_documents_to_words(keyed) -> None:
-    upstream, proc = keyed
+    upstream, proc, case = keyed
     docs = ["alpha beta gamma delta epsilon", "one two three four five six"]
     body = {"model": "permsc", "query": "q", "documents": docs, "max_tokens_per_doc": 2}
-    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH, timeout=30)
+    answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=case.auth, timeout=30)
     assert answer.status_code == 200
     prompt = upstream.requests[0].text
     assert "alpha beta" in prompt and "gamma" not in prompt and "three" not in prompt
 
 
-def test_a_max_tokens_per_doc_past_sys_maxsize_keeps_documents_whole(keyed) -> None:
-    # Found by the fuzz test: 2**63 reached str.split(maxsplit=...) and its OverflowError was a 500.
-    upstream, proc = keyed
+def test_the_bounds_of_top_n_and_max_tokens_per_doc(keyed) -> None:
+    """Both bounds are in /openapi.json; within them a request ranks (a top_n above the
+    documents sent returns them all: LangChain's CohereRerank sends a fixed top_n), past them
+    it is a 400 that sends nothing upstream."""
+    from permsc_integrations.serve.schemas import MAX_TOKENS_PER_DOC
+
+    upstream, proc, case = keyed
+    schema = httpx.get(f"{proc.url}/openapi.json").json()["components"]["schemas"]
+    fields = schema["RerankRequest"]["properties"]
+    assert fields["top_n"]["anyOf"][0]["maximum"] == 1000  # --max-documents' default
+    assert fields["max_tokens_per_doc"]["anyOf"][0]["maximum"] == MAX_TOKENS_PER_DOC == 100_000
     body = {"model": "permsc", "query": "q", "documents": ["alpha beta", "one two"]}
-    answer = httpx.post(
-        f"{proc.url}/v2/rerank", json={**body, "max_tokens_per_doc": 2**63}, headers=AUTH
-    )
+    bounds = {"top_n": 1000, "max_tokens_per_doc": MAX_TOKENS_PER_DOC}
+    answer = httpx.post(f"{proc.url}/v2/rerank", json={**body, **bounds}, headers=case.auth)
     assert answer.status_code == 200, answer.text
-    assert sorted(r["index"] for r in answer.json()["results"]) == [0, 1]
+    assert sorted(r["index"] for r in answer.json()["results"]) == [0, 1]  # all, whole
     assert "alpha beta" in upstream.requests[0].text and "one two" in upstream.requests[0].text
+    sent = upstream.request_count
+    # 2**63 was a 500 once (found by the fuzz test: str.split's maxsplit overflowed)
+    for field in bounds:
+        for value in (bounds[field] + 1, 2**63):
+            answer = httpx.post(
+                f"{proc.url}/v2/rerank", json={**body, field: value}, headers=case.auth
+            )
+            assert answer.status_code == 400, (field, value, answer.text)
+            assert answer.json() == {"message": f"{field}: must be at most {bounds[field]}"}
+    assert upstream.request_count == sent
 
 
 def test_auth_models_health_and_metrics(keyed) -> None:
-    upstream, proc = keyed
+    upstream, proc, case = keyed
+    auth = case.auth
     assert httpx.get(f"{proc.url}/health").json() == {"status": "ok"}
-    for headers in ({}, {"Authorization": "Bearer wrong-key-1"}, {"Authorization": KEY}):
+    for headers in ({}, {"Authorization": "Bearer wrong-key-1"}, {"Authorization": case.key}):
         answer = httpx.post(f"{proc.url}/v2/rerank", json={}, headers=headers)
         assert answer.status_code == 401 and set(answer.json()) == {"message"}
     assert httpx.get(f"{proc.url}/v1/models").status_code == 401
-    models = httpx.get(f"{proc.url}/v1/models", headers=AUTH).json()
+    models = httpx.get(f"{proc.url}/v1/models", headers=auth).json()
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["permsc"]
     body = {"model": "other", "query": "q", "documents": ["a", "b"]}
-    unknown = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH)
+    unknown = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=auth)
     assert unknown.status_code == 404 and "permsc" in unknown.json()["message"]
     body["model"] = "permsc"
-    assert httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH).status_code == 200
+    assert httpx.post(f"{proc.url}/v2/rerank", json=body, headers=auth).status_code == 200
     assert httpx.get(f"{proc.url}/metrics").status_code == 401
-    text = httpx.get(f"{proc.url}/metrics", headers=AUTH).text
+    text = httpx.get(f"{proc.url}/metrics", headers=auth).text
     for line in (
         'permsc_serve_requests_total{model="permsc",route="/v2/rerank",status="200"} 1.0',
         'permsc_serve_requests_total{model="",route="/v2/rerank",status="401"} 3.0',
@@ -168,6 +157,11 @@ BAD = [
         "top_n",
     ),
     (
+        json.dumps({"model": "permsc", "query": "q", "documents": ["a"], "top_n": 11}).encode(),
+        400,
+        "top_n: must be at most 10",
+    ),
+    (
         json.dumps({"model": "permsc", "query": "q", "documents": ["a"] * 11}).encode(),
         400,
         "limit is 10",
@@ -176,9 +170,9 @@ BAD = [
 ]
 
 
-def test_bad_input_is_a_4xx_that_says_what(scripted_server, serve_process) -> None:
-    upstream = scripted_server(RESPONDER)
-    proc = serve_process(*upstream_flags(upstream, "-m", "2", "--max-documents", "10"))
+def test_bad_input_is_a_4xx_that_says_what(scripted_server, serve_process, serve_case) -> None:
+    upstream = scripted_server(serve_case.responder)
+    proc = serve_process(*serve_case.flags(upstream, "-m", "2", "--max-documents", "10"))
     for body, status, words in BAD:
         answer = httpx.post(f"{proc.url}/v2/rerank", content=body)
         assert answer.status_code == status, (body, answer.text)
@@ -204,9 +198,11 @@ def _raw(port: int, head: bytes, body_parts: Any) -> bytes:
     return answer
 
 
-def test_too_large_bodies_are_413_without_reading_them(scripted_server, serve_process) -> None:
-    upstream = scripted_server(RESPONDER)
-    proc = serve_process(*upstream_flags(upstream, "--max-body-bytes", "65536"))
+def test_too_large_bodies_are_413_without_reading_them(
+    scripted_server, serve_process, serve_case
+) -> None:
+    upstream = scripted_server(serve_case.responder)
+    proc = serve_process(*serve_case.flags(upstream, "--max-body-bytes", "65536"))
     declared = (
         b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: 1073741824\r\n\r\n"
@@ -230,31 +226,80 @@ def test_too_large_bodies_are_413_without_reading_them(scripted_server, serve_pr
     assert httpx.get(f"{proc.url}/health").status_code == 200
 
 
-def test_no_key_in_any_answer_log_or_metric(scripted_server, serve_process) -> None:
+def test_no_key_in_any_answer_log_or_metric(scripted_server, serve_process, serve_case) -> None:
+    alpha, beta = serve_case.key, serve_case.other_key
     upstream_key = "sk-upstream-very-secret-123"
     fault = Fault.status(401, message=f"Incorrect API key provided: {upstream_key}")
     upstream = scripted_server(lambda request: fault)
     proc = serve_process(
-        *upstream_flags(upstream, "-m", "6"),
-        env={"OPENAI_API_KEY": upstream_key, "PERMSC_API_KEYS": f"{KEY},{OTHER_KEY}"},
+        *serve_case.flags(upstream, "-m", "6"),
+        env={"OPENAI_API_KEY": upstream_key, "PERMSC_API_KEYS": f"{alpha},{beta}"},
     )
     body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
-    answers = [httpx.post(f"{proc.url}/v2/rerank", json=body, headers=AUTH) for _ in range(4)]
+    auth = serve_case.auth
+    answers = [httpx.post(f"{proc.url}/v2/rerank", json=body, headers=auth) for _ in range(4)]
     assert {a.status_code for a in answers} == {502}
     message = answers[0].json()["message"]
     assert "upstream openai:scripted" in message and "401" in message
     assert upstream.request_count <= 6  # the breaker: later requests send nothing
     wrong = httpx.post(f"{proc.url}/v2/rerank", json=body, headers={"Authorization": "Bearer x"})
-    metrics = httpx.get(f"{proc.url}/metrics", headers=AUTH).text
+    metrics = httpx.get(f"{proc.url}/metrics", headers=auth).text
     proc.stop()
     seen = [a.text for a in answers] + [wrong.text, metrics, "".join(proc.log)]
-    for secret in (upstream_key, KEY, OTHER_KEY):
+    for secret in (upstream_key, alpha, beta):
         assert not any(secret in text for text in seen), secret
 
 
-def test_upstream_rate_limit_is_429_with_retry_after(scripted_server, serve_process) -> None:
+def test_an_exhausted_quota_is_probed_again_after_the_cooldown(
+    scripted_server, serve_process, serve_case
+) -> None:
+    """A quota fault opens the breaker: requests in the cool-down are 502s that send nothing;
+    once the quota is topped up, the first request after the cool-down ranks (its first call
+    is the probe)."""
+    cooldown = 3.0
+    quota = Fault.status(429, code="insufficient_quota", message="You exceeded your quota")
+    topped_up = threading.Event()
+
+    async def respond(request: Any) -> Any:
+        if topped_up.is_set():
+            return serve_case.responder(request)
+        while request.index < 4 and upstream.request_count < 4:  # the first request's m calls
+            await asyncio.sleep(0.005)
+        return quota
+
+    upstream = scripted_server(respond)
+    flags = serve_case.flags(upstream, "-m", "4", "--breaker-cooldown", str(cooldown))
+    proc = serve_process(*flags)
+    body = {"model": "permsc", "query": serve_case.query, "documents": list(serve_case.docs)}
+    began = time.monotonic()  # the breaker opens after this
+    first = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30)
+    assert first.status_code == 502 and upstream.request_count == 4
+    message = first.json()["message"]
+    assert "upstream openai:scripted@" in message and "refused the request (HTTP 429)" in message
+    for _ in range(3):
+        answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30)
+        assert answer.status_code == 502 and "quota" in answer.json()["message"]
+    assert time.monotonic() - began < cooldown, "too slow to test the cool-down"
+    assert upstream.request_count == 4  # the breaker sent none of the three
+    topped_up.set()
+    answers = []
+    deadline = time.monotonic() + cooldown + 30
+    while not answers or answers[-1].status_code != 200:
+        assert time.monotonic() < deadline, "the breaker never let a probe through"
+        time.sleep(0.05)  # the poll's pace; each poll is a request
+        answers.append(httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30))
+    assert {a.status_code for a in answers[:-1]} <= {502}  # refused until the cool-down ended
+    assert time.monotonic() - began >= cooldown
+    assert answers[-1].json()["usage"]["upstream_calls"] == 4 and upstream.request_count == 8
+    ranked = [r["index"] for r in answers[-1].json()["results"]]
+    assert ranked == list(serve_case.direct_order(upstream, num_permutations=4))
+
+
+def test_upstream_rate_limit_is_429_with_retry_after(
+    scripted_server, serve_process, serve_case
+) -> None:
     upstream = scripted_server(lambda request: Fault.status(429, retry_after=0.01))
-    proc = serve_process(*upstream_flags(upstream, "-m", "2"))
+    proc = serve_process(*serve_case.flags(upstream, "-m", "2"))
     body = {"model": "permsc", "query": "q", "documents": ["a", "b"]}
     answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=60)
     assert answer.status_code == 429 and int(answer.headers["retry-after"]) >= 1
@@ -262,24 +307,25 @@ def test_upstream_rate_limit_is_429_with_retry_after(scripted_server, serve_proc
 
 
 class Gate:
-    """A responder that holds every answer until ``open()``."""
+    """A responder that holds every answer of ``responder`` until ``released`` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, responder: Any) -> None:
+        self.responder = responder
         self.released = threading.Event()
 
     async def __call__(self, request: Any) -> Reply:
         while not self.released.is_set():
             await asyncio.sleep(0.005)
-        return RESPONDER(request)  # type: ignore[return-value]
+        return self.responder(request)  # type: ignore[no-any-return]
 
 
 def test_a_client_that_disconnects_cancels_its_upstream_calls(
-    scripted_server, serve_process
+    scripted_server, serve_process, serve_case
 ) -> None:
-    gate = Gate()
+    gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
-    proc = serve_process(*upstream_flags(upstream, "-m", "6", "--concurrency", "2"))
-    body = json.dumps({"model": "permsc", "query": "q", "documents": DOCS}).encode()
+    proc = serve_process(*serve_case.flags(upstream, "-m", "6", "--concurrency", "2"))
+    body = json.dumps({"model": "permsc", "query": "q", "documents": serve_case.docs}).encode()
     head = b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
     with socket.create_connection(("127.0.0.1", proc.port)) as sock:
         sock.sendall(head + body)
@@ -297,11 +343,12 @@ def test_a_client_that_disconnects_cancels_its_upstream_calls(
     assert upstream.request_count == 2  # none of the other four calls was ever sent
 
 
-def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process) -> None:
-    gate = Gate()
+def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process, serve_case) -> None:
+    alpha, beta = serve_case.key, serve_case.other_key
+    gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
-    flags = upstream_flags(upstream, "-m", "2", "--key-concurrency", "1")
-    proc = serve_process(*flags, env={"PERMSC_API_KEYS": f"{KEY},{OTHER_KEY}"})
+    flags = serve_case.flags(upstream, "-m", "2", "--key-concurrency", "1")
+    proc = serve_process(*flags, env={"PERMSC_API_KEYS": f"{alpha},{beta}"})
     body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
     results: list[int] = []
 
@@ -310,17 +357,17 @@ def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process) -> No
         answer = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=headers, timeout=60)
         results.append(answer.status_code)
 
-    threads = [threading.Thread(target=send, args=(KEY,)) for _ in range(3)]
+    threads = [threading.Thread(target=send, args=(alpha,)) for _ in range(3)]
     for thread in threads:
         thread.start()
     wait_for(lambda: upstream.request_count == 2, "the first request's two calls")
 
     def waiting() -> bool:
-        text = httpx.get(f"{proc.url}/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+        text = httpx.get(f"{proc.url}/metrics", headers={"Authorization": f"Bearer {alpha}"}).text
         return "permsc_serve_requests_waiting 2.0" in text
 
     wait_for(waiting, "the first key's other two requests to wait their turn")
-    other = threading.Thread(target=send, args=(OTHER_KEY,))
+    other = threading.Thread(target=send, args=(beta,))
     other.start()
     wait_for(lambda: upstream.request_count == 4, "the other key's calls")
     assert upstream.in_flight == 4  # the first key's queued requests sent nothing
@@ -330,10 +377,12 @@ def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process) -> No
     assert results == [200] * 4
 
 
-def test_sigterm_drains_in_flight_requests_and_exits_0(scripted_server, serve_process) -> None:
-    gate = Gate()
+def test_sigterm_drains_in_flight_requests_and_exits_0(
+    scripted_server, serve_process, serve_case
+) -> None:
+    gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
-    proc = serve_process(*upstream_flags(upstream, "-m", "3"))
+    proc = serve_process(*serve_case.flags(upstream, "-m", "3"))
     body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
     answers: list[Any] = []
     client = threading.Thread(
@@ -358,16 +407,18 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(scripted_server, serve_pr
     assert proc.proc.wait(30) == 0
 
 
-def test_public_host_without_keys_refuses_to_start(scripted_server) -> None:
+def test_public_host_without_keys_refuses_to_start(scripted_server, serve_case) -> None:
     from permsc_integrations.cli import main
 
-    upstream = scripted_server(RESPONDER)
-    code = main(["serve", "--host", "0.0.0.0", *upstream_flags(upstream)])
+    upstream = scripted_server(serve_case.responder)
+    code = main(["serve", "--host", "0.0.0.0", *serve_case.flags(upstream)])
     assert code == 2
 
 
-def test_several_named_models_from_a_toml_file(scripted_server, serve_process, tmp_path) -> None:
-    upstream = scripted_server(RESPONDER)
+def test_several_named_models_from_a_toml_file(
+    scripted_server, serve_process, serve_case, tmp_path
+) -> None:
+    upstream = scripted_server(serve_case.responder)
     config = tmp_path / "models.toml"
     config.write_text(
         f'[models.psc-fast]\nbackend = "openai:scripted"\nbase_url = "{upstream.base_url}"\n'
@@ -380,7 +431,7 @@ def test_several_named_models_from_a_toml_file(scripted_server, serve_process, t
     assert names == ["psc-fast", "psc-best"]
     calls = []
     for name in names:
-        body = {"model": name, "query": "goldfish", "documents": DOCS[:4]}
+        body = {"model": name, "query": "goldfish", "documents": serve_case.docs[:4]}
         answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30).json()
         calls.append(answer["usage"]["upstream_calls"])
     assert calls == [2, 5]

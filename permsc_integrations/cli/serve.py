@@ -13,7 +13,13 @@ import os
 import sys
 from typing import Any
 
-from ._common import add_backend_arguments, add_ranking_arguments, backend_spec, ranker_options
+from ._common import (
+    RANKING_FLAGS,
+    add_backend_arguments,
+    add_ranking_arguments,
+    backend_spec,
+    ranker_options,
+)
 
 __all__ = ["add_parser", "run", "config_from_args"]
 
@@ -60,7 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="(default: info)",
     )
-    add_ranking_arguments(parser)
+    add_ranking_arguments(parser, (*RANKING_FLAGS, "breaker_cooldown"))
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser

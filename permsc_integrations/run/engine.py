@@ -47,10 +47,11 @@ from ..prompts import get_prompt
 from ..prompts.base import Prompt
 from ..results import Sample, Usage, WindowResult
 from ..retry import RetryPolicy
+from .breaker import Breaker
 from .cache import ResponseCache
 from .calibration import PriorCache
 from .limiter import Limiter
-from .sampling import Breaker, SamplingSetup, WindowRun
+from .sampling import SamplingSetup, WindowRun
 
 __all__ = ["WindowEngine", "BlocksDraw", "derive_seed"]
 

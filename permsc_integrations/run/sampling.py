@@ -15,14 +15,13 @@ unreadable answers and maps each answer back to the original items. What it cost
 
 A failure a retry cannot fix for any call (``BackendError.fatal``: bad key, unknown model, no
 credit, prompt too long) cancels the window's other calls and is raised as itself; one that
-``trips_breaker`` also opens the ranker's :class:`Breaker`, so no later call is sent.
+``trips_breaker`` also opens the ranker's :class:`~.breaker.Breaker`, so no later call is
+sent (until a probe, for a cause that recovers: :mod:`.breaker`).
 """
 
 from __future__ import annotations
 
-import copy
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from ..prompts.base import Prompt
 from ..results import ParseStatus, Sample, Usage
 from ..retry import RetryPolicy, call_with_retry
 from ..spending import charged, prompt_chars
+from .breaker import Breaker
 from .cache import ResponseCache, cache_key
 from .calibration import PriorCache
 from .first_token import start_first_token
@@ -52,7 +52,7 @@ from .limiter import Limiter
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowRun", "SamplingSetup", "Breaker", "REASK", "first_failure"]
+__all__ = ["WindowRun", "SamplingSetup", "REASK", "first_failure"]
 
 Answer = (Completion, LabelProbabilities)
 """What a call returns: a generated answer or a first-token read; both carry ``usage``."""
@@ -61,41 +61,6 @@ REASK = (
     "Your answer could not be read as a ranking. Answer again with only the ranking of all "
     "{n} items, in exactly the format asked for above, and nothing else."
 )
-
-
-class Breaker:
-    """Open once a call failed in a way that every later call would too (a bad key, an
-    unknown model, no credit): then each call raises that error without being sent."""
-
-    def __init__(self) -> None:
-        self._error: BackendError | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def error(self) -> BackendError | None:
-        """The error that opened the breaker (None while closed)."""
-        return self._error
-
-    def trip(self, error: BackendError) -> None:
-        if error.trips_breaker:
-            with self._lock:
-                self._error = self._error or error
-
-    def check(self) -> None:
-        """Raise a copy of the error that opened the breaker, if it is open."""
-        if self._error is None:
-            return
-        clone = copy.copy(self._error)
-        clone.__traceback__, clone.__cause__, clone.usage = None, None, None
-        clone.__notes__ = [  # type: ignore[attr-defined]
-            "not sent: an earlier call of this ranker failed with this error; fix the cause, "
-            "then call ranker.reset_breaker() (or make a new ranker)"
-        ]
-        raise clone
-
-    def reset(self) -> None:
-        with self._lock:
-            self._error = None
 
 
 @dataclass
@@ -299,9 +264,8 @@ class WindowRun:
         not sent if one would be passed."""
         attempts, latency = 0, 0.0
 
-        async def counted() -> Any:
+        async def attempt() -> Any:
             nonlocal attempts, latency
-            self.setup.breaker.check()  # again with the slot held: it may have opened meanwhile
             with charged(chars) as reported:
                 attempts += 1
                 began = time.perf_counter()
@@ -313,6 +277,17 @@ class WindowRun:
                     took = time.perf_counter() - began
                     latency += took
                     self.spent += Usage(calls=1, retries=int(attempts > 1), latency_s=took)
+
+        async def counted() -> Any:
+            # with the slot held: the breaker may have opened meanwhile, or this is its probe
+            probe = await self.setup.breaker.admit()
+            try:
+                result = await attempt()
+            except BaseException as exc:
+                self.setup.breaker.settle(probe, exc)
+                raise
+            self.setup.breaker.settle(probe, None)
+            return result
 
         try:
             result, retries = await call_with_retry(

@@ -38,7 +38,7 @@ from .config import ServeConfig
 from .errors import HttpError, http_error
 from .metrics import ServeMetrics
 from .openapi import RERANK_PATHS, openapi_document
-from .schemas import BadRequest, RerankRequest, parse_rerank
+from .schemas import BadRequest, RerankRequest, parse_rerank, request_model
 from .scoring import cut_words, order_results, relevance_scores
 
 __all__ = ["create_app"]
@@ -63,6 +63,7 @@ class _Service:
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
         self.per_key: dict[str, anyio.CapacityLimiter] = {}
+        self.request_model = request_model(config.limits.max_documents)
         self.secrets = (*config.keys, os.environ.get("OPENAI_API_KEY"), *self._model_keys())
 
     def _model_keys(self) -> list[str | None]:
@@ -197,7 +198,7 @@ async def rerank(service: _Service, request: Request) -> Response:
     route, model = request.url.path, ""
     try:
         key_id = service.authorize(request)
-        req = parse_rerank(await service.read_body(request))
+        req = parse_rerank(await service.read_body(request), service.request_model)
         model = req.model
         ranker = service.check(req)
     except Unauthorized as exc:
@@ -241,7 +242,7 @@ def _routes(service: _Service) -> list[Route]:
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    document = openapi_document(tuple(service.rankers), __version__)
+    document = openapi_document(tuple(service.rankers), __version__, service.request_model)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .schemas import openapi_schemas
+from .schemas import RerankRequest, openapi_schemas
 
 __all__ = ["openapi_document", "RERANK_PATHS"]
 
@@ -59,8 +59,11 @@ def _get(summary: str, content: dict[str, Any], secured: bool = True) -> dict[st
     return {"get": operation}
 
 
-def openapi_document(names: Sequence[str], version: str = "0") -> dict[str, Any]:
-    """The whole document for a server answering to model ``names``."""
+def openapi_document(
+    names: Sequence[str], version: str = "0", request: type[RerankRequest] = RerankRequest
+) -> dict[str, Any]:
+    """The whole document for a server answering to model ``names`` and taking ``request``
+    (its :func:`~.schemas.request_model`)."""
     health = {"application/json": {"schema": {"type": "object"}}}
     paths: dict[str, Any] = {path: _rerank(names) for path in RERANK_PATHS}
     paths["/v1/models"] = _get(
@@ -70,7 +73,7 @@ def openapi_document(names: Sequence[str], version: str = "0") -> dict[str, Any]
     paths["/health"] = _get("liveness (no key needed)", health, secured=False)
     paths["/metrics"] = _get("Prometheus metrics", {"text/plain": {"schema": {"type": "string"}}})
     paths["/openapi.json"] = _get("this document", health, secured=False)
-    schemas = openapi_schemas()
+    schemas = openapi_schemas(request)
     schemas["RerankRequest"]["properties"]["model"]["enum"] = list(names)
     return {
         "openapi": "3.1.0",

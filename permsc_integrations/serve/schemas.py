@@ -1,7 +1,9 @@
 """The request and response bodies of the rerank API (Cohere v2's shape), as pydantic models.
 
 A request is validated from the raw JSON bytes in one step (malformed JSON included); a
-problem becomes one line naming the field (``documents[2]: ...``).
+problem becomes one line naming the field (``documents[2]: ...``). The bounds are the
+schema's, so /openapi.json shows them: ``top_n`` at most the server's ``max_documents``
+(:func:`request_model`), ``max_tokens_per_doc`` at most :data:`MAX_TOKENS_PER_DOC`.
 
 Example:
     >>> request = parse_rerank(b'{"model": "m", "query": "q", "documents": ["a", {"text": "b"}]}')
@@ -11,13 +13,18 @@ Example:
     Traceback (most recent call last):
     ...
     permsc_integrations.serve.schemas.BadRequest: documents: must not be empty
+    >>> parse_rerank(b'{"model": "m", "query": "q", "documents": ["a"], "top_n": 11}',
+    ...              request_model(10))
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.serve.schemas.BadRequest: top_n: must be at most 10
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import models_json_schema
 
 from ..errors import PermscError
@@ -25,7 +32,9 @@ from ..errors import PermscError
 __all__ = [
     "BadRequest",
     "Document",
+    "MAX_TOKENS_PER_DOC",
     "RerankRequest",
+    "request_model",
     "RerankResult",
     "RerankResponse",
     "ErrorBody",
@@ -33,6 +42,12 @@ __all__ = [
     "parse_rerank",
     "openapi_schemas",
 ]
+
+
+MAX_TOKENS_PER_DOC = 100_000
+"""The largest ``max_tokens_per_doc`` (words) a request may give: about 200 pages, far above
+the model's own passage cut (``max_words``, default 300); a document shorter than the cut
+stays whole."""
 
 
 class BadRequest(PermscError):
@@ -60,12 +75,17 @@ class RerankRequest(BaseModel):
         min_length=1, description="texts, or objects with a 'text' field, to rank"
     )
     top_n: int | None = Field(
-        default=None, ge=1, description="return the best top_n results (default: all)"
+        default=None,
+        ge=1,
+        description="return the best top_n results (default: all; more than the documents "
+        "sent: all of them); at most the server's max_documents",
     )
     max_tokens_per_doc: int | None = Field(
         default=None,
         ge=1,
-        description="cut each document to this many words (whitespace-separated) first",
+        le=MAX_TOKENS_PER_DOC,
+        description="cut each document to this many words (whitespace-separated) first; "
+        f"at most {MAX_TOKENS_PER_DOC}",
     )
     return_documents: bool = Field(
         default=False, description="include each result's document text (Jina, Cohere v1)"
@@ -74,6 +94,14 @@ class RerankRequest(BaseModel):
     @property
     def texts(self) -> tuple[str, ...]:
         return tuple(d if isinstance(d, str) else d.text for d in self.documents)
+
+
+def request_model(max_documents: int) -> type[RerankRequest]:
+    """:class:`RerankRequest` for a server that takes at most ``max_documents`` documents a
+    request: ``top_n`` is bounded by the same number (schema and validation alike)."""
+    top_n = RerankRequest.model_fields["top_n"]
+    bounded = Field(default=None, ge=1, le=max_documents, description=top_n.description)
+    return create_model("RerankRequest", __base__=RerankRequest, top_n=(int | None, bounded))
 
 
 class ResultDocument(BaseModel):
@@ -161,7 +189,8 @@ _MESSAGES = {
     "string_type": "must be a string",
     "int_type": "must be an integer",
     "bool_type": "must be a boolean",
-    "greater_than_equal": "must be at least 1",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than_equal": "must be at most {le}",
     "model_type": "must be a JSON object",
 }
 
@@ -173,22 +202,25 @@ def _explain(error: Any) -> str:
     where = _where(tuple(error["loc"]))
     if where.startswith("documents["):
         return f"{where}: must be a string or an object with a 'text' string"
-    return f"{where}: {_MESSAGES.get(kind, error['msg'])}"
+    message = _MESSAGES.get(kind)
+    return f"{where}: {message.format(**error.get('ctx', {})) if message else error['msg']}"
 
 
-def parse_rerank(body: bytes) -> RerankRequest:
-    """The validated request of raw JSON ``body``; :class:`BadRequest` names what is wrong."""
+def parse_rerank(body: bytes, model: type[RerankRequest] = RerankRequest) -> RerankRequest:
+    """The validated request of raw JSON ``body`` (as ``model``: :func:`request_model` gives
+    a server's); :class:`BadRequest` names what is wrong."""
     try:
-        return RerankRequest.model_validate_json(body)
+        return model.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         raise BadRequest("; ".join(dict.fromkeys(_explain(e) for e in errors[:5]))) from None
 
 
-def openapi_schemas() -> dict[str, Any]:
-    """The JSON schemas of every body, for ``components.schemas`` of /openapi.json."""
+def openapi_schemas(request: type[RerankRequest] = RerankRequest) -> dict[str, Any]:
+    """The JSON schemas of every body (``request``: the server's :func:`request_model`), for
+    ``components.schemas`` of /openapi.json."""
     models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [
-        (RerankRequest, "validation"),
+        (request, "validation"),
         (RerankResponse, "serialization"),
         (ErrorBody, "serialization"),
         (ModelList, "serialization"),
