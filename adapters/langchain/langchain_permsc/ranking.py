@@ -82,7 +82,10 @@ class RankedItem(TypedDict):
 
 def _payload(event: Event) -> dict[str, Any]:
     head = {"request_id": event.request_id, "window": event.window, "sample": event.sample}
-    detail = {k: asdict(v) if is_dataclass(v) else v for k, v in event.detail.items()}
+    detail = {
+        k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
+        for k, v in event.detail.items()
+    }
     return {**head, "total": event.total, **detail}
 
 
