@@ -448,26 +448,6 @@ class RankingOptions:
             return get_prompt(self.prompt)
 
     @classmethod
-    def pydantic_fields(cls, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
-        """``{name: (annotation, Field)}`` for ``pydantic.create_model``: the options as
-        pydantic fields (same names, defaults and help), for the framework adapters. Values
-        are validated by constructing :class:`RankingOptions`, never by pydantic."""
-        # lazy: optional dependency (only the adapters call this)
-        from pydantic import Field
-
-        fields: dict[str, Any] = {}
-        for info in cls.describe():
-            if info.name in exclude:
-                continue
-            default = info.default
-            if isinstance(default, dict):
-                spec = Field(default_factory=dict, description=info.help)
-            else:
-                spec = Field(default=default, description=info.help)
-            fields[info.name] = (Any, spec)
-        return fields
-
-    @classmethod
     def names(cls) -> tuple[str, ...]:
         """Every option name, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))

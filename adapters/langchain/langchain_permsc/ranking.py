@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any, TypedDict
@@ -35,23 +34,21 @@ from langchain_core.callbacks.manager import (
     AsyncCallbackManagerForChainRun,
     CallbackManagerForChainRun,
 )
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
-from pydantic import BaseModel, ConfigDict, PrivateAttr, create_model, field_serializer
+from langchain_core.runnables import (
+    ConfigurableField,
+    Runnable,
+    RunnableConfig,
+    RunnableSerializable,
+)
+from langchain_core.runnables.utils import AnyConfigurableField
+from pydantic import ConfigDict, Field
 
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
-from permsc_integrations.integration import (
-    OneRanker,
-    check_backend,
-    checked_options,
-    public_backend_options,
-    refuse_unknown,
-    refuse_unknown_attribute,
-    repr_args,
-    traced,
-)
+from permsc_integrations.integration import traced
+from permsc_integrations.integration_model import PSCOptionsModel, option_annotation
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
@@ -63,12 +60,7 @@ from .prompts import core_prompt
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
 EVENT_PREFIX = "psc_"
-
-_Options: type[BaseModel] = create_model(  # type: ignore[call-overload]
-    "PSCOptions",
-    __config__=ConfigDict(arbitrary_types_allowed=True),
-    **RankingOptions.pydantic_fields(),
-)
+OPTIONS = frozenset(RankingOptions.names())
 
 
 class RankedItem(TypedDict):
@@ -82,11 +74,14 @@ class RankedItem(TypedDict):
 
 def _payload(event: Event) -> dict[str, Any]:
     head = {"request_id": event.request_id, "window": event.window, "sample": event.sample}
-    detail = {k: asdict(v) if is_dataclass(v) else v for k, v in event.detail.items()}
+    detail = {
+        k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
+        for k, v in event.detail.items()
+    }
     return {**head, "total": event.total, **detail}
 
 
-class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
+class PSCRankingSettings(PSCOptionsModel):
     """The PSC options (docs/options.md) and the engine glue.
 
     ``backend`` is a spec string (``"openai:gpt-4o-mini"``, ``"embedded"``; ``backend_options``
@@ -95,59 +90,30 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
     also be a ``PromptTemplate``/``ChatPromptTemplate`` (``{query}``, ``{items}``, ``{num}``).
     """
 
-    backend: Any
-    _one: OneRanker = PrivateAttr(default_factory=OneRanker)
+    backend: Any = Field(
+        description="spec string ('openai:gpt-4o-mini'), core backend object, or LangChain "
+        "chat model (or a Runnable around one)"
+    )
 
-    def __init__(self, **data: Any) -> None:
-        refuse_unknown(data, type(self).model_fields)
-        super().__init__(**data)
-        self._check()
-
-    def _check(self) -> RankingOptions:
-        """The options these fields describe; raises the library's typed error if bad."""
+    def _checked_model(self) -> Any:
         if not isinstance(self.backend, (str, Backend)) and chat_model(self.backend) is None:
             raise ConfigurationError(
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
                 f"or a LangChain chat model; got {type(self.backend).__name__}"
             )
-        check_backend(self.backend, self.backend_options)
-        values = {n: getattr(self, n) for n in RankingOptions.names()}
-        values["prompt"] = core_prompt(self.prompt, self.max_words)
-        values["top_k"] = self.top_k if self.top_k is not None else self._returned()
-        return checked_options(values)
+        return self.backend
 
-    def _returned(self) -> int | None:
-        """How many results a call returns (the core's ``top_k`` unless set): all here."""
-        return None
+    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        return {**values, "prompt": core_prompt(values["prompt"], values["max_words"])}
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name not in type(self).model_fields:
-            refuse_unknown_attribute(self, name, type(self).model_fields)
-            super().__setattr__(name, value)
-            return
-        old = getattr(self, name)
-        super().__setattr__(name, value)
-        try:
-            self._check()
-        except Exception:
-            super().__setattr__(name, old)
-            raise
-        self._one.reset()  # the next call builds a ranker from the new options
-
-    def __repr_args__(self) -> Any:
-        return repr_args(self, type(self).model_fields)
-
-    @field_serializer("backend_options", check_fields=False)
-    def _public_backend_options(self, value: Mapping[str, Any]) -> dict[str, Any]:
-        return public_backend_options(value)
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
-        keep = {"backend"}  # a model object is shared configuration, not state
-        data = {
-            n: getattr(self, n) if n in keep else copy.deepcopy(getattr(self, n), memo)
-            for n in type(self).model_fields
-        }
-        return type(self)(**data)
+    def configurable_fields(self, **kwargs: AnyConfigurableField) -> RunnableSerializable[Any, Any]:
+        """LangChain's, where an option's config schema is its typed statement: LangChain
+        would take the field's bare annotation, whose Python objects (a ``ResponseCache``, a
+        ``Prompt``) have no JSON schema."""
+        runnable: Any = super()  # a Runnable: this class is mixed into one
+        return runnable.configurable_fields(  # type: ignore[no-any-return]
+            **{name: _with_statement(name, field) for name, field in kwargs.items()}
+        )
 
     def _build(self) -> PSCRanker:
         options = self._check()
@@ -161,10 +127,6 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         if isinstance(self.backend, Runnable):
             return PSCRanker(ChatModelBackend(self.backend), options=options)
         return PSCRanker(self.backend, options=options)
-
-    def core_ranker(self) -> PSCRanker:
-        """The core ranker these settings describe (built on first use, shared by all)."""
-        return self._one.get(self._build)
 
     async def _arank(
         self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False
@@ -188,13 +150,11 @@ class PSCRankingSettings(_Options):  # type: ignore[misc, valid-type]
         """Sync :meth:`_arank`, on the core's one bridge loop."""
         return run_sync(self._arank, query, items, config, sync_events=True)
 
-    async def aclose(self) -> None:
-        """Close what this object built from a spec string."""
-        await self._one.aclose()
 
-    def close(self) -> None:
-        """Sync :meth:`aclose`."""
-        run_sync(self.aclose)
+def _with_statement(name: str, field: AnyConfigurableField) -> AnyConfigurableField:
+    if isinstance(field, ConfigurableField) and field.annotation is None and name in OPTIONS:
+        return field._replace(annotation=option_annotation(name))
+    return field
 
 
 def _query_and(input: Any, key: str) -> tuple[str, Sequence[Any]]:
@@ -218,6 +178,8 @@ def _rows(items: Sequence[Any], result: RankingResult) -> list[RankedItem]:
 
 class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any], list[RankedItem]]):
     """Rank ``{"query", "items"}`` with PSC; output :class:`RankedItem` rows, best first."""
+
+    model_config = ConfigDict(extra="forbid")  # over RunnableSerializable's extra="ignore"
 
     def _run(
         self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.callbacks.manager import (
@@ -35,6 +35,7 @@ from langchain_core.callbacks.manager import (
 from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, Field
 
 from permsc_integrations.checks import at_least
 from permsc_integrations.integration import usage_dict
@@ -82,11 +83,16 @@ class PSCReranker(
     :class:`~langchain_permsc.ranking.PSCRankingSettings`.
     """
 
-    top_n: int | None = 3
+    model_config = ConfigDict(extra="forbid")  # over Serializable's extra="ignore"
+    _ranker_fields: ClassVar[frozenset[str]] = frozenset({"backend", "top_n"})
 
-    def _check(self) -> Any:
+    top_n: int | None = Field(
+        default=3, description="documents returned (None: all); the core's top_k unless set"
+    )
+
+    def _checked_model(self) -> Any:
         _checked_top_n(self.top_n)
-        return super()._check()
+        return super()._checked_model()
 
     def _returned(self) -> int | None:
         return self.top_n

@@ -23,19 +23,11 @@ Example (``backend="openai:gpt-4o-mini"`` or any LlamaIndex LLM ranks for real):
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
-from llama_index.core.bridge.pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SerializeAsAny,
-    create_model,
-    field_serializer,
-)
+from llama_index.core.bridge.pydantic import Field, SerializeAsAny, field_serializer
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
@@ -49,21 +41,10 @@ from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.backends.base import BatchBackend
 from permsc_integrations.checks import at_least
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration import (
-    OneRanker,
-    check_backend,
-    checked_options,
-    public_backend_options,
-    refuse_unknown,
-    refuse_unknown_attribute,
-    repr_args,
-    traced,
-    usage_dict,
-)
-from permsc_integrations.options import RankingOptions
+from permsc_integrations.integration import traced, usage_dict
+from permsc_integrations.integration_model import PSCOptionsModel
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
-from permsc_integrations.run.bridge import run_sync
 
 from .llm_backend import LlamaIndexLLMBackend, llm_event
 from .prompts import to_core_prompt
@@ -73,19 +54,11 @@ __all__ = ["PSCRerank", "DEFAULT_TOP_N"]
 dispatcher = get_dispatcher(__name__)
 
 PROMPT_KEY = "rerank_prompt"
-# what the core ranker is built from: setting one is validated and rebuilds it
-_RANKER_FIELDS = frozenset(RankingOptions.names()) | {"backend", "llm", "top_n", "rerank_prompt"}
 DEFAULT_TOP_N = 5  # as LlamaIndex's RankGPTRerank
 PSC_KEY, RETRIEVAL_KEY = "psc", "retrieval_score"
 
-_Options: type[BaseModel] = create_model(  # type: ignore[call-overload]
-    "PSCOptions",
-    __config__=ConfigDict(arbitrary_types_allowed=True),
-    **RankingOptions.pydantic_fields(),
-)
 
-
-class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[misc, valid-type]
+class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
     """Rerank nodes by permutation self-consistency (see the module docstring).
 
     Returned nodes are new ``NodeWithScore`` objects (their nodes shallow copies with their
@@ -96,6 +69,10 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
     ``metadata["retrieval_score"]``; both are kept out of the text sent to the LLM and the
     embedder.
     """
+
+    # what the core ranker is built from besides the options: setting one is checked
+    _ranker_fields: ClassVar[frozenset[str]] = frozenset({"backend", "llm", "top_n", PROMPT_KEY})
+    _shared_on_copy: ClassVar[frozenset[str]] = frozenset({"backend", "llm", "callback_manager"})
 
     backend: Any = Field(default=None, description="Core spec string or backend object.")
     llm: SerializeAsAny[LLM] | None = Field(
@@ -110,25 +87,25 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
         default=None,
         description="LlamaIndex template with {query_str}, {context_str}, {num}; None: prompt.",
     )
-    _one: OneRanker = PrivateAttr(default_factory=OneRanker)
 
     def __init__(self, backend: Any = None, **fields: Any) -> None:
-        refuse_unknown(fields, type(self).model_fields)
-        if isinstance(backend, LLM):  # an LLM given as the backend is the llm
-            backend, fields["llm"] = None, backend
-        if backend is None and fields.get("llm") is None:
-            fields["llm"] = _settings_llm()
-        super().__init__(backend=backend, **fields)  # type: ignore[call-arg]
-        self._check()
+        super().__init__(backend=backend, **fields)
         if not self.model_name:
             self.model_name = self._backend().name
+
+    @classmethod
+    def _given(cls, data: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(data.get("backend"), LLM):  # an LLM given as the backend is the llm
+            data = {**data, "backend": None, "llm": data["backend"]}
+        if data.get("backend") is None and data.get("llm") is None:
+            data = {**data, "llm": _settings_llm()}
+        return data
 
     @classmethod
     def class_name(cls) -> str:
         return "PSCRerank"
 
-    def _check(self) -> RankingOptions:
-        """The options these fields describe; raises the library's typed error if bad."""
+    def _checked_model(self) -> Any:
         at_least(1, optional=True)("top_n", self.top_n)
         if (self.backend is None) == (self.llm is None):
             raise ConfigurationError("give either llm= (a LlamaIndex LLM) or backend=, not both")
@@ -139,54 +116,31 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
                 "backend must be a spec string like 'openai:gpt-4o-mini' or a core backend "
                 f"object (a LlamaIndex LLM goes in llm=); got {type(self.backend).__name__}"
             )
-        check_backend(self.backend if self.llm is None else self.llm, self.backend_options)
-        values = {n: getattr(self, n) for n in RankingOptions.names()}
-        if self.rerank_prompt is not None:
-            values["prompt"] = to_core_prompt(self.rerank_prompt, max_words=self.max_words)
-        values["top_k"] = self.top_k if self.top_k is not None else self.top_n
-        return checked_options(values)
+        return self.backend if self.llm is None else self.llm
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name not in _RANKER_FIELDS:
-            refuse_unknown_attribute(self, name, type(self).model_fields)
-            super().__setattr__(name, value)
-            return
-        changes = {name: value}
+    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        if self.rerank_prompt is None:
+            return values
+        prompt = to_core_prompt(self.rerank_prompt, max_words=values["max_words"])
+        return {**values, "prompt": prompt}
+
+    def _returned(self) -> int | None:
+        return self.top_n
+
+    def _assignment(self, name: str, value: Any) -> dict[str, Any]:
         if name in ("backend", "llm") and value is not None:  # one model at a time
             is_llm = isinstance(value, LLM)
-            changes = {"llm": value, "backend": None} if is_llm else {"backend": value, "llm": None}
-        old = {k: getattr(self, k) for k in changes}
-        for key, new in changes.items():
-            super().__setattr__(key, new)
-        try:
-            self._check()
-        except Exception:
-            for key, previous in old.items():
-                super().__setattr__(key, previous)
-            raise
-        self._one.reset()
+            return {"llm": value, "backend": None} if is_llm else {"backend": value, "llm": None}
+        return {name: value}
+
+    def _changed(self, name: str) -> None:
         if name in ("backend", "llm", "backend_options"):
             self.model_name = self._backend().name
-
-    def __repr_args__(self) -> Any:
-        return repr_args(self, type(self).model_fields)
-
-    @field_serializer("backend_options", check_fields=False)
-    def _public_backend_options(self, value: Mapping[str, Any]) -> dict[str, Any]:
-        return public_backend_options(value)
 
     @field_serializer("backend")
     def _spec_only(self, value: Any) -> str | None:
         """A spec string round-trips through to_dict/from_dict; an object does not."""
         return value if isinstance(value, str) else None
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
-        shared = {"backend", "llm", "callback_manager"}  # models are configuration, shared
-        data = {
-            n: getattr(self, n) if n in shared else copy.deepcopy(getattr(self, n), memo)
-            for n in type(self).model_fields
-        }
-        return type(self)(**data)
 
     def _get_prompts(self) -> PromptDictType:
         return {PROMPT_KEY: self.rerank_prompt} if self.rerank_prompt is not None else {}
@@ -211,10 +165,6 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
             self._one.own(backend)
             options = options.replace(backend_options={})
         return PSCRanker(backend, options=options)
-
-    def core_ranker(self) -> PSCRanker:
-        """The core ranker these settings describe (built on first use, shared by all)."""
-        return self._one.get(self._build)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -261,14 +211,6 @@ class PSCRerank(_Options, BaseNodePostprocessor, PromptMixin):  # type: ignore[m
                 return reranked
 
             yield finish
-
-    async def aclose(self) -> None:
-        """Close what this object built from a spec string."""
-        await self._one.aclose()
-
-    def close(self) -> None:
-        """Sync :meth:`aclose` (through the library's bridge)."""
-        run_sync(self.aclose)
 
 
 def _settings_llm() -> LLM:

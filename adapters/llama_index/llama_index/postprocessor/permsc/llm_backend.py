@@ -177,7 +177,7 @@ def _end(
     chat: list[ChatMessage],
     text: str,
     u: Usage,
-    model: str,
+    model: str | None,
     extra: Mapping[str, Any] | None = None,
 ) -> None:
     usage = {
