@@ -19,9 +19,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import anyio
 
@@ -42,6 +43,11 @@ from .run.limiter import CallLimiter
 from .run.request import RequestRun
 from .spending import Meter, metering
 from .strategies import get as get_strategy
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # Python 3.10
+    from typing_extensions import Unpack
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
