@@ -327,6 +327,31 @@ def test_demo_against_the_scripted_server(oracle, capsys):
     assert len(re.findall(r"^\s+\d+\. \[ok", out, re.M)) == 4
 
 
+def test_demo_scores_first_tokens_at_its_own_default_m(scripted_server, capsys):
+    """The demo's ranking flags come from the declaration (``--scoring`` among them); its
+    one own default, m = 6, is used and shown in its help."""
+    from permsc_integrations.cli.demo import demo_query
+    from permsc_integrations.testing import first_token_responder
+
+    query = demo_query()
+    wanted = ["d2", "d4", "d5"]  # the goldfish passages, most relevant first
+
+    def relevance(text: str) -> float:
+        docid = query.docids[query.texts.index(text)]
+        return 3.0 - wanted.index(docid) if docid in wanted else 0.0
+
+    server = scripted_server(first_token_responder(relevance, sharpness=2.0))
+    assert main(["demo", "--scoring", "first_token", *remote(server)]) == 0
+    out = capsys.readouterr().out
+    assert "m=6 permutations" in out and server.request_count == 6
+    assert all(request.body.get("max_tokens") == 1 for request in server.requests)
+    ranked = re.findall(r"^\s+\d+\. (d\d+)  ", out.split("Aggregated ranking:")[1], re.M)
+    assert ranked[:3] == wanted
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "(default: 6)" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_demo_on_the_small_embedded_model(capsys):

@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,19 +89,23 @@ def _flag(
     help: str | None = None,
     filled: bool = False,
     several: bool = False,
+    default: Any = None,
 ) -> None:
     """A ``--kebab-name`` flag (and its :data:`ALIASES`) for the option ``name``, from its
     declaration. Left out, it parses as None ("not given", so :func:`ranker_options` can tell
     the two apart) or, ``filled``, as the declared default; ``several``: one value or more,
-    parsed as a list."""
+    parsed as a list; ``default``: a command's own default, shown and used in place of the
+    declared one."""
     # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
     info = next(i for i in RankingOptions.describe() if i.name == name)
     assert info.cli_type is not None, f"{name} is not a command-line option"
-    shown = "" if info.default is None else f" (default: {info.default})"
+    own = default is not None
+    value = default if own else info.default
+    shown = "" if value is None else f" (default: {value})"
     text = help or (info.cli_help or info.help) + shown
-    default = ([info.default] if several else info.default) if filled else None
+    default = ([value] if several else value) if filled or own else None
     group.add_argument(
         *ALIASES.get(name, ()),
         "--" + name.replace("_", "-"),
@@ -164,13 +168,15 @@ def add_ranking_arguments(
     *,
     filled: bool = False,
     several: Collection[str] = (),
+    defaults: Mapping[str, Any] | None = None,
 ) -> None:
     """The ranking options ``names`` as flags, from the one declaration (:mod:`..options`):
     left out, None (or, ``filled``, the declared default); those in ``several`` take one
-    value or more (see :func:`_flag`)."""
+    value or more; ``defaults``: the command's own defaults (see :func:`_flag`)."""
     g = parser.add_argument_group("ranking")
     for name in names:
-        _flag(g, name, filled=filled, several=name in several)
+        own = (defaults or {}).get(name)
+        _flag(g, name, filled=filled, several=name in several, default=own)
 
 
 def backend_spec(args: argparse.Namespace) -> str:

@@ -21,6 +21,7 @@ from ..run.bridge import run_sync
 from ._common import (
     Query,
     add_backend_arguments,
+    add_ranking_arguments,
     answer_cap,
     backend_spec,
     build_backend,
@@ -35,18 +36,14 @@ __all__ = ["add_parser", "run", "demo_query"]
 DEMO_PERMUTATIONS = 6
 
 
+DEMO_FLAGS = ("num_permutations", "aggregator", "prompt", "scoring", "seed")
+"""The ranking options the demo takes (from the declaration); the rest keep their defaults."""
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("demo", help="rank a small shipped example and show each sample")
-    parser.add_argument(
-        "-m",
-        "--num-permutations",
-        type=int,
-        default=DEMO_PERMUTATIONS,
-        help=f"shuffled prompts (default {DEMO_PERMUTATIONS})",
-    )
-    parser.add_argument("--aggregator", default="kemeny")
-    parser.add_argument("--prompt", default="rankgpt")
-    parser.add_argument("--seed", type=int, default=0)
+    # the demo's one departure from the declared defaults: fewer shuffles, for a CPU model
+    add_ranking_arguments(parser, DEMO_FLAGS, defaults={"num_permutations": DEMO_PERMUTATIONS})
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
@@ -100,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
     query = demo_query()
     spec = backend_spec(args)
-    args.window_size, args.step, args.top_k, args.max_words = 20, 10, None, 300
     options = ranker_options(args, spec)
     options.update(call_limits(args, spec, answer_cap(len(query.texts))))
     backend = build_backend(args)
