@@ -21,12 +21,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .adaptive import Adaptive
-from .aggregators import resolve
 from .backends.base import GenerationSettings
 from .checks import (
     Check,
@@ -40,11 +38,24 @@ from .checks import (
     unknown_option,
 )
 from .errors import ConfigurationError
+from .option_values import (
+    SCORINGS,
+    check_adaptive,
+    check_aggregator,
+    check_cache,
+    check_mapping,
+    check_prompt,
+    check_retry,
+    check_scoring,
+    check_strategy,
+    reads_probabilities,
+    slides,
+)
 from .prompts import get_prompt
 from .prompts.first_token import first_token_prompt
 from .retry import RetryPolicy
 from .spending import parse_cap, parse_prices
-from .strategies import Plan, Sliding
+from .strategies import Plan
 from .strategies import get as get_strategy
 
 if TYPE_CHECKING:
@@ -83,89 +94,6 @@ class OptionInfo:
     cli_help: str | None = None  # the flag's help, where ``help`` names Python-only values
 
 
-def _adaptive(name: str, value: Any) -> Any:
-    if value is None or value is False:
-        return None
-    if value is True:
-        return Adaptive()
-    if isinstance(value, str):
-        return Adaptive.parse(value)
-    if isinstance(value, Adaptive):
-        return value
-    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
-        try:
-            return Adaptive(**value)
-        except (TypeError, ConfigurationError) as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
-    raise ConfigurationError(f"{name} must be None, True, an Adaptive or a string, got {value!r}")
-
-
-def _aggregator(name: str, value: Any) -> Any:
-    if not isinstance(value, str) and not callable(value):
-        raise ConfigurationError(f"{name} must be a registered name or a callable, got {value!r}")
-    resolve(value)  # an unknown name raises UnknownNameError with the available ones
-    return value
-
-
-def _strategy(name: str, value: Any) -> Any:
-    get_strategy(value)  # an unknown name raises UnknownNameError with the available ones
-    return value
-
-
-def _reads_probabilities(aggregator: Any) -> bool:
-    return bool(getattr(resolve(aggregator), "uses_probabilities", False))
-
-
-def _slides(strategy: Any) -> bool:
-    """Whether ``strategy`` moves windows by ``step`` (the only one that reads it)."""
-    return isinstance(get_strategy(strategy), Sliding)
-
-
-def _prompt(name: str, value: Any) -> Any:
-    get_prompt(value)  # an unknown name or a non-prompt object raises ConfigurationError
-    return value
-
-
-SCORINGS = ("generate", "first_token")
-"""How a sample is read: a generated ranking, or the first token's label probabilities."""
-
-
-def _scoring(name: str, value: Any) -> Any:
-    if value in SCORINGS:
-        return value
-    raise ConfigurationError(f"{name} must be one of {', '.join(SCORINGS)}; got {value!r}")
-
-
-def _retry(name: str, value: Any) -> Any:
-    if value is None:  # the default policy
-        return RetryPolicy()
-    if isinstance(value, RetryPolicy):
-        return value
-    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
-        try:
-            return RetryPolicy(**value)
-        except (TypeError, ConfigurationError) as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
-    raise ConfigurationError(f"{name} must be a RetryPolicy or None, got {type(value).__name__}")
-
-
-def _cache(name: str, value: Any) -> Any:
-    if value is None or (hasattr(value, "aget") and hasattr(value, "aset")):  # ResponseCache
-        return value
-    raise ConfigurationError(
-        f"{name} must be None, MemoryCache(), SQLiteCache(path) or an object with aget/aset; "
-        f"got {type(value).__name__}"
-    )
-
-
-def _mapping(name: str, value: Any) -> Any:
-    if value is None:
-        return {}
-    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
-        return dict(value)
-    raise ConfigurationError(f"{name} must be a mapping of option names to values, got {value!r}")
-
-
 def _option(
     default: Any,
     help: str,
@@ -189,14 +117,14 @@ class RankingOptions:
     aggregator: Any = _option(
         "kemeny",
         "aggregator name (kemeny, borda, copeland, rrf, ...) or callable",
-        _aggregator,
+        check_aggregator,
         cli=str,
         cli_help="aggregator: kemeny, borda, copeland, rrf, local_search (or a plugin's name)",
     )
     prompt: Any = _option(
         "rankgpt",
         "prompt name or Prompt object",
-        _prompt,
+        check_prompt,
         cli=str,
         cli_help="prompt: rankgpt, rankvicuna, mathsort, wordsort, gsm8ksort",
     )
@@ -204,7 +132,7 @@ class RankingOptions:
         "generate",
         "generate (the model writes a ranking) or first_token (one output token: each item's "
         "label probability; docs/first_token.md)",
-        _scoring,
+        check_scoring,
         cli=str,
     )
     calibrate: bool = _option(
@@ -225,7 +153,7 @@ class RankingOptions:
         "how a list longer than a window is ranked: blocks (rounds in which every "
         "shuffle is cut into blocks, all at once) or sliding (RankGPT windows, one after "
         "another); docs/strategies.md",
-        _strategy,
+        check_strategy,
         cli=str,
     )
     window_size: int = _option(20, "items per window (and per prompt)", at_least(2), cli=int)
@@ -282,7 +210,7 @@ class RankingOptions:
     retry: RetryPolicy = _option(
         RetryPolicy(),
         "attempts, backoff and time budget for retryable failures (None: the default)",
-        _retry,
+        check_retry,
     )
     reasks: int = _option(
         1, "re-asks of an unparseable answer before the sample fails", at_least(0), cli=int
@@ -316,12 +244,14 @@ class RankingOptions:
         "sample in waves and stop once a sign test establishes every adjacent pair of the "
         "consensus at a confidence (default 0.9) (True, an Adaptive or "
         "'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'); num_permutations is the cap",
-        _adaptive,
+        check_adaptive,
         cli=str,
         cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "
         "consensus is stable; -m is the cap",
     )
-    cache: Any = _option(None, "response cache: MemoryCache(), SQLiteCache(path) or None", _cache)
+    cache: Any = _option(
+        None, "response cache: MemoryCache(), SQLiteCache(path) or None", check_cache
+    )
     request_cap: Any = _option(
         None,
         "spending cap per request, 'calls=N,tokens=N,cost=X' (any of them) or a SpendingCap; "
@@ -352,7 +282,7 @@ class RankingOptions:
     backend_options: dict[str, Any] = _option(
         {},
         "options for a spec-string backend (base_url=, api_key=, device=, ...)",
-        _mapping,
+        check_mapping,
         applies="spec",
     )
 
@@ -360,7 +290,7 @@ class RankingOptions:
         for f in dataclasses.fields(self):
             value = f.metadata["check"](f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
-        if _slides(self.strategy):
+        if slides(self.strategy):
             sliding_step(self.step, self.window_size)
         for cap in (self.request_cap, self.ranker_cap):
             if cap is not None and cap.cost is not None and self.prices is None:
@@ -368,7 +298,7 @@ class RankingOptions:
                     "a cap with cost= needs prices= ('PROMPT,COMPLETION' per million tokens)"
                 )
         successes_needed(self.min_successful, self.num_permutations)
-        if self.scoring != "first_token" and _reads_probabilities(self.aggregator):
+        if self.scoring != "first_token" and reads_probabilities(self.aggregator):
             raise ConfigurationError(
                 f"aggregator {self.aggregator!r} reads first-token probabilities: use it with "
                 "scoring='first_token', or a rank aggregator (kemeny, borda, ...)"
