@@ -330,12 +330,12 @@ def test_samples_files_keep_probabilities_and_resume_to_a_larger_m(tmp_path):
         SampleLog.resume(path, {**config, "m": 2}, extend=True)
 
 
-def _collect(queries, backend, m, log, done=None):
+def _collect(queries, backend, m, log, done=None, window=3):
     import anyio
 
     return anyio.run(
         lambda: acollect_passages(
-            queries, backend, m=m, log=log, done=done, window=3, scoring="first_token"
+            queries, backend, m=m, log=log, done=done, window=window, scoring="first_token"
         )
     )
 
@@ -484,9 +484,36 @@ def test_a_first_token_file_is_scored_with_every_row(tmp_path, capsys):
     assert calibrated > float(rows["PSC m=3 mean_probability"]) and calibrated > 99
     # chance: well below the perfect order, the same on every run (seeded by the list's id)
     assert 20 < float(rows["random order"]) < 90
+    # every shuffled answer puts its most probable label on A: said, with the chance share
+    assert "Most probable label of the shuffled samples: A in 100.0 % of them" in out
+    assert "about 33 %" in out  # windows of 3 labels
     assert main([*args, "--aggregators", "kemeny"]) == 0
     again = dict(re.findall(r"^\| ([^|]+?) \| ([\d.]+) \|", capsys.readouterr().out, re.M))
     assert again["random order"] == rows["random order"]
+
+
+def test_a_scorer_that_reads_the_items_has_no_favourite_label(tmp_path, capsys):
+    """The top-label line tells a model that answers by position from one that reads: a
+    scorer that follows the values puts its top label where the shuffle put the best item."""
+    from permsc_integrations.cli import main
+
+    queries = [
+        Query(
+            f"q{k}", "largest?", tuple(Candidate(f"d{k}{i}", t) for i, t in enumerate(items(6, k)))
+        )
+        for k in range(8)
+    ]
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q.qid} 0 {q.candidates[0].docid} 1\n" for q in queries))
+    path = tmp_path / "s.jsonl"
+    log = SampleLog.create(path, {"task": "trec", "m": 6, "scoring": "first_token", "window": 6})
+    _collect(queries, BatchValueScorer(), 6, log, window=6)
+    log.close()
+    args = ["eval", "--from-samples", str(path), "--qrels", str(qrels), "--m-sweep", "5"]
+    assert main([*args, "--aggregators", "kemeny"]) == 0
+    out = capsys.readouterr().out
+    share = float(re.search(r"shuffled samples: [A-F] in ([\d.]+) % of them", out)[1])
+    assert share < 50 and "about 17 %" in out  # 40 shuffled samples over 6 labels
 
 
 def test_the_sliding_trec_evaluation_runs_in_first_token_mode():

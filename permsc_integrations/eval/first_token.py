@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,15 @@ class FirstTokenTable:
             )
             mean = statistics.fmean(scores) * scale
             lines.append(f"| {name} | {mean:.{digits}f} | {ps} | {spent} |")
+        top = self.config.get("top_label")
+        if top:
+            label, share, window = top
+            lines += [
+                "",
+                f"Most probable label of the shuffled samples: {label} in {100 * share:.1f} % of "
+                f"them (an answer that follows the items, not the positions: about "
+                f"{100 / window:.0f} %).",
+            ]
         weights = self.config.get("first_stage_weights") or {}
         if weights:
             best = ", ".join(f"{k}: {w:g}" for k, w in weights.items())
@@ -254,8 +264,28 @@ def score_first_token(
         costs,
         "first stage" if passages else None,
         single,
-        dict(config or {}, orders=available, window=window, first_stage_weights=weights),
+        dict(
+            config or {},
+            orders=available,
+            window=window,
+            first_stage_weights=weights,
+            top_label=_top_label(lists, first, window),
+        ),
     )
+
+
+def _top_label(lists: Sequence[ListSamples], first: int, window: int) -> tuple[str, float, int]:
+    """The label most often the most probable among the shuffled samples, its share of them,
+    and the labels a window holds: a share far above ``1 / window`` is a model that answers by
+    position (docs/first_token.md)."""
+    per = [len(cut_blocks(range(len(s.example.items)), window)) for s in lists]
+    shown = Counter(
+        t for s, p in zip(lists, per, strict=True) for t in s.raw_texts[first * p :] if t
+    )
+    if not shown:
+        return ("", 0.0, window)
+    label, count = shown.most_common(1)[0]
+    return (label, count / sum(shown.values()), min(window, len(lists[0].example.items)))
 
 
 def _orders_of(
