@@ -100,7 +100,7 @@ FT_TREC = {
     "scoring": "first_token",
     "aggregators": "kemeny,borda",
     "resume": True,
-    "samples": "dl19-ft-w20.samples.jsonl",
+    "samples": "docs/results/dl19-ft-w20.samples.jsonl",
 }
 EXPECTED: list[dict[str, Any]] = [
     {},  # --runs: offline
@@ -117,12 +117,15 @@ EXPECTED: list[dict[str, Any]] = [
     | {"m_sweep": "1,2,5,10", "backend": QWEN, "aggregators": ALL4, "resume": True}
     | {"samples": "docs/results/dl19-qwen.samples.jsonl"},
     FT_TREC | {"num_permutations": 6},
-    FT_TREC | {"num_permutations": 11},
-    {"task": "wordsort", "limit": 69, "backend": QWEN, "m_sweep": "1,2,5,10,20"}
-    | {"aggregators": ALL4, "scoring": "first_token", "samples": "wordsort-ft.samples.jsonl"}
-    | {"resume": True},
-    {"from_samples": "dl19-ft-w20.samples.jsonl", "m_sweep": "1,5,10", "aggregators": FT4},
-    {"from_samples": "wordsort-ft.samples.jsonl", "m_sweep": "1,5,10,20", "aggregators": FT4},
+    FT_TREC | {"num_permutations": 6, "window_size": 10, "limit": 10}
+    | {"samples": "docs/results/dl19-ft-w10.samples.jsonl"},
+    {"task": "wordsort", "limit": 69, "backend": QWEN, "num_permutations": 10}
+    | {"m_sweep": "1,2,5,10", "aggregators": ALL4, "scoring": "first_token", "resume": True}
+    | {"samples": "docs/results/wordsort-ft.samples.jsonl"},
+    {"from_samples": "docs/results/dl19-ft-w20.samples.jsonl", "m_sweep": "1,5"}
+    | {"aggregators": FT4},
+    {"from_samples": "docs/results/wordsort-ft.samples.jsonl", "m_sweep": "1,5,10"}
+    | {"aggregators": FT4},
     {"task": "mathsort", "limit": 4, "backend": "embedded:smollm2-135m", "m_sweep": "1,5,10,20"},
     {"task": "wordsort", "limit": 4, "backend": "embedded:smollm2-135m", "m_sweep": "1,5,10,20"},
     {"task": "wordsort", "limit": 12, "backend": "embedded:smollm2-135m", "m_sweep": "1,5,10,20"},
@@ -172,7 +175,8 @@ def test_documented_runs_resume_their_saved_samples(
 ) -> None:
     monkeypatch.chdir(ROOT)  # the commands run from the repository root
     commands = _samples_commands()
-    assert len(commands) == 7  # 3 sorting, DL19, DL19 first-token at m = 6 and 11, GSM8KSort
+    # 3 sorting, DL19, DL19 first-token at windows 20 and 10, WordSort first-token, GSM8KSort
+    assert len(commands) == 8
     for argv in commands:
         spec = argv[argv.index("--backend") + 1]  # the embedded backend's name is its spec
         config = _resumed(argv, tmp_path, spec)
