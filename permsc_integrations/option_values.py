@@ -47,11 +47,8 @@ def check_adaptive(name: str, value: Any) -> Any:
         return Adaptive.parse(value)
     if isinstance(value, Adaptive):
         return value
-    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
-        try:
-            return Adaptive(**value)
-        except (TypeError, ConfigurationError) as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
+    if isinstance(value, Mapping):
+        return _rebuilt(Adaptive, name, value)
     raise ConfigurationError(f"{name} must be None, True, an Adaptive or a string, got {value!r}")
 
 
@@ -96,11 +93,8 @@ def check_retry(name: str, value: Any) -> Any:
         return RetryPolicy()
     if isinstance(value, RetryPolicy):
         return value
-    if isinstance(value, Mapping):  # as serialised (an adapter's to_dict)
-        try:
-            return RetryPolicy(**value)
-        except (TypeError, ConfigurationError) as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
+    if isinstance(value, Mapping):
+        return _rebuilt(RetryPolicy, name, value)
     raise ConfigurationError(f"{name} must be a RetryPolicy or None, got {type(value).__name__}")
 
 
@@ -119,3 +113,12 @@ def check_mapping(name: str, value: Any) -> Any:
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
         return dict(value)
     raise ConfigurationError(f"{name} must be a mapping of option names to values, got {value!r}")
+
+
+def _rebuilt(kind: Any, name: str, value: Mapping[str, Any]) -> Any:
+    """A value given as its serialised mapping (an adapter's ``to_dict``), built again; a bad
+    field names the option."""
+    try:
+        return kind(**value)
+    except (TypeError, ConfigurationError) as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None

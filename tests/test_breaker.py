@@ -40,6 +40,14 @@ def quota() -> QuotaExceededError:
     return QuotaExceededError("You exceeded your current quota", status_code=429)
 
 
+async def half_open(clock: Clock) -> tuple[Breaker, Any]:
+    """A breaker opened by a quota, its cooldown passed, and the probe it let through."""
+    breaker = Breaker(cooldown=60, clock=clock)
+    breaker.trip(quota())
+    clock.now += 60
+    return breaker, await breaker.admit()
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -86,10 +94,7 @@ async def test_a_quota_is_refused_for_the_cooldown_then_probed_once(clock: Clock
 
 
 async def test_calls_wait_for_the_probe_and_go_once_it_answers(clock: Clock, until) -> None:
-    breaker = Breaker(cooldown=60, clock=clock)
-    breaker.trip(quota())
-    clock.now += 60
-    probe = await breaker.admit()
+    breaker, probe = await half_open(clock)
     admitted: list[Any] = []
 
     async def call() -> None:
@@ -105,10 +110,7 @@ async def test_calls_wait_for_the_probe_and_go_once_it_answers(clock: Clock, unt
 
 
 async def test_a_failed_probe_opens_it_for_another_cooldown(clock: Clock, until) -> None:
-    breaker = Breaker(cooldown=60, clock=clock)
-    breaker.trip(quota())
-    clock.now += 60
-    probe = await breaker.admit()
+    breaker, probe = await half_open(clock)
     outcome: list[BaseException] = []
 
     async def call() -> None:
@@ -131,10 +133,7 @@ async def test_a_failed_probe_opens_it_for_another_cooldown(clock: Clock, until)
 
 
 async def test_a_probe_that_tells_nothing_hands_the_probe_on(clock: Clock, until) -> None:
-    breaker = Breaker(cooldown=60, clock=clock)
-    breaker.trip(quota())
-    clock.now += 60
-    first = await breaker.admit()
+    breaker, first = await half_open(clock)
     nxt: list[Any] = []
 
     async def call() -> None:

@@ -492,19 +492,27 @@ def test_a_first_token_file_is_scored_with_every_row(tmp_path, capsys):
     assert again["random order"] == rows["random order"]
 
 
+def _queries_and_qrels(tmp_path, n_queries, n_items):
+    """Queries of shuffled values and a qrels file that judges each one's first passage."""
+    queries = [
+        Query(
+            f"q{k}",
+            "largest?",
+            tuple(Candidate(f"d{k}{i}", t) for i, t in enumerate(items(n_items, k))),
+        )
+        for k in range(n_queries)
+    ]
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q.qid} 0 {q.candidates[0].docid} 1\n" for q in queries))
+    return queries, qrels
+
+
 def test_a_scorer_that_reads_the_items_has_no_favourite_label(tmp_path, capsys):
     """The top-label line tells a model that answers by position from one that reads: a
     scorer that follows the values puts its top label where the shuffle put the best item."""
     from permsc_integrations.cli import main
 
-    queries = [
-        Query(
-            f"q{k}", "largest?", tuple(Candidate(f"d{k}{i}", t) for i, t in enumerate(items(6, k)))
-        )
-        for k in range(8)
-    ]
-    qrels = tmp_path / "qrels.txt"
-    qrels.write_text("".join(f"{q.qid} 0 {q.candidates[0].docid} 1\n" for q in queries))
+    queries, qrels = _queries_and_qrels(tmp_path, 8, 6)
     path = tmp_path / "s.jsonl"
     log = SampleLog.create(path, {"task": "trec", "m": 6, "scoring": "first_token", "window": 6})
     _collect(queries, BatchValueScorer(), 6, log, window=6)
@@ -537,14 +545,7 @@ def test_the_sliding_trec_evaluation_runs_in_first_token_mode():
 def test_a_file_being_topped_up_is_scored_on_the_orders_every_list_has(tmp_path, capsys):
     from permsc_integrations.cli import main
 
-    queries = [
-        Query(
-            f"q{k}", "largest?", tuple(Candidate(f"d{k}{i}", t) for i, t in enumerate(items(4, k)))
-        )
-        for k in range(2)
-    ]
-    qrels = tmp_path / "qrels.txt"
-    qrels.write_text("".join(f"{q.qid} 0 {q.candidates[0].docid} 1\n" for q in queries))
+    queries, qrels = _queries_and_qrels(tmp_path, 2, 4)
     path = tmp_path / "s.jsonl"
     config = {"task": "trec", "m": 3, "scoring": "first_token", "window": 3}  # as _collect
     log = SampleLog.create(path, config)
