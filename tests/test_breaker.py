@@ -81,6 +81,7 @@ async def test_a_quota_is_refused_for_the_cooldown_then_probed_once(clock: Clock
     with pytest.raises(QuotaExceededError) as refused:
         await breaker.admit()
     assert "probes the upstream again in 30 s" in refused.value.__notes__[0]
+    assert refused.value.retry_after == 30  # seconds until the probe may go
     clock.now += 29.9
     with pytest.raises(QuotaExceededError):
         breaker.check()

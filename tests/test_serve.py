@@ -276,9 +276,11 @@ def test_an_exhausted_quota_is_probed_again_after_the_cooldown(
     assert first.status_code == 502 and upstream.request_count == 4
     message = first.json()["message"]
     assert "upstream openai:scripted@" in message and "refused the request (HTTP 429)" in message
+    assert "retry-after" not in first.headers  # the upstream's own refusal names no time
     for _ in range(3):
         answer = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30)
         assert answer.status_code == 502 and "quota" in answer.json()["message"]
+        assert 1 <= int(answer.headers["retry-after"]) <= cooldown  # when the probe may go
     assert time.monotonic() - began < cooldown, "too slow to test the cool-down"
     assert upstream.request_count == 4  # the breaker sent none of the three
     topped_up.set()

@@ -163,6 +163,7 @@ class Breaker:
         clone.__traceback__, clone.__cause__, clone.usage = None, None, None
         if error.recovers:
             left = max(0.0, self.cooldown - (self.clock() - self._opened))
+            clone.retry_after = left  # when the probe may go (permsc serve: Retry-After)
             hint = (
                 f"one call probes the upstream again in {left:.0f} s (breaker_cooldown="
                 f"{self.cooldown:g}), or call ranker.reset_breaker()"

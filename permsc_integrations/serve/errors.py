@@ -69,7 +69,9 @@ def _backend(exc: BackendError, upstream: str) -> HttpError:
     code = f" (HTTP {exc.status_code})" if exc.status_code else ""
     text = f"{_first_line(exc)}; {_FIX}"
     if isinstance(exc, (AuthenticationError, ModelNotFoundError, QuotaExceededError)):
-        return HttpError(502, f"upstream {upstream} refused the request{code}: {text}")
+        # a quota refused by the open breaker says when its probe may go
+        retry = (("retry-after", _retry_after([exc])),) if exc.retry_after else ()
+        return HttpError(502, f"upstream {upstream} refused the request{code}: {text}", retry)
     if isinstance(exc, ContextLengthError):
         return HttpError(
             400,
