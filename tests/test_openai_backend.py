@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import sys
 import time
+import weakref
 from email.utils import formatdate
+from typing import Any
 
 import anyio
 import httpx
@@ -15,6 +18,7 @@ import pytest
 from permsc_integrations.backends import GenerationSettings, resolve_backend
 from permsc_integrations.backends.http_errors import retry_after
 from permsc_integrations.backends.openai import OpenAIBackend
+from permsc_integrations.backends.openai.client_per_loop import LoopClients
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,
@@ -27,6 +31,7 @@ from permsc_integrations.errors import (
     QuotaExceededError,
     RateLimitError,
 )
+from permsc_integrations.run.bridge import run_sync
 from permsc_integrations.testing import Fault, Reply, sequence
 
 pytestmark = pytest.mark.timeout(30)
@@ -257,6 +262,71 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
 
     assert anyio.run(close).is_closed()
     assert server.request_count == 4
+
+
+def test_a_dropped_backend_is_freed_at_once_and_its_client_closed_on_its_loop(scripted_server):
+    """No reference cycle through the backend: dropped without aclose, it goes at once (no
+    wait for the cycle collector) and its client is closed on the loop that owns it."""
+    server = scripted_server(lambda request: "ok")
+    backend = OpenAIBackend("m", base_url=server.base_url)
+    run_sync(backend.acomplete, MESSAGES, GenerationSettings())  # an idle keep-alive connection
+    client, gone = run_sync(backend.client), weakref.ref(backend)
+    gc.disable()
+    try:
+        del backend
+        assert gone() is None
+    finally:
+        gc.enable()
+    _wait_until(client.is_closed)
+    answers = [  # the loop still connects: fresh backends, each left in a cycle and collected
+        _dropped_in_a_cycle(OpenAIBackend("m", base_url=server.base_url)).text for _ in range(20)
+    ]
+    assert answers == ["ok"] * 20
+
+
+def test_clients_dropped_in_a_cycle_are_closed_on_their_loop_not_by_the_collector():
+    """Finalisers run in whichever thread collects: one of them closing a connection beside
+    the loop's own cleanup unregistered a new connection given the same file descriptor
+    (a connect that never finished: a ranking that hung). What a collected LoopClients made
+    is closed on its loop instead, never the collector's garbage."""
+
+    class Client:
+        closed = False
+
+        async def close(self) -> None:
+            self.closed = True
+
+    holder: dict[str, Any] = {"clients": LoopClients(Client)}
+    holder["itself"] = holder
+    client = run_sync(holder["clients"].get)
+    kept = {id(entry.keeper) for entry in holder["clients"]._entries.values()}
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds unreachable stays in gc.garbage
+    try:
+        del holder
+        gc.collect()
+        collected = [o for o in gc.garbage if id(o) in kept]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert collected == []
+    _wait_until(lambda: client.closed)
+
+
+def _dropped_in_a_cycle(backend: OpenAIBackend) -> Any:
+    holder: dict[str, Any] = {"backend": backend}
+    holder["itself"] = holder
+    answer = run_sync(backend.acomplete, MESSAGES, GenerationSettings())
+    del holder, backend
+    gc.collect()
+    return answer
+
+
+def _wait_until(done: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
 
 
 def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server):

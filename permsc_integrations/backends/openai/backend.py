@@ -138,6 +138,29 @@ class _Shards:
             await client.close()
 
 
+def _shard_factory(
+    options: Mapping[str, Any], client_class: Any, max_connections: int, count: int
+) -> Callable[[], _Shards]:
+    """What makes one loop's clients, from the client options alone: a factory holding the
+    backend would keep it alive from its clients' finaliser (:mod:`.client_per_loop`). A
+    closure, so that no repr shows the key it holds."""
+    per_shard = -(-max_connections // count)
+
+    def new_client(verify: Any) -> Any:
+        limits = _http().Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
+        return _openai().AsyncOpenAI(
+            **options, max_retries=0, http_client=client_class(limits=limits, verify=verify)
+        )
+
+    def new_shards() -> _Shards:
+        # the loop's clients share one SSL context (making one costs about 25 ms)
+        make_context = getattr(_http(), "create_ssl_context", None)
+        verify = make_context() if make_context is not None else True
+        return _Shards(lambda: new_client(verify), count)
+
+    return new_shards
+
+
 class OpenAIBackend:
     """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -210,7 +233,19 @@ class OpenAIBackend:
         self.client_shards = client_shards if http == "httpx" else 1
         self.top_logprobs = positive_int("top_logprobs", top_logprobs)
         self._client = client
-        self._clients = LoopClients(self._new_shards)
+        self._clients = LoopClients(
+            _shard_factory(
+                {
+                    "api_key": self._api_key,
+                    "base_url": self.base_url,
+                    "organization": self.organization,
+                    "default_headers": self.default_headers,
+                },
+                self._client_class,
+                self.max_connections,
+                self.client_shards,
+            )
+        )
         self.name = f"openai:{self.model}@{self._host()}"
 
     def _host(self) -> str:
@@ -241,27 +276,6 @@ class OpenAIBackend:
 
     def _redact(self, text: str) -> str:
         return redact_text(text, [self._api_key if self._api_key != PLACEHOLDER_API_KEY else None])
-
-    def _new_client(self, max_connections: int, verify: Any = True) -> Any:
-        openai, http = _openai(), _http()
-        limits = http.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        return openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self.base_url,
-            organization=self.organization,
-            default_headers=self.default_headers,
-            max_retries=0,
-            http_client=self._client_class(limits=limits, verify=verify),
-        )
-
-    def _new_shards(self) -> _Shards:
-        """This loop's clients, sharing one SSL context (making one costs about 25 ms)."""
-        per_shard = -(-self.max_connections // self.client_shards)
-        make_context = getattr(_http(), "create_ssl_context", None)
-        verify = make_context() if make_context is not None else True
-        return _Shards(lambda: self._new_client(per_shard, verify), self.client_shards)
 
     async def client(self) -> Any:
         """The ``AsyncOpenAI`` client for the running event loop (made on first use): the one

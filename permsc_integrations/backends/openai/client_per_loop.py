@@ -9,6 +9,12 @@ loop shuts down (``loop.shutdown_asyncgens()``, called by ``asyncio.run``, ``asy
 and ``anyio.run``): so each client is tied to a small suspended async generator whose
 ``finally`` closes it.
 
+A ``LoopClients`` dropped without :meth:`LoopClients.aclose` (a ranker nobody closed) closes
+its clients on their own loops as it is collected, so that they never become the garbage
+collector's: collected in a reference cycle, a client's finalisers ran in whichever thread
+collected it, beside the loop's own cleanup, and a new connection's pending connect was
+seen unregistered from the loop (its file descriptor reused) and never completed.
+
 Example:
     >>> import asyncio
     >>> class Client:
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,8 +61,10 @@ class LoopClients:
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
-        self._entries: dict[int, _Entry] = {}
+        self._entries: dict[int, _Entry] = {}  # changed in place: the finaliser holds it
         self._lock = threading.Lock()
+        done = weakref.finalize(self, _close_all, self._entries)
+        done.atexit = False  # at exit the loops' own shutdown closes what is left
 
     async def get(self) -> Any:
         """The running loop's client, made (and tied to the loop's shutdown) on first use."""
@@ -64,7 +73,8 @@ class LoopClients:
             entry = self._entries.get(id(loop))
             if entry is not None and entry.loop is loop:
                 return entry.client
-            self._entries = {k: e for k, e in self._entries.items() if not e.loop.is_closed()}
+            for key in [k for k, e in self._entries.items() if e.loop.is_closed()]:
+                del self._entries[key]
             client = self._factory()
             entry = self._entries[id(loop)] = _Entry(loop, client, _keep(client))
         await entry.keeper.__anext__()  # registers the generator with this loop
@@ -74,10 +84,19 @@ class LoopClients:
         """Close every client: on this loop now, on other running loops there; clients of
         closed loops were closed as those loops shut down."""
         with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
+            entries = list(self._entries.values())
+            self._entries.clear()
         current = asyncio.get_running_loop()
         for entry in entries:
             if entry.loop is current:
                 await entry.keeper.aclose()
             elif entry.loop.is_running():
                 asyncio.run_coroutine_threadsafe(entry.keeper.aclose(), entry.loop)
+
+
+def _close_all(entries: dict[int, _Entry]) -> None:
+    """Close each client on its own loop (called from any thread, as its owner is collected)."""
+    for entry in list(entries.values()):
+        if not entry.loop.is_closed():
+            asyncio.run_coroutine_threadsafe(entry.keeper.aclose(), entry.loop)
+    entries.clear()
