@@ -117,12 +117,14 @@ EXPECTED: list[dict[str, Any]] = [
     | {"m_sweep": "1,2,5,10", "backend": QWEN, "aggregators": ALL4, "resume": True}
     | {"samples": "docs/results/dl19-qwen.samples.jsonl"},
     FT_TREC | {"num_permutations": 6},
-    FT_TREC | {"num_permutations": 6, "window_size": 10, "limit": 10}
+    FT_TREC | {"num_permutations": 6, "window_size": 10, "limit": 25}
     | {"samples": "docs/results/dl19-ft-w10.samples.jsonl"},
     {"task": "wordsort", "limit": 69, "backend": QWEN, "num_permutations": 10}
     | {"m_sweep": "1,2,5,10", "aggregators": ALL4, "scoring": "first_token", "resume": True}
     | {"samples": "docs/results/wordsort-ft.samples.jsonl"},
     {"from_samples": "docs/results/dl19-ft-w20.samples.jsonl", "m_sweep": "1,5"}
+    | {"aggregators": FT4},
+    {"from_samples": "docs/results/dl19-ft-w10.samples.jsonl", "m_sweep": "1,5"}
     | {"aggregators": FT4},
     {"from_samples": "docs/results/wordsort-ft.samples.jsonl", "m_sweep": "1,5,10"}
     | {"aggregators": FT4},
