@@ -264,7 +264,9 @@ def test_one_client_per_event_loop_and_aclose_closes_it(scripted_server):
     assert server.request_count == 4
 
 
-def test_a_dropped_backend_is_freed_at_once_and_its_client_closed_on_its_loop(scripted_server):
+def test_a_dropped_backend_is_freed_at_once_and_its_client_closed_on_its_loop(
+    scripted_server, until
+):
     """No reference cycle through the backend: dropped without aclose, it goes at once (no
     wait for the cycle collector) and its client is closed on the loop that owns it."""
     server = scripted_server(lambda request: "ok")
@@ -277,12 +279,12 @@ def test_a_dropped_backend_is_freed_at_once_and_its_client_closed_on_its_loop(sc
         assert gone() is None
     finally:
         gc.enable()
-    _wait_until(client.is_closed)
+    anyio.run(until, client.is_closed)
     fresh = OpenAIBackend("m", base_url=server.base_url)  # the loop still connects
     assert run_sync(fresh.acomplete, MESSAGES, GenerationSettings()).text == "ok"
 
 
-def test_clients_dropped_in_a_cycle_are_closed_on_their_loop_not_by_the_collector():
+def test_clients_dropped_in_a_cycle_are_closed_on_their_loop_not_by_the_collector(until):
     """Finalisers run in whichever thread collects: with clients collected in a cycle, a new
     connection's pending connect was found unregistered from the loop (its file descriptor
     reused) and never finished: a ranking that hung. What a collected LoopClients made is
@@ -308,14 +310,7 @@ def test_clients_dropped_in_a_cycle_are_closed_on_their_loop_not_by_the_collecto
         gc.set_debug(0)
         gc.garbage.clear()
     assert collected == []
-    _wait_until(lambda: client.closed)
-
-
-def _wait_until(done: Any) -> None:
-    deadline = time.monotonic() + 10
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert done()
+    anyio.run(until, lambda: client.closed)
 
 
 def test_calls_take_turns_over_small_client_pools_that_all_close(scripted_server):
