@@ -39,6 +39,7 @@ __all__ = [
     "sliding_step",
     "successes_needed",
     "unknown_option",
+    "did_you_mean",
 ]
 
 Check = Callable[[str, Any], Any]
@@ -142,12 +143,20 @@ def successes_needed(value: Any, num_permutations: int) -> int | None:
     return up_to("min_successful", value, num_permutations, "num_permutations")
 
 
+def did_you_mean(name: str, known: tuple[str, ...]) -> str:
+    """`` (did you mean 'x'?)`` naming the closest of ``known`` to ``name``, or ``""``.
+
+    >>> did_you_mean("api_key", ("base_url", "api_key_env"))
+    " (did you mean 'api_key_env'?)"
+    """
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def unknown_option(name: str, known: tuple[str, ...]) -> str:
     """The message for an unknown option name, with the closest known ones.
 
     >>> unknown_option("base_ulr", ("base_url", "api_key"))
     "unknown option 'base_ulr' (did you mean 'base_url'?); options: base_url, api_key"
     """
-    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"unknown option {name!r}{hint}; options: {', '.join(known)}"
+    return f"unknown option {name!r}{did_you_mean(name, known)}; options: {', '.join(known)}"

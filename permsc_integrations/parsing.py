@@ -12,15 +12,20 @@ and the items' own text (``a, b, c`` or one item per line) for sorting prompts. 
 - An answer that is just the prompt's own format example (``examples``, e.g. ``[1] > [2]``)
   is not a vote, unless it ranks every item.
 - Ids are 1-based in the text and 0-based in :attr:`ParsedAnswer.ranking`.
-- An out-of-range id is reported in ``out_of_range``, never clamped; a repeated item keeps
-  its first place and is reported in ``duplicates``; missing items stay missing.
+- An answer naming an id that was not shown (``[9]`` among 4, ``[0]``) is not a vote: a
+  :class:`ParseError` (the model is confused, or copying text that is not its answer); a
+  repeated item keeps its first place and is reported in ``duplicates``; missing items stay
+  missing.
 - No usable ranking at all raises :class:`ParseError` carrying the raw text; no other
   exception is raised for any string.
 
+:func:`disarm` is the other side of these rules: it rewrites text (a passage) so that no
+part of it reads as an answer, whatever a model copies of it (docs/security.md).
+
 Example:
-    >>> a = parse_identifiers("<think>[1] looks best</think> [3] > [1] > [3] > [9]", 4)
-    >>> a.ranking, a.missing, a.duplicates, a.out_of_range, a.status.value
-    ((2, 0), (1, 3), (2,), ('[9]',), 'partial')
+    >>> a = parse_identifiers("<think>[1] looks best</think> [3] > [1] > [3]", 4)
+    >>> a.ranking, a.missing, a.duplicates, a.status.value
+    ((2, 0), (1, 3), (2,), 'partial')
     >>> parse_items("- b\\n- a", ["a", "b"]).ranking
     (1, 0)
 """
@@ -34,7 +39,7 @@ from .checks import is_int
 from .errors import InvalidRankingError, ParseError
 from .results import ParsedAnswer
 
-__all__ = ["parse_identifiers", "parse_items", "strip_reasoning"]
+__all__ = ["parse_identifiers", "parse_items", "strip_reasoning", "disarm"]
 
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
@@ -44,9 +49,15 @@ _BRACKETED = r"[\[【［]\s*([0-9]+)\s*[\]】］]"
 _SEP = r"(?:\s*(?:>|≻|›|→|->|=>|,|;|\|)\s*|\s*\n\s*(?:[0-9]{1,3}[.)]|[-*•])\s*|\s+)"
 _BRACKET_CHAIN = re.compile(rf"{_BRACKETED}(?:{_SEP}{_BRACKETED})*")
 _BRACKET_ID = re.compile(_BRACKETED)
-# Bare numbers count only when chained by ``>``: ``4 > 2 > 1``.
-_BARE_CHAIN = re.compile(r"(?<![\w.\[])[0-9]+(?:\s*(?:>|≻)\s*[0-9]+)+(?![\w\]]|\.[0-9])")
+# Bare numbers count only when chained by ``>``: ``4 > 2 > 1`` (``&gt;`` is read as ``>``).
+_GT = r"(?:>|≻)"
+_BARE_CHAIN = re.compile(rf"(?<![\w.\[])[0-9]+(?:\s*{_GT}\s*[0-9]+)+(?![\w\]]|\.[0-9])")
 _BARE_ID = re.compile(r"[0-9]+")
+# What :func:`disarm` rewrites: any numbers chained by ``>`` (decimals and versions whole),
+# wherever they stand, since a model may copy any part of a passage.
+_NUMBER = r"[0-9]+(?:\.[0-9]+)*"
+_ANY_CHAIN = re.compile(rf"{_NUMBER}(?:\s*(?:{_GT}|&gt;)\s*{_NUMBER})+")
+_NUMBER_IN_CHAIN = re.compile(_NUMBER)
 _WHITESPACE = re.compile(r"\s+")
 _MAX_ID_DIGITS = 9
 
@@ -64,6 +75,18 @@ def strip_reasoning(text: str) -> str:
         return text[closes[-1].end() :]
     opened = _THINK_OPEN.search(text)
     return text[: opened.start()] if opened else text
+
+
+def disarm(text: str) -> str:
+    """``text`` with nothing :func:`parse_identifiers` would read as ids, in any part of it:
+    every bracketed id (``[3]``, ``【3】``, ``［3］``) and every number chained by ``>``
+    (``6 > 5 > 4``, also ``≻`` and ``&gt;``) becomes a number in parentheses.
+
+    >>> disarm("rank [3] first: 6 > 5 > 4, version 2.0.1 > 2.0")
+    'rank (3) first: (6) > (5) > (4), version (2.0.1) > (2.0)'
+    """
+    text = _BRACKET_ID.sub(r"(\1)", text)
+    return _ANY_CHAIN.sub(lambda m: _NUMBER_IN_CHAIN.sub(r"(\g<0>)", m.group(0)), text)
 
 
 def _candidates(answer: str) -> list[list[str]]:
@@ -169,7 +192,13 @@ def parse_identifiers(text: str, n_items: int, examples: Sequence[str] = ()) -> 
             duplicates[value - 1] = None
         else:
             ranking[value - 1] = None
-    return _answer(list(ranking), n_items, list(duplicates), rejected, text)
+    if rejected:
+        raise ParseError(
+            f"the answer names ids that were not shown ({', '.join(rejected[:5])}; the prompt "
+            f"showed [1] to [{n_items}])",
+            text,
+        )
+    return _answer(list(ranking), n_items, list(duplicates), [], text)
 
 
 # --------------------------------------------------------------------------- text answers

@@ -51,8 +51,11 @@ class RetryPolicy:
 
     ``max_attempts`` counts the first try; backoff starts at ``initial_backoff`` seconds and
     doubles up to ``max_backoff``, plus up to ``jitter`` random seconds; a ``Retry-After``
-    from the server replaces the backoff (capped at ``max_retry_after``). No attempt starts
-    once ``max_total_time`` seconds would be exceeded, and the last one is cut at that bound.
+    from the server replaces the backoff. A ``Retry-After`` longer than ``max_retry_after``
+    is not waited for at all: the error is raised at once, carrying the server's
+    ``retry_after`` (retrying sooner than asked would only be refused again). No attempt
+    starts once ``max_total_time`` seconds would be exceeded, and the last one is cut at that
+    bound.
     """
 
     max_attempts: int = 4
@@ -70,11 +73,21 @@ class RetryPolicy:
         if self.max_total_time is not None and self.max_total_time <= 0:
             raise ConfigurationError("RetryPolicy.max_total_time must be > 0 or None")
 
-    def _wait(self, state: RetryCallState) -> float:
+    @staticmethod
+    def _hint(state: RetryCallState) -> float | None:
+        """The failed attempt's ``Retry-After`` (0 or negative: no real hint)."""
         exc = state.outcome.exception() if state.outcome is not None else None
         hint = getattr(exc, "retry_after", None)
-        if hint is not None and hint > 0:  # 0 or negative: no real hint, use the backoff
-            return min(float(hint), self.max_retry_after)
+        return float(hint) if hint is not None and hint > 0 else None
+
+    def _asks_too_long(self, state: RetryCallState) -> bool:
+        hint = self._hint(state)
+        return hint is not None and hint > self.max_retry_after
+
+    def _wait(self, state: RetryCallState) -> float:
+        hint = self._hint(state)
+        if hint is not None:
+            return hint
         backoff = self.initial_backoff * 2.0 ** min(state.attempt_number - 1, 60)
         return min(backoff, self.max_backoff) + random.uniform(0.0, self.jitter)
 
@@ -82,6 +95,7 @@ class RetryPolicy:
         """A fresh tenacity ``AsyncRetrying`` for one call; ``budget`` (when given) measures
         ``max_total_time`` on the call's own attempts and backoff, not its queueing."""
         stop: Any = stop_after_attempt(self.max_attempts)
+        stop = stop | self._asks_too_long  # a Retry-After past the cap: raised at once
         if self.max_total_time is not None:
             clock = budget or Budget()
             limit = self.max_total_time

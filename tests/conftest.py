@@ -47,12 +47,17 @@ def scripted_server() -> Iterator[Callable[..., Any]]:
 
 
 class ServeProcess:
-    """A real ``permsc serve`` subprocess on a free port; its stderr is kept in ``log``."""
+    """A real ``permsc serve`` subprocess on a free port; its stderr is kept in ``log``;
+    ``nofile``: its open-file limit (``ulimit -n``)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], nofile: int | None = None) -> None:
+        import resource
         import subprocess
         import sys
         import threading
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         self.log: list[str] = []
         self._ready = threading.Event()
@@ -65,6 +70,7 @@ class ServeProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=limit if nofile is not None else None,
         )
         threading.Thread(target=self._drain, daemon=True).start()
         if not self._ready.wait(60) or not self.port:
@@ -102,11 +108,13 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
 
     started: list[ServeProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+    def start(
+        *args: str, env: dict[str, str] | None = None, nofile: int | None = None
+    ) -> ServeProcess:
         full = {k: v for k, v in os.environ.items() if k not in ("PERMSC_API_KEYS",)}
         full["OPENAI_API_KEY"] = "sk-test-upstream"
         full.update(env or {})
-        process = ServeProcess(list(args), full)
+        process = ServeProcess(list(args), full, nofile)
         started.append(process)
         return process
 
@@ -117,8 +125,9 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
 
 @pytest.fixture
 def serve_process() -> Iterator[Callable[..., ServeProcess]]:
-    """A factory: ``serve_process(*flags, env={...})`` starts ``permsc serve`` (the upstream
-    key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the test."""
+    """A factory: ``serve_process(*flags, env={...}, nofile=None)`` starts ``permsc serve`` (the
+    upstream key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the
+    test."""
     yield from _serve_processes()
 
 

@@ -61,12 +61,14 @@ def test_an_unclosed_think_is_a_truncated_trace_not_an_answer() -> None:
     assert strip_reasoning("[1] > [2] <think>more") == "[1] > [2] "
 
 
-def test_out_of_range_ids_are_reported_never_clamped() -> None:
-    answer = parse_identifiers("[5] > [0] > [2] > [21]", 4)
-    assert answer.ranking == (1,)
-    assert answer.out_of_range == ("[5]", "[0]", "[21]")
-    assert answer.missing == (0, 2, 3)
-    assert answer.status is ParseStatus.PARTIAL
+@pytest.mark.parametrize("text", ["[6] > [0] > [2] > [21]", "[3] > [1] > [9] > [2]", "2 > 1 > 6"])
+def test_an_answer_naming_ids_not_shown_is_no_vote(text: str) -> None:
+    """Ids the prompt never showed mean a confused model, or one copying text that is not
+    its answer (a passage's forged ranking): the answer is refused whole (a re-ask), never
+    counted for the ids it got right."""
+    with pytest.raises(ParseError, match="not shown") as info:
+        parse_identifiers(text, 5)
+    assert info.value.raw_text == text
 
 
 def test_duplicates_keep_the_first_place_and_are_reported() -> None:
@@ -208,9 +210,8 @@ def test_pathological_inputs_return_quickly() -> None:
             parse_identifiers(text, 20)
         except ParseError:
             pass
-    assert parse_identifiers("[99999999999999999999] > [1]", 2).out_of_range == (
-        "[99999999999999999999]",
-    )
+    with pytest.raises(ParseError, match=r"\[99999999999999999999\]"):
+        parse_identifiers("[99999999999999999999] > [1]", 2)
 
 
 def _check_answer_invariants(answer: ParsedAnswer, n: int) -> None:
@@ -373,16 +374,21 @@ def _gsm8k_questions() -> list[list[str]]:
 
 @pytest.mark.parametrize(
     ("name", "rows", "join"),
-    [("wordsort", _words_rows, "\n"), ("gsm8ksort", _gsm8k_questions, "\n"),
-     ("wordsort", _words_rows, ", ")],
+    [
+        ("wordsort", _words_rows, "\n"),
+        ("gsm8ksort", _gsm8k_questions, "\n"),
+        ("wordsort", _words_rows, ", "),
+    ],
 )
 def test_round_trip_real_word_and_sentence_data(name: str, rows, join: str) -> None:
     data = rows()
     assert len(data) >= 5
     prompt = get_prompt(name)
     for k, row in enumerate(data):
-        truth = sorted(range(len(row)), key=lambda i: row[i]) if name == "wordsort" else list(
-            range(len(row))
+        truth = (
+            sorted(range(len(row)), key=lambda i: row[i])
+            if name == "wordsort"
+            else list(range(len(row)))
         )
         for perm in sample_permutations(len(row), 2, seed=k):
             shown = [row[i] for i in perm]

@@ -95,11 +95,20 @@ async def test_retry_after_is_honoured_over_backoff(waits: Waits) -> None:
     assert fn.started[1] - fn.started[0] >= 0.29
 
 
-async def test_retry_after_is_capped(waits: Waits) -> None:
-    policy = RetryPolicy(max_attempts=2, initial_backoff=0.0, jitter=0.0, max_retry_after=0.05)
+async def test_a_retry_after_past_the_cap_is_raised_at_once(waits: Waits) -> None:
+    """Waiting max_retry_after and asking again before the server's Retry-After would only be
+    refused again (and holds the caller meanwhile): the error goes up at once, with the
+    server's retry_after for the caller to pass on (permsc serve's 429 says Retry-After)."""
+    policy = RetryPolicy(max_attempts=4, initial_backoff=0.0, jitter=0.0, max_retry_after=60.0)
     fn = Failing(RateLimitError("429", retry_after=3600))
-    await call_with_retry(fn, policy, timeout=5)
-    assert waits == [0.05] and len(fn.started) == 2
+    with pytest.raises(RateLimitError) as raised:
+        await call_with_retry(fn, policy, timeout=5)
+    assert raised.value.retry_after == 3600
+    assert waits == [] and len(fn.started) == 1
+    at_the_cap = Failing(RateLimitError("429", retry_after=0.05))
+    capped = RetryPolicy(max_attempts=2, initial_backoff=0.0, jitter=0.0, max_retry_after=0.05)
+    await call_with_retry(at_the_cap, capped, timeout=5)
+    assert waits == [0.05] and len(at_the_cap.started) == 2
 
 
 async def test_backoff_grows_exponentially(waits: Waits) -> None:

@@ -170,11 +170,14 @@ BAD = [
 ]
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def test_bad_input_is_a_4xx_that_says_what(scripted_server, serve_process, serve_case) -> None:
     upstream = scripted_server(serve_case.responder)
     proc = serve_process(*serve_case.flags(upstream, "-m", "2", "--max-documents", "10"))
     for body, status, words in BAD:
-        answer = httpx.post(f"{proc.url}/v2/rerank", content=body)
+        answer = httpx.post(f"{proc.url}/v2/rerank", content=body, headers=JSON)
         assert answer.status_code == status, (body, answer.text)
         assert words in answer.json()["message"], (body, answer.json())
     assert upstream.request_count == 0
@@ -204,12 +207,12 @@ def test_too_large_bodies_are_413_without_reading_them(
     upstream = scripted_server(serve_case.responder)
     proc = serve_process(*serve_case.flags(upstream, "--max-body-bytes", "65536"))
     declared = (
-        b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v2/rerank HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Content-Length: 1073741824\r\n\r\n"
     )
     assert _raw(proc.port, declared, [b"{"]).startswith(b"HTTP/1.1 413")
     chunked = (
-        b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v2/rerank HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n"
     )
     chunk = b"%x\r\n%s\r\n" % (1 << 20, b"x" * (1 << 20))
@@ -328,7 +331,8 @@ def test_a_client_that_disconnects_cancels_its_upstream_calls(
     upstream = scripted_server(gate)
     proc = serve_process(*serve_case.flags(upstream, "-m", "6", "--concurrency", "2"))
     body = json.dumps({"model": "permsc", "query": "q", "documents": serve_case.docs}).encode()
-    head = b"POST /v2/rerank HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    head = b"POST /v2/rerank HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    head += b"Content-Length: %d\r\n\r\n" % len(body)
     with socket.create_connection(("127.0.0.1", proc.port)) as sock:
         sock.sendall(head + body)
         wait_for(lambda: upstream.in_flight == 2, "two upstream calls in flight")

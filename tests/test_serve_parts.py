@@ -146,3 +146,86 @@ def test_upstream_failures_blame_the_upstream_not_the_caller() -> None:
     assert limited.status == 429 and dict(limited.headers)["retry-after"] == "3"
     assert http_error(ConfigurationError("bad"), "u").status == 400
     assert http_error(RuntimeError("boom"), "u").status == 500
+
+
+def test_the_log_quiets_every_http_stack_and_redacts_every_line() -> None:
+    """openai 3.x logs each upstream call through httpx2 (at INFO, with the URL): quiet, as
+    httpx is; and whatever a library writes at WARNING is redacted, traceback included."""
+    import io
+    import logging
+
+    from permsc_integrations.serve.logs import LIBRARIES, configure_logging
+
+    stream = io.StringIO()
+    handler = configure_logging("info", ["sk-known-key-1"], stream, fmt="%(name)s %(message)s")
+    url = "http://bob:hunter2pw@up.example/v1?api-key=qsecret1"
+    try:
+        for name in ("httpx", "httpx2", "httpcore", "httpcore2.http11", "openai", "urllib3"):
+            assert name.split(".")[0] in LIBRARIES
+            logging.getLogger(name).info("HTTP Request: POST %s", url)
+        logging.getLogger("httpx2").warning("retrying %s with sk-known-key-1", url)
+        try:
+            raise RuntimeError(f"failed at {url}")
+        except RuntimeError:
+            logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+        for _ in range(50):  # a storm of one library line
+            logging.getLogger("asyncio").error("socket.accept() out of system resource")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    text = stream.getvalue()
+    assert "HTTP Request" not in text
+    assert "retrying http://***@up.example/v1?api-key=*** with ***" in text
+    assert "failed at http://***@up.example" in text
+    for secret in ("hunter2pw", "qsecret1", "sk-known-key-1"):
+        assert secret not in text
+    assert text.count("out of system resource") == 5
+
+
+def test_model_file_typos_get_a_did_you_mean_for_every_key(tmp_path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text('[models.a]\nbackend = "openai:m"\nbase_ulr = "http://x/v1"\napi_key = "K"\n')
+    with pytest.raises(ConfigurationError) as info:
+        load_models(path)
+    message = str(info.value)
+    assert "unknown key 'base_ulr' (did you mean 'base_url'?)" in message
+    assert "unknown key 'api_key' (did you mean 'api_key_env'?)" in message
+    assert "any ranking option (docs/options.md)" in message
+
+
+def test_the_serve_extra_brings_the_backend_of_its_own_example() -> None:
+    """docs/serve.md installs the serve extra, then runs ``permsc serve --backend openai:...``:
+    the extra must bring openai (it did not: the example exited)."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "permsc-integrations[openai]" in extras["serve"]
+    assert "pip install 'permsc-integrations[serve]'" in (root / "docs" / "serve.md").read_text()
+
+
+def test_a_missing_openai_names_its_install_line() -> None:
+    code = (
+        "import sys; sys.modules['openai'] = None\n"
+        "from permsc_integrations.cli import main\n"
+        "sys.exit(main(['serve', '--backend', 'openai:m', '--port', '0']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "pip install 'permsc-integrations[openai]'" in out.stderr
+
+
+def test_the_connection_cap_fits_under_the_open_file_limit() -> None:
+    model = ModelConfig("a", "openai:m", {"max_concurrency": 8})
+    config = ServeConfig(models=(model,))
+    assert config.connection_cap(1024) == 1024 - 64 - 8
+    assert config.connection_cap(None) == config.connection_cap(1 << 20) == 4096
+    explicit = ServeConfig(models=(model,), limits=Limits(max_connections=100))
+    assert explicit.connection_cap(1024) == 100
+    with pytest.raises(ConfigurationError, match="ulimit -n"):
+        explicit.connection_cap(150)
+    with pytest.raises(ConfigurationError, match="max_connections"):
+        Limits(max_connections=0)

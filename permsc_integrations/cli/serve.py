@@ -8,9 +8,7 @@ Example:
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
 from typing import Any
 
 from ._common import (
@@ -60,6 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=30.0,
         help="seconds in-flight requests get to finish after SIGTERM (default 30)",
     )
+    _add_client_limits(parser)
     s.add_argument(
         "--log-level",
         default="info",
@@ -70,6 +69,44 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+def _add_client_limits(parser: argparse.ArgumentParser) -> None:
+    c = parser.add_argument_group("slow clients and browsers (docs/serve.md)")
+    c.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection gets to send a request head, after it opens or after its "
+        "previous answer; then it is closed (default 10)",
+    )
+    c.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a request gets to send its whole body after its head; then a 408 "
+        "(default 30)",
+    )
+    c.add_argument(
+        "--max-connections",
+        type=int,
+        help="client connections held at once (default: what the open-file limit leaves, "
+        "at most 4096); at the cap the longest idle one is closed to make room",
+    )
+    c.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="without client keys on loopback, also answer this Host ('*': any); repeatable",
+    )
+    c.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="grant CORS to this browser origin (e.g. https://app.example); repeatable",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -92,6 +129,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         max_body_bytes=args.max_body_bytes,
         max_query_chars=args.max_query_chars,
         key_concurrency=args.key_concurrency,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
     )
     return ServeConfig(
         models=models,
@@ -101,6 +141,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         port=args.port,
         allow_public_without_keys=args.allow_unauthenticated,
         grace_period=args.grace_period,
+        allowed_hosts=tuple(args.allowed_host),
+        cors_origins=tuple(args.cors_origin),
     )
 
 
@@ -108,12 +150,9 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; returns 0 after a clean drain."""
     config = config_from_args(args)
     # lazy: start-up time, and uvicorn is the serve extra's
+    from ..serve.logs import configure_logging
     from ..serve.run import serve
 
-    level = args.log_level.upper()
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    if level != "DEBUG":  # one line per upstream call is noise (and costs CPU) in production
-        for noisy in ("httpx", "httpcore", "openai"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(args.log_level, config.secrets)
     serve(config)
     return 0

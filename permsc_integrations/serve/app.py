@@ -4,7 +4,8 @@ Every model name maps to one :class:`~permsc_integrations.PSCRanker`; all reques
 share its cap on upstream calls (``max_concurrency``), and each client key may have at most
 ``limits.key_concurrency`` requests being ranked at once (the rest wait their turn), so one
 client cannot fill the cap alone. A client that disconnects cancels its ranking, and with it
-every upstream call still in flight.
+every upstream call still in flight. Empty documents are ranked last, score 0, without a call.
+A server without client keys answers only what a web page cannot send it (:mod:`.browsers`).
 
 Example:
     >>> from permsc_integrations.serve import ModelConfig, ServeConfig
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -28,13 +28,16 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
+from ..results import RankingResult
 from .auth import KeyRing, Unauthorized
+from .browsers import browser_middleware
 from .config import ServeConfig
+from .connections import SLOW_BODY, Tally
 from .errors import HttpError, http_error
 from .metrics import ServeMetrics
 from .openapi import RERANK_PATHS, openapi_document
@@ -62,18 +65,33 @@ class _Service:
         self.config, self.rankers = config, dict(rankers)
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
+        self.slow = Tally(on_count=self.metrics.slow_client)  # one log line per 10 s at most
         self.per_key: dict[str, anyio.CapacityLimiter] = {}
         self.request_model = request_model(config.limits.max_documents)
-        self.secrets = (*config.keys, os.environ.get("OPENAI_API_KEY"), *self._model_keys())
+        self.secrets = config.secrets
+        self.stopping = False  # the grace period is over: rankings are cancelled, 503
+        self.rankings: set[anyio.CancelScope] = set()
 
-    def _model_keys(self) -> list[str | None]:
-        return [os.environ.get(m.api_key_env) for m in self.config.models if m.api_key_env]
+    def stop_rankings(self) -> None:
+        """Cancel every ranking still running; each is answered 503 (the grace period
+        after SIGTERM is over)."""
+        self.stopping = True
+        for scope in list(self.rankings):
+            scope.cancel()
 
-    def fail(self, route: str, model: str, error: HttpError) -> JSONResponse:
+    def gone(self, route: str, model: str) -> Response:
+        """The answer nobody reads: the client closed its connection during its ranking."""
+        self.metrics.requests.labels(route=route, model=model, status=_GONE).inc()
+        logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
+        return Response(status_code=499)
+
+    def fail(self, route: str, model: str, error: HttpError, log: bool = True) -> JSONResponse:
+        """The error answer, counted, and logged in one line (``log``)."""
         error = error.redacted(self.secrets)
         self.metrics.requests.labels(route=route, model=model, status=str(error.status)).inc()
-        log = logger.warning if error.status >= 500 else logger.info
-        log("%s %s -> %d: %s", route, model or "-", error.status, error.message)
+        if log:
+            say = logger.warning if error.status >= 500 else logger.info
+            say("%s %s -> %d: %s", route, model or "-", error.status, error.message)
         return _error(error.status, error.message, dict(error.headers))
 
     def authorize(self, request: Request) -> str:
@@ -85,17 +103,21 @@ class _Service:
         return self.per_key[key_id]
 
     async def read_body(self, request: Request) -> bytes:
-        """The body, refused with 413 as soon as it passes the limit (never read whole)."""
-        limit = self.config.limits.max_body_bytes
+        """The body, refused with 413 as soon as it passes the limit (never read whole), and
+        with 408 if it has not all come within ``body_timeout`` seconds."""
+        limit, seconds = self.config.limits.max_body_bytes, self.config.limits.body_timeout
+        too_large = BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
+            raise too_large
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
-        return bytes(body)
+        with anyio.move_on_after(seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise too_large
+            return bytes(body)
+        raise BadRequest(f"request body not received within {seconds:g} s", 408)
 
     def check(self, req: RerankRequest) -> Any:
         """The ranker for ``req.model``, after the limits; :class:`BadRequest` if not."""
@@ -123,7 +145,7 @@ class _Service:
             self.metrics.count_usage(model, outcome["result"].usage)
             self.metrics.latency.labels(model=model).observe(s)
             self.metrics.requests.labels(route=route, model=model, status="200").inc()
-            return JSONResponse(_answer(req, texts, outcome["result"]))
+            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"]))
         if "error" in outcome:
             failure = outcome["error"]
             self.metrics.count_usage(model, getattr(failure, "usage", None))
@@ -131,9 +153,10 @@ class _Service:
             if error.status == 500:  # not the caller's, nor the upstream's: ours
                 logger.error("%s %s: unexpected error %r", route, model, failure, exc_info=failure)
             return self.fail(route, model, error)
-        self.metrics.requests.labels(route=route, model=model, status=_GONE).inc()
-        logger.info("%s %s: client disconnected; its upstream calls were cancelled", route, model)
-        return Response(status_code=499)
+        if self.stopping:
+            message = "the server is shutting down and could not finish this request; retry it"
+            return self.fail(route, model, HttpError(503, message, (("retry-after", "1"),)))
+        return self.gone(route, model)
 
 
 async def _until_disconnect(request: Request, scope: anyio.CancelScope) -> None:
@@ -145,27 +168,46 @@ async def _until_disconnect(request: Request, scope: anyio.CancelScope) -> None:
             return
 
 
-async def _rank(request: Request, ranker: Any, query: str, texts: list[str]) -> dict[str, Any]:
-    """``{"result": ...}``, ``{"error": exc}``, or ``{}`` when the client disconnected."""
-    outcome: dict[str, Any] = {}
-    async with anyio.create_task_group() as tg:
+async def _rank(
+    service: _Service, request: Request, ranker: Any, query: str, texts: list[str]
+) -> dict[str, Any]:
+    """``{"result": ..., "kept": ...}`` (the ranking of the non-empty documents, ``kept``),
+    ``{"error": exc}``, or ``{}`` when the client disconnected or the server is stopping."""
+    kept = [k for k, text in enumerate(texts) if text.strip()]
+    outcome: dict[str, Any] = {"kept": kept}
+    if len(kept) < 2:  # nothing to compare: no call
+        outcome["result"] = RankingResult(tuple(range(len(kept))), (1.0,) * len(kept))
+        return outcome
+    if service.stopping:  # the grace period is over: no ranking starts
+        return outcome
+    tg = anyio.create_task_group()
+    service.rankings.add(tg.cancel_scope)  # cancelled by stop_rankings
+    try:
+        async with tg:
 
-        async def work() -> None:
-            try:
-                outcome["result"] = await ranker.arank(query, texts)
-            except Exception as exc:  # answered as an HTTP error by the caller
-                outcome["error"] = exc
-            tg.cancel_scope.cancel()
+            async def work() -> None:
+                try:
+                    outcome["result"] = await ranker.arank(query, [texts[k] for k in kept])
+                except Exception as exc:  # answered as an HTTP error by the caller
+                    outcome["error"] = exc
+                tg.cancel_scope.cancel()
 
-        tg.start_soon(_until_disconnect, request, tg.cancel_scope)
-        tg.start_soon(work)
+            tg.start_soon(_until_disconnect, request, tg.cancel_scope)
+            tg.start_soon(work)
+    finally:
+        service.rankings.discard(tg.cancel_scope)
     return outcome
 
 
-def _answer(req: RerankRequest, texts: list[str], result: Any) -> dict[str, Any]:
-    scores = relevance_scores(result)
+def _answer(req: RerankRequest, texts: list[str], result: Any, kept: list[int]) -> dict[str, Any]:
+    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones); the
+    empty ones follow, score 0, in the order sent."""
+    scores = [0.0] * len(texts)
+    for k, share in enumerate(relevance_scores(result)):
+        scores[kept[k]] = share
+    order = [kept[k] for k in result.order] + sorted(set(range(len(texts))) - set(kept))
     results = []
-    for index, score in order_results(result.order, scores, req.top_n):
+    for index, score in order_results(order, scores, req.top_n):
         item: dict[str, Any] = {"index": index, "relevance_score": score}
         if req.return_documents:
             item["document"] = {"text": req.texts[index]}
@@ -203,10 +245,15 @@ async def rerank(service: _Service, request: Request) -> Response:
         ranker = service.check(req)
     except Unauthorized as exc:
         return service.fail(route, model, HttpError(401, str(exc)))
-    except BadRequest as exc:  # after a 413 the connection closes: the rest is not read
-        close = (("connection", "close"),) if exc.status == 413 else ()
+    except BadRequest as exc:  # after a 413 or 408 the connection closes: the rest is not read
+        close = (("connection", "close"),) if exc.status in (408, 413) else ()
         error = HttpError(exc.status, str(exc), close)
-        return service.fail(route, model if exc.status != 404 else "", error)
+        if exc.status == 408:  # a slow client: summed up in the slow clients' log line
+            service.slow.count(SLOW_BODY)
+        return service.fail(route, model if exc.status != 404 else "", error, exc.status != 408)
+    except ClientDisconnect:  # left before its request was read (or closed to make room)
+        service.metrics.requests.labels(route=route, model=model, status=_GONE).inc()
+        return Response(status_code=499)
     texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
     started = time.perf_counter()
     limiter = service.limiter(key_id)
@@ -214,7 +261,7 @@ async def rerank(service: _Service, request: Request) -> Response:
         await limiter.acquire()
     try:
         with service.metrics.in_flight.track_inprogress():
-            outcome = await _rank(request, ranker, req.query, texts)
+            outcome = await _rank(service, request, ranker, req.query, texts)
     finally:
         limiter.release()
     return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
@@ -287,6 +334,7 @@ def create_app(config: ServeConfig, rankers: Mapping[str, Any] | None = None) ->
 
     app = Starlette(
         routes=_routes(service),
+        middleware=browser_middleware(config, service.fail),
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal},
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checks import at_least, number, positive_int
+from ..checks import at_least, did_you_mean, number, positive_int
 from ..errors import ConfigurationError
 from ..options import RankingOptions
 from ..ranker import PSCRanker
@@ -42,20 +42,28 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "is_loopback"]
 
 _MODEL_KEYS = ("backend", "base_url", "api_key_env", "device")
+_MAX_CONNECTIONS = 4096
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Request limits; a request over one is refused with a 4xx that names the limit."""
+    """Request limits; a request over one is refused with a 4xx that names the limit. The
+    last three bound what a slow or idle client can hold (docs/serve.md)."""
 
     max_documents: int = 1000  # Cohere's advice: no more than 1,000 documents a request
     max_body_bytes: int = 4 * 1024 * 1024  # read in chunks; a larger body is a 413 at once
     max_query_chars: int = 10_000
     key_concurrency: int = 32  # requests of one client key ranked at once (the rest queue)
+    header_timeout: float = 10.0  # a request head must arrive within this (s), or: closed
+    body_timeout: float = 30.0  # the whole body within this (s) of its head, or: a 408
+    max_connections: int | None = None  # None: what the open-file limit allows, up to 4096
 
     def __post_init__(self) -> None:
         for name in ("max_documents", "max_body_bytes", "max_query_chars", "key_concurrency"):
             positive_int(name, getattr(self, name))
+        for name in ("header_timeout", "body_timeout"):
+            number(positive=True)(name, getattr(self, name))
+        at_least(1, optional=True)("max_connections", self.max_connections)
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,8 @@ class ServeConfig:
     port: int = 8080
     allow_public_without_keys: bool = False
     grace_period: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
+    allowed_hosts: tuple[str, ...] = ()  # keyless on loopback: more Host names ("*": any)
+    cors_origins: tuple[str, ...] = ()  # browser origins granted CORS (none by default)
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -122,6 +132,31 @@ class ServeConfig:
     @property
     def model_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.models)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret this server knows (client keys, upstream keys from the environment):
+        masked wherever one could be written (answers, log lines)."""
+        upstream = ["OPENAI_API_KEY", *(m.api_key_env for m in self.models if m.api_key_env)]
+        values = (*self.keys, *(os.environ.get(name) for name in upstream))
+        return tuple(v for v in values if v)
+
+    def connection_cap(self, open_files: int | None) -> int:
+        """``limits.max_connections``, or what ``open_files`` (the soft open-file limit;
+        None: unlimited) leaves after the upstream connections and 64 more files, at most
+        4096; a cap that does not fit under the limit is refused."""
+        reserve = 64 + sum(
+            RankingOptions.from_kwargs(**m.options).max_concurrency for m in self.models
+        )
+        room = _MAX_CONNECTIONS if open_files is None else open_files - reserve
+        cap = self.limits.max_connections or min(room, _MAX_CONNECTIONS)
+        if cap > room or cap < 1:
+            raise ConfigurationError(
+                f"the open-file limit ({open_files}) leaves room for {max(room, 0)} client "
+                f"connections beside {reserve} upstream connections and files, not {cap}: "
+                "raise it (ulimit -n) or lower --max-connections or --concurrency"
+            )
+        return cap
 
 
 def is_loopback(host: str) -> bool:
@@ -148,9 +183,16 @@ def load_models(path: str | Path) -> tuple[ModelConfig, ...]:
     if not isinstance(tables, dict) or not tables:
         raise ConfigurationError(f"{path}: expected one or more [models.NAME] tables")
     models = []
+    known = (*_MODEL_KEYS, *RankingOptions.names())
     for name, table in tables.items():
         if not isinstance(table, dict) or not isinstance(table.get("backend"), str):
             raise ConfigurationError(f"{path}: [models.{name}] needs a backend = '...' string")
+        unknown = [f"unknown key {k!r}{did_you_mean(k, known)}" for k in table if k not in known]
+        if unknown:  # every one, each with the closest keys (a model key or an option)
+            raise ConfigurationError(
+                f"{path}: [models.{name}]: {'; '.join(unknown)}; a table takes "
+                f"{', '.join(_MODEL_KEYS)} and any ranking option (docs/options.md)"
+            )
         options = {k: v for k, v in table.items() if k not in _MODEL_KEYS}
         extra = {k: table[k] for k in _MODEL_KEYS[1:] if k in table}
         models.append(ModelConfig(name, table["backend"], options, **extra))

@@ -25,7 +25,7 @@ _BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
 
 class ServeMetrics:
     """Requests by status, upstream calls and tokens, latency, requests in flight and
-    waiting for their key's turn."""
+    waiting for their key's turn, client connections held and closed."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -57,6 +57,24 @@ class ServeMetrics:
             "rerank requests waiting for their key's turn (--key-concurrency)",
             registry=r,
         )
+
+        self.connections_open = Gauge(
+            "permsc_serve_connections_open", "client connections held", registry=r
+        )
+        self.slow_clients = Counter(
+            "permsc_serve_slow_clients",
+            "slow or idle clients cut off: slow_head, evicted (at the connection cap), no_fds "
+            "(left unaccepted), slow_body (408)",
+            ["reason"],
+            registry=r,
+        )
+
+    def slow_client(self, reason: str) -> None:
+        self.slow_clients.labels(reason=reason).inc()
+
+    def watch_connections(self, connections: Any) -> None:
+        """Report ``connections.open`` (a :class:`~.connections.Connections`) at each scrape."""
+        self.connections_open.set_function(lambda: connections.open)
 
     def count_usage(self, model: str, usage: Any) -> None:
         """Add a ranking's upstream calls and tokens (a failed ranking's too)."""

@@ -1,8 +1,10 @@
 """Run the app under uvicorn; SIGTERM drains in-flight requests and exits cleanly.
 
-On SIGTERM (or Ctrl-C) the server stops accepting connections, lets the requests in flight
-finish for up to ``grace_period`` seconds (then cancels them, and their upstream calls), closes
-the rankers and returns; ``permsc serve`` then exits 0.
+Connections are accepted by :class:`~.connections.Connections` (a cap on open connections,
+a deadline for each request head), uvicorn's HTTP protocol parses them. On SIGTERM (or
+Ctrl-C) the server stops accepting connections, lets the requests in flight finish for up to
+``grace_period`` seconds (then cancels their rankings, and their upstream calls, and answers
+them 503 with ``Retry-After``), closes the rankers and returns; ``permsc serve`` then exits 0.
 
 Example:
     $ PERMSC_API_KEYS=my-client-key permsc serve --backend openai:gpt-4o-mini -m 20
@@ -10,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
@@ -17,10 +20,12 @@ from typing import Any
 
 from ..errors import MissingDependencyError
 from .config import ServeConfig
+from .connections import Connections, TrackRequests
 
 __all__ = ["serve", "bind", "load_app"]
 
 logger = logging.getLogger("permsc_integrations.serve")
+_BACKSTOP = 10.0  # seconds past the grace period before uvicorn cancels what is left
 
 
 def load_app() -> Any:
@@ -45,7 +50,8 @@ def _uvicorn() -> Any:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket (port 0: a free one), TCP_NODELAY on accepted connections."""
+    """A listening socket (port 0: a free one) with a queue of 4096 connections waiting to
+    be accepted (:class:`~.connections.Connections` accepts them)."""
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -55,12 +61,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServeConfig) -> None:
-    """Serve ``config`` until SIGTERM or SIGINT; logs ``listening on HOST:PORT`` once ready
-    (the port a ``port`` of 0 was given)."""
-    uvicorn = _uvicorn()
-    app = load_app()(config)
-    listening = bind(config.host, config.port)
+def _open_files() -> int | None:
+    """The soft open-file limit (None: unlimited, or no such limit on this system)."""
+    try:
+        # lazy: Unix only
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _server_class(
+    uvicorn: Any, config: ServeConfig, service: Any, connections: Connections, sock: socket.socket
+) -> Any:
+    """uvicorn's server, with ``connections`` accepting on ``sock`` (uvicorn's HTTP protocol
+    inside), a drained SIGTERM as a clean exit, and 503s once the grace period is over."""
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -70,21 +86,52 @@ def serve(config: ServeConfig) -> None:
                 captured.pop()  # a drained SIGTERM is a clean exit, not a death by signal
 
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            port = listening.getsockname()[1]
-            logger.info("permsc serve: listening on %s:%d", config.host, port)
+            await super().startup(sockets=[])  # uvicorn's own server accepts nothing here
+            if self.should_exit:  # the app's start-up failed
+                return
 
-    server = Server(
+            def protocol(state: dict[str, Any]) -> Any:
+                return self.config.http_protocol_class(
+                    config=self.config,
+                    server_state=self.server_state,
+                    app_state={**self.lifespan.state, **state},
+                )
+
+            connections.listen(sock, protocol)
+            logger.info("permsc serve: listening on %s:%d", config.host, sock.getsockname()[1])
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            connections.close()
+            # the requests still running when the grace period ends are answered 503
+            asyncio.get_running_loop().call_later(config.grace_period, service.stop_rankings)
+            await super().shutdown(sockets=sockets)
+
+    return Server
+
+
+def serve(config: ServeConfig) -> None:
+    """Serve ``config`` until SIGTERM or SIGINT; logs ``listening on HOST:PORT`` once ready
+    (the port a ``port`` of 0 was given)."""
+    uvicorn = _uvicorn()
+    app = load_app()(config)
+    service = app.state.service
+    connections = Connections(
+        config.connection_cap(_open_files()), config.limits.header_timeout, service.slow
+    )
+    service.metrics.watch_connections(connections)
+    sock = bind(config.host, config.port)
+    server = _server_class(uvicorn, config, service, connections, sock)(
         uvicorn.Config(
-            app,
+            TrackRequests(app),
             loop="asyncio",
             lifespan="on",
             log_config=None,
             access_log=False,  # our own log lines carry no key; uvicorn's carry the path only
             proxy_headers=False,
-            timeout_graceful_shutdown=config.grace_period,
-            timeout_keep_alive=30,
-            backlog=4096,
+            ws="none",
+            # a backstop only: the app answers its own requests once the grace period ends
+            timeout_graceful_shutdown=config.grace_period + _BACKSTOP,
+            timeout_keep_alive=config.limits.header_timeout,
         )
     )
-    server.run(sockets=[listening])
+    server.run()

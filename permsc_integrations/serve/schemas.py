@@ -1,7 +1,8 @@
 """The request and response bodies of the rerank API (Cohere v2's shape), as pydantic models.
 
 A request is validated from the raw JSON bytes in one step (malformed JSON included); a
-problem becomes one line naming the field (``documents[2]: ...``). The bounds are the
+problem becomes one line naming the field (``documents[2]: ...``). A key given twice in one
+object is refused (422), never silently the last one. The bounds are the
 schema's, so /openapi.json shows them: ``top_n`` at most the server's ``max_documents``
 (:func:`request_model`), ``max_tokens_per_doc`` at most :data:`MAX_TOKENS_PER_DOC`.
 
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -206,14 +208,37 @@ def _explain(error: Any) -> str:
     return f"{where}: {message.format(**error.get('ctx', {})) if message else error['msg']}"
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members, refused when a key repeats (JSON parsers keep the last)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise BadRequest(
+                f"duplicate key {key[:100]!r} in the JSON body: each key may appear once", 422
+            )
+        seen.add(key)
+    return dict(pairs)
+
+
 def parse_rerank(body: bytes, model: type[RerankRequest] = RerankRequest) -> RerankRequest:
     """The validated request of raw JSON ``body`` (as ``model``: :func:`request_model` gives
-    a server's); :class:`BadRequest` names what is wrong."""
+    a server's); :class:`BadRequest` names what is wrong (422 for a repeated key).
+
+    >>> parse_rerank(b'{"model": "m", "query": "q", "query": "other", "documents": ["a"]}')
+    Traceback (most recent call last):
+    ...
+    permsc_integrations.serve.schemas.BadRequest: duplicate key 'query' in the JSON body: ...
+    """
     try:
-        return model.model_validate_json(body)
+        request = model.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         raise BadRequest("; ".join(dict.fromkeys(_explain(e) for e in errors[:5]))) from None
+    try:
+        json.loads(body, object_pairs_hook=_unique)
+    except ValueError:  # JSON pydantic read and the json module does not: no repeats found
+        pass
+    return request
 
 
 def openapi_schemas(request: type[RerankRequest] = RerankRequest) -> dict[str, Any]:
