@@ -49,7 +49,7 @@ def scripted_server() -> Iterator[Callable[..., Any]]:
 class ServeProcess:
     """A real ``permsc serve`` subprocess on a free port; its stderr is kept in ``log``."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], command: str = "serve") -> None:
         import subprocess
         import sys
         import threading
@@ -57,7 +57,7 @@ class ServeProcess:
         self.log: list[str] = []
         self._ready = threading.Event()
         self.port = 0
-        cmd = [sys.executable, "-m", "permsc_integrations.cli", "serve", "--port", "0", *args]
+        cmd = [sys.executable, "-m", "permsc_integrations.cli", command, "--port", "0", *args]
         self.proc = subprocess.Popen(
             cmd,
             env=env,
@@ -69,7 +69,7 @@ class ServeProcess:
         threading.Thread(target=self._drain, daemon=True).start()
         if not self._ready.wait(60) or not self.port:
             self.stop()
-            raise RuntimeError("permsc serve did not start:\n" + "".join(self.log))
+            raise RuntimeError(f"permsc {command} did not start:\n" + "".join(self.log))
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -102,11 +102,13 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
 
     started: list[ServeProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+    def start(
+        *args: str, env: dict[str, str] | None = None, command: str = "serve"
+    ) -> ServeProcess:
         full = {k: v for k, v in os.environ.items() if k not in ("PERMSC_API_KEYS",)}
         full["OPENAI_API_KEY"] = "sk-test-upstream"
         full.update(env or {})
-        process = ServeProcess(list(args), full)
+        process = ServeProcess(list(args), full, command)
         started.append(process)
         return process
 
@@ -118,7 +120,8 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
 @pytest.fixture
 def serve_process() -> Iterator[Callable[..., ServeProcess]]:
     """A factory: ``serve_process(*flags, env={...})`` starts ``permsc serve`` (the upstream
-    key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the test."""
+    key is OPENAI_API_KEY=sk-test-upstream; ``command="mcp"``: ``permsc mcp``, whose flags
+    are serve's); every process is stopped after the test."""
     yield from _serve_processes()
 
 

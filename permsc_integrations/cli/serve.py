@@ -21,7 +21,7 @@ from ._common import (
     ranker_options,
 )
 
-__all__ = ["add_parser", "run", "config_from_args"]
+__all__ = ["add_parser", "add_server_arguments", "run", "config_from_args", "log_to_stderr"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,6 +30,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve PSC reranking over HTTP (Cohere's rerank API)",
         description="A rerank service that Cohere's clients call: POST /v2/rerank (docs/serve.md).",
     )
+    add_server_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's flags (host, port, models, keys, limits, logs), the ranking flags and the
+    backend flags: ``permsc serve``'s, also ``permsc mcp``'s (:func:`config_from_args`)."""
     s = parser.add_argument_group("server")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free)")
@@ -68,8 +76,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_ranking_arguments(parser, (*RANKING_FLAGS, "breaker_cooldown"))
     add_backend_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -110,10 +116,15 @@ def run(args: argparse.Namespace) -> int:
     # lazy: start-up time, and uvicorn is the serve extra's
     from ..serve.run import serve
 
-    level = args.log_level.upper()
+    log_to_stderr(args.log_level)
+    serve(config)
+    return 0
+
+
+def log_to_stderr(level_name: str) -> None:
+    """Log at ``level_name`` on stderr (never stdout: ``permsc mcp`` speaks MCP there)."""
+    level = level_name.upper()
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     if level != "DEBUG":  # one line per upstream call is noise (and costs CPU) in production
         for noisy in ("httpx", "httpcore", "openai"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
-    serve(config)
-    return 0

@@ -55,11 +55,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServeConfig) -> None:
-    """Serve ``config`` until SIGTERM or SIGINT; logs ``listening on HOST:PORT`` once ready
-    (the port a ``port`` of 0 was given)."""
+def serve(config: ServeConfig, app: Any = None, name: str = "permsc serve") -> None:
+    """Serve ``config`` (its rerank app, or the ASGI ``app`` given) until SIGTERM or SIGINT;
+    logs ``NAME: listening on HOST:PORT`` once ready (the port a ``port`` of 0 was given)."""
     uvicorn = _uvicorn()
-    app = load_app()(config)
+    app = load_app()(config) if app is None else app
     listening = bind(config.host, config.port)
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
@@ -72,7 +72,7 @@ def serve(config: ServeConfig) -> None:
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets=sockets)
             port = listening.getsockname()[1]
-            logger.info("permsc serve: listening on %s:%d", config.host, port)
+            logger.info("%s: listening on %s:%d", name, config.host, port)
 
     server = Server(
         uvicorn.Config(
