@@ -174,3 +174,32 @@ async def test_in_process_the_rerank_span_is_a_child_of_the_tool_call_span() -> 
     assert rerank.attributes["gen_ai.rerank.top_n"] == 2
     chats = [s for s in exporter.get_finished_spans() if s.name == "chat scripted"]
     assert len(chats) == 3
+
+
+async def test_the_documented_client_configs_and_answer_match_the_tool() -> None:
+    """docs/agents.md's JSON: each client config starts a valid ``permsc mcp`` (or names its
+    HTTP endpoint), and the example answer is valid under the tool's output schema."""
+    import json
+    import re
+
+    import jsonschema
+
+    from permsc_integrations import PSCRanker
+    from permsc_integrations.cli import build_parser
+    from permsc_integrations.mcp_server import RerankTool
+    from permsc_integrations.mcp_server.server import build_server
+    from permsc_integrations.serve.config import Limits
+    from permsc_integrations.testing import ScriptedBackend
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", doc.read_text(), re.S)]
+    configs = [b["mcpServers"]["permsc"] for b in blocks if "mcpServers" in b]
+    (answer,) = [b for b in blocks if "results" in b]
+    assert [c.get("command") for c in configs] == ["permsc", None]
+    args = build_parser().parse_args(configs[0]["args"])
+    assert (args.command, args.backend, args.num_permutations) == ("mcp", "openai:gpt-4o-mini", 10)
+    assert configs[1]["url"].endswith("/mcp") and "Bearer" in configs[1]["headers"]["Authorization"]
+    tool = RerankTool(PSCRanker(ScriptedBackend(lambda r: "[1]"), num_permutations=2), "permsc")
+    (listed,) = await build_server(tool, Limits()).list_tools()
+    jsonschema.validate(answer, listed.output_schema)
+    await tool.aclose()

@@ -154,3 +154,26 @@ print(tracer())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "None"]
+
+
+def test_the_tracing_snippet_of_docs_agents_md_runs_alone(upstream) -> None:
+    """docs/agents.md's set-up snippet sets the global provider, so it runs in its own
+    interpreter (tests/test_docs.py only compiles it)."""
+    import os
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    (code,) = [b for b in blocks if "trace.set_tracer_provider" in b]
+    env = {**os.environ, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "sk-test"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    lines = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert lines == [
+        *["chat gpt-4o-mini < rerank gpt-4o-mini"] * 3,
+        "rerank gpt-4o-mini < answer question",
+        "answer question < None",
+    ]
+    assert "'gen_ai.operation.name': 'rerank'" in out and upstream.request_count == 3
