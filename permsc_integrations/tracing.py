@@ -143,16 +143,16 @@ class RankingSpan:
 
         self._trace, self._context = trace, context
         self.tracer, self.backend_name, self.options = otel_tracer, backend_name, options
+        self.content = None  # (query, texts, prompt) when the application opts in to text
+        if os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true":  # bad items: raised here
+            self.content = (query, normalize_items(items)[0], options.build_prompt())
+        self.started: dict[tuple[Any, Any], int] = {}  # (window, sample) -> start, ns
+        self.windows: dict[Any, Sequence[int]] = {}  # window -> its items (caller indices)
+        self.failed = 0
         attributes = _request_attributes(backend_name, options, items)
         name = f"rerank {model_of(backend_name)}"
         self.span = otel_tracer.start_span(name, attributes=attributes)
         self.parent = trace.set_span_in_context(self.span)
-        self.started: dict[tuple[Any, Any], int] = {}  # (window, sample) -> start, ns
-        self.windows: dict[Any, Sequence[int]] = {}  # window -> its items (caller indices)
-        self.failed = 0
-        self.content = None  # (query, texts, prompt) when the application opts in to text
-        if os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true":
-            self.content = (query, normalize_items(items)[0], options.build_prompt())
         self._token: Any = None
 
     @classmethod

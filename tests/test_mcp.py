@@ -128,10 +128,29 @@ async def test_stdio_lists_ranks_refuses_and_reports_upstream_failures(
         await check_upstream_failure(client, upstream, rate_limit=True)
 
 
+async def check_one_call_at_a_time_per_key(client: Client, upstream: Any) -> None:
+    """``--key-concurrency 1``: a key's second call starts upstream once its first is done."""
+    import anyio
+
+    from permsc_integrations.testing import Reply, oracle_responder
+
+    upstream.responder = lambda r: Reply(oracle_responder(len)(r).text, delay=0.2)
+    upstream.reset()
+    async with anyio.create_task_group() as group:
+        for query in ("first", "second"):
+            group.start_soon(client.call_tool, "rerank", {"query": query, "documents": ["a", "b"]})
+    calls = sorted(upstream.records, key=lambda record: record.start)
+    first, second = calls[:4], calls[4:]
+    assert len(calls) == 8 and len({c.request.text.split("query: ")[1][:5] for c in first}) == 1
+    assert max(c.end for c in first) <= min(c.start for c in second)
+
+
 async def test_http_behind_the_client_keys(scripted_server, serve_process, serve_case) -> None:
     upstream = scripted_server(serve_case.responder)
     proc = serve_process(
-        *flags(upstream, "--transport", "http"), env={"PERMSC_API_KEYS": KEY}, command="mcp"
+        *flags(upstream, "--transport", "http", "--key-concurrency", "1"),
+        env={"PERMSC_API_KEYS": KEY},
+        command="mcp",
     )
     assert "permsc mcp: listening on" in "".join(proc.log)
     for headers in ({}, {"Authorization": "Bearer wrong-key-1"}):
@@ -140,6 +159,7 @@ async def test_http_behind_the_client_keys(scripted_server, serve_process, serve
     async with over_http(proc.url) as client:
         await check_tool_and_ranking(client, upstream, serve_case, "permsc")
         await check_bad_calls(client, upstream)
+        await check_one_call_at_a_time_per_key(client, upstream)
         await check_upstream_failure(client, upstream, rate_limit=False)
 
 
@@ -203,3 +223,54 @@ async def test_the_documented_client_configs_and_answer_match_the_tool() -> None
     (listed,) = await build_server(tool, Limits()).list_tools()
     jsonschema.validate(answer, listed.output_schema)
     await tool.aclose()
+
+
+async def test_under_opentelemetry_instrument_the_server_emits_its_spans(
+    scripted_server, serve_case, tmp_path, until
+) -> None:
+    """``opentelemetry-instrument permsc mcp``: the SDK provider the distro configures turns
+    the spans on in the server process (here printed by the console exporter, as the SDK's
+    JSON, when the server exits; over stdio use a network exporter: stdout is MCP's)."""
+    import json
+    import shutil
+    import subprocess
+
+    instrument = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
+    if instrument is None:
+        pytest.skip("opentelemetry-distro is not installed (the agents-test extra)")
+    upstream = scripted_server(serve_case.responder)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-upstream", "OTEL_TRACES_EXPORTER": "console"}
+    env.update(OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    env.pop("PERMSC_API_KEYS", None)
+    cli = [sys.executable, "-m", "permsc_integrations.cli", "mcp", "--transport", "http"]
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(
+            [instrument, *cli, "--port", "0", *flags(upstream)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        await until(lambda: "listening on" in log.read_text() or proc.poll() is not None)
+        port = log.read_text().split("listening on ")[1].split()[0].rsplit(":", 1)[1]
+        async with over_http(f"http://127.0.0.1:{port}", key=None) as client:
+            documents = list(serve_case.docs[:3])
+            result = await client.call_tool("rerank", {"query": "goldfish", "documents": documents})
+            assert not result.is_error
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=60)[0]
+    decoder, spans, at = json.JSONDecoder(), [], out.find("{")
+    while at != -1:
+        span, end = decoder.raw_decode(out, at)
+        spans.append(span)
+        at = out.find("{", end)
+    names = [span["name"] for span in spans]
+    assert names.count("chat scripted") == 4 and names.count("rerank scripted") == 1
+    (rerank,) = [s for s in spans if s["name"] == "rerank scripted"]
+    (call,) = [s for s in spans if s["name"] == "tools/call rerank"]
+    assert rerank["parent_id"] == call["context"]["span_id"]
+    assert rerank["attributes"]["gen_ai.rerank.candidate.count"] == 3

@@ -101,24 +101,29 @@ def build_server(tool: RerankTool, limits: Limits) -> MCPServer:
 
 
 class _RequireKey:
-    """ASGI middleware: every HTTP request needs ``Authorization: Bearer KEY`` with one of
-    the server's client keys (none configured: everyone is let in), as ``permsc serve``."""
+    """ASGI middleware, as ``permsc serve``: every HTTP request needs ``Authorization: Bearer
+    KEY`` with one of the server's client keys (none configured: everyone is let in), and
+    each key has at most ``key_concurrency`` requests in progress (the others wait)."""
 
-    def __init__(self, app: Any, keys: KeyRing) -> None:
-        self.app, self.keys = app, keys
+    def __init__(self, app: Any, keys: KeyRing, key_concurrency: int) -> None:
+        self.app, self.keys, self.key_concurrency = app, keys, key_concurrency
+        self.per_key: dict[str, anyio.CapacityLimiter] = {}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or ())
-            try:
-                self.keys.identify((headers.get(b"authorization") or b"").decode("latin-1"))
-            except Unauthorized as exc:
-                body = json.dumps({"message": str(exc)}).encode()
-                head = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
-                await send({"type": "http.response.start", "status": 401, "headers": head})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or ())
+        try:
+            key = self.keys.identify((headers.get(b"authorization") or b"").decode("latin-1"))
+        except Unauthorized as exc:
+            body = json.dumps({"message": str(exc)}).encode()
+            head = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+            await send({"type": "http.response.start", "status": 401, "headers": head})
+            await send({"type": "http.response.body", "body": body})
+            return None
+        limiter = self.per_key.setdefault(key, anyio.CapacityLimiter(self.key_concurrency))
+        async with limiter:
+            return await self.app(scope, receive, send)
 
 
 def http_app(server: MCPServer, tool: RerankTool, config: ServeConfig) -> Starlette:
@@ -140,7 +145,8 @@ def http_app(server: MCPServer, tool: RerankTool, config: ServeConfig) -> Starle
                 await tool.aclose()
 
     app = Starlette(routes=inner.routes, lifespan=lifespan)
-    app.add_middleware(_RequireKey, keys=KeyRing(config.keys))
+    keys, concurrency = KeyRing(config.keys), config.limits.key_concurrency
+    app.add_middleware(_RequireKey, keys=keys, key_concurrency=concurrency)
     return app
 
 
