@@ -70,7 +70,7 @@ def tracer() -> Any:
 def model_of(backend_name: str) -> str:
     """The model a backend name (``kind:model@host``) names; the whole name if it has no kind."""
     kind, _, rest = backend_name.partition(":")
-    return rest.rpartition("@")[0] or rest if rest else kind
+    return (rest.rpartition("@")[0] or rest) if rest else kind
 
 
 def _server(backend_name: str) -> dict[str, Any]:
@@ -95,7 +95,8 @@ def _common(backend_name: str) -> dict[str, Any]:
 
 
 def _request_attributes(backend_name: str, options: RankingOptions, items: Any) -> dict[str, Any]:
-    top_n = _top_n.get() if _top_n.get() is not None else options.top_k
+    top_n = _top_n.get()
+    top_n = options.top_k if top_n is None else top_n
     return {
         "gen_ai.operation.name": "rerank",
         **_common(backend_name),

@@ -71,20 +71,26 @@ def _parameters(tool: RerankTool, limits: Limits) -> list[inspect.Parameter]:
     top_n = Field(description="return only the best top_n documents (default: all)", ge=1)
     shown = Field(description="include each document's text in the results")
     budgets = [
-        Annotated[int | None, Field(description=b.description, ge=1, le=tool.cap(b))]
+        arg(
+            b.name,
+            Annotated[int | None, Field(description=b.description, ge=1, le=tool.cap(b))],
+            None,
+        )
         for b in BUDGETS
     ]
     return [
         arg("query", Annotated[str, query]),
         arg("documents", Annotated[list[str], documents]),
         arg("top_n", Annotated[int | None, top_n], None),
-        *[arg(b.name, budget, None) for b, budget in zip(BUDGETS, budgets, strict=True)],
+        *budgets,
         arg("return_documents", Annotated[bool, shown], False),
     ]
 
 
 def build_server(tool: RerankTool, limits: Limits) -> MCPServer:
-    """An ``MCPServer`` named ``permsc`` with the ``rerank`` tool of ``tool``."""
+    """An ``MCPServer`` named ``permsc`` with the ``rerank`` tool of ``tool``. The tool's
+    signature (which the SDK turns into its input schema) is built, not written: it carries
+    this server's limits, and each of ``BUDGETS`` is an argument without another change."""
 
     async def rerank(**arguments: Any) -> RerankResult:
         try:

@@ -3,7 +3,7 @@
 A process has one global tracer provider, set once. :func:`recording_spans` installs an SDK
 ``TracerProvider`` as the global one if none is set (adding to it if the application already
 set an SDK provider), and records into an ``InMemorySpanExporter`` only inside its ``with``
-block: spans finished outside it are not kept. Needs ``opentelemetry-sdk``.
+block: spans finished outside it are not kept. Needs ``opentelemetry-sdk`` (``agents-test``).
 
 Example:
     >>> from opentelemetry import trace
@@ -23,38 +23,38 @@ from typing import Any
 
 from ..errors import MissingDependencyError
 
+try:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+except ImportError as exc:  # the SDK is a test dependency, not the library's
+    raise MissingDependencyError("opentelemetry-sdk", "agents-test", purpose="spans") from exc
+
 __all__ = ["recording_spans"]
 
 _lock = threading.Lock()
 _gate: Any = None  # the one gated processor of this process, once installed
 
 
-def _install() -> Any:
-    try:
-        # lazy: opentelemetry-sdk is a test dependency, not the library's
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    except ImportError as exc:
-        raise MissingDependencyError("opentelemetry-sdk", "test", purpose="spans") from exc
+class _Gate(SimpleSpanProcessor):  # type: ignore[misc]
+    """Exports only while a recording is open."""
 
-    class Gate(SimpleSpanProcessor):  # type: ignore[misc]
-        """Exports only while a recording is open."""
+    open = False
 
-        open = False
+    def on_end(self, span: Any) -> None:
+        if self.open:
+            super().on_end(span)
 
-        def on_end(self, span: Any) -> None:
-            if self.open:
-                super().on_end(span)
 
+def _install() -> _Gate:
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         trace.set_tracer_provider(TracerProvider())
         provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         raise RuntimeError(f"the global tracer provider is a {type(provider).__name__}")
-    gate = Gate(InMemorySpanExporter())
+    gate = _Gate(InMemorySpanExporter())
     provider.add_span_processor(gate)
     return gate
 
