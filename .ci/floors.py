@@ -46,6 +46,9 @@ SKIPPED_EXTRAS = {
     # test-only clients of permsc serve (cohere, LangChain, LlamaIndex, Haystack, schemathesis)
     # with frameworks far above the adapters' floors; their tests run in the main environment
     "serve-test": "framework clients for permsc serve's tests",
+    # LangGraph needs langchain-core >= 1.4.7, above the LangChain adapter's floor (1.0.0);
+    # the tracing, MCP and LangGraph tests run in the main environment and skip without them
+    "agents-test": "test-only: the OpenTelemetry SDK, the MCP client and LangGraph",
 }
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;]*)(;.*)?$")
 

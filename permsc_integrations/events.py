@@ -43,8 +43,11 @@ class Event:
     ``window`` is the window's position in the plan (0 = first window run), ``sample`` the
     sample's index within its window, ``total`` the count of its kind (windows in the plan,
     samples in the window). ``detail`` carries kind-specific values: ``status``, ``attempts``
-    (calls sent for the sample: asks and re-asks, retries included), ``retries`` and ``error``
-    for ``sample_end``; ``start``/``end`` for windows; ``n_items`` for requests.
+    (calls sent for the sample: asks and re-asks, retries included), ``retries``, ``error``,
+    ``usage`` (the sample's :class:`~.results.Usage`) and ``permutation`` (the items shown, in
+    prompt order, as places in the window's ``items``) for ``sample_end``; ``start``/``end``
+    for windows and, on ``window_start``, ``items`` (the caller's indices of the window's
+    items); ``n_items`` for requests.
     """
 
     kind: EventKind

@@ -43,6 +43,7 @@ from .run.limiter import CallLimiter
 from .run.request import RequestRun
 from .spending import Meter, metering
 from .strategies import get as get_strategy
+from .tracing import RankingSpan
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -183,8 +184,18 @@ class PSCRanker:
         """Rank ``items`` for ``query``; ``result.order`` indexes ``items``, best first.
 
         ``on_event`` receives this request's events besides the ranker's hook; ``request_id``
-        tags them. Cancelling the caller cancels every call in flight.
+        tags them. Cancelling the caller cancels every call in flight. When the application
+        has configured an OpenTelemetry tracer provider, the ranking is one span (tracing.py).
         """
+        span = RankingSpan.start(self.backend.name, self.options, query, items)
+        if span is None:
+            return await self._arank(query, items, on_event, request_id)
+        with span:
+            return await self._arank(query, items, span.hooked(on_event), request_id)
+
+    async def _arank(
+        self, query: str, items: Sequence[Any], on_event: EventHook | None, request_id: Any
+    ) -> RankingResult:
         if not isinstance(query, str):
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)

@@ -18,7 +18,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 # CPU torch from the wheel on disk, before anything that depends on torch (DEVELOPERS.md).
 pip_install "torch==2.13.0"
-pip_install -e ".[all,test,serve-test,lint]"
+pip_install -e ".[all,test,serve-test,agents-test,lint]"
 for adapter in adapters/langchain adapters/llama_index; do
   if [ -f "$adapter/pyproject.toml" ]; then pip_install -e "$adapter[test]"; fi
 done

@@ -50,7 +50,13 @@ class ServeProcess:
     """A real ``permsc serve`` subprocess on a free port; its stderr is kept in ``log``;
     ``nofile``: its open-file limit (``ulimit -n``)."""
 
-    def __init__(self, args: list[str], env: dict[str, str], nofile: int | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        nofile: int | None = None,
+        command: str = "serve",
+    ) -> None:
         import resource
         import subprocess
         import sys
@@ -62,7 +68,7 @@ class ServeProcess:
         self.log: list[str] = []
         self._ready = threading.Event()
         self.port = 0
-        cmd = [sys.executable, "-m", "permsc_integrations.cli", "serve", "--port", "0", *args]
+        cmd = [sys.executable, "-m", "permsc_integrations.cli", command, "--port", "0", *args]
         self.proc = subprocess.Popen(
             cmd,
             env=env,
@@ -75,7 +81,7 @@ class ServeProcess:
         threading.Thread(target=self._drain, daemon=True).start()
         if not self._ready.wait(60) or not self.port:
             self.stop()
-            raise RuntimeError("permsc serve did not start:\n" + "".join(self.log))
+            raise RuntimeError(f"permsc {command} did not start:\n" + "".join(self.log))
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -109,12 +115,15 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
     started: list[ServeProcess] = []
 
     def start(
-        *args: str, env: dict[str, str] | None = None, nofile: int | None = None
+        *args: str,
+        env: dict[str, str] | None = None,
+        nofile: int | None = None,
+        command: str = "serve",
     ) -> ServeProcess:
         full = {k: v for k, v in os.environ.items() if k not in ("PERMSC_API_KEYS",)}
         full["OPENAI_API_KEY"] = "sk-test-upstream"
         full.update(env or {})
-        process = ServeProcess(list(args), full, nofile)
+        process = ServeProcess(list(args), full, nofile, command)
         started.append(process)
         return process
 
@@ -125,9 +134,10 @@ def _serve_processes() -> Iterator[Callable[..., ServeProcess]]:
 
 @pytest.fixture
 def serve_process() -> Iterator[Callable[..., ServeProcess]]:
-    """A factory: ``serve_process(*flags, env={...}, nofile=None)`` starts ``permsc serve`` (the
-    upstream key is OPENAI_API_KEY=sk-test-upstream); every process is stopped after the
-    test."""
+    """A factory: ``serve_process(*flags, env={...}, nofile=None, command="serve")`` starts
+    ``permsc serve`` (the upstream key is OPENAI_API_KEY=sk-test-upstream; ``nofile``: its
+    ``ulimit -n``; ``command="mcp"``: ``permsc mcp``, whose flags are serve's); every process
+    is stopped after the test."""
     yield from _serve_processes()
 
 

@@ -100,6 +100,9 @@ def test_import_loads_no_heavy_dependency() -> None:
         "tenacity",
         "prometheus_client",
         "permsc_integrations.serve",
+        "opentelemetry",
+        "mcp",
+        "permsc_integrations.mcp_server",
     ]
     code = (
         "import sys, permsc_integrations\n"

@@ -20,7 +20,7 @@ from ._common import one_line, report
 
 __all__ = ["main", "build_parser"]
 
-_SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve")
+_SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve", "mcp")
 
 
 def build_parser() -> argparse.ArgumentParser:

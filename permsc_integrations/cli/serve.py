@@ -19,7 +19,7 @@ from ._common import (
     ranker_options,
 )
 
-__all__ = ["add_parser", "run", "config_from_args"]
+__all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,6 +28,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve PSC reranking over HTTP (Cohere's rerank API)",
         description="A rerank service that Cohere's clients call: POST /v2/rerank (docs/serve.md).",
     )
+    add_server_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's flags (host, port, models, keys, limits, logs), the ranking flags and the
+    backend flags: ``permsc serve``'s, also ``permsc mcp``'s (:func:`config_from_args`)."""
     s = parser.add_argument_group("server")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free)")
@@ -67,8 +75,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_ranking_arguments(parser, (*RANKING_FLAGS, "breaker_cooldown"))
     add_backend_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
 
 
 def _add_client_limits(parser: argparse.ArgumentParser) -> None:

@@ -80,7 +80,7 @@ class RequestRun:
     async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
         """PSC over one window (``inside``: its items in input order), with its events."""
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
-        await self.emit("window_start", number, **where)
+        await self.emit("window_start", number, **where, items=inside)
         result = await self.engine.rank_window(
             self.query,
             self.texts,
@@ -108,7 +108,7 @@ class RequestRun:
         (:class:`NextRounds`) over this round's head; the answer is their order followed by this
         round's consensus of the rest."""
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
-        await self.emit("window_start", number, **where)
+        await self.emit("window_start", number, **where, items=inside)
         draw = await self.engine.draw_blocks(
             self.query,
             self.texts,

@@ -238,6 +238,8 @@ class WindowRun:
             attempts=sample.attempts + sample.usage.retries,  # every time the model was asked
             retries=sample.usage.retries,
             error=sample.error,
+            usage=sample.usage,  # the sample's calls and tokens (its tracing span's)
+            permutation=sample.permutation,  # prompt order, as places in window_start's items
         )
 
     async def _call(self, messages: list[Message]) -> tuple[Completion, Usage]:

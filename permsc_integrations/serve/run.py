@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import MissingDependencyError
 from .config import ServeConfig
-from .connections import Connections, TrackRequests
+from .connections import Connections, Tally, TrackRequests
 
 __all__ = ["serve", "bind", "load_app"]
 
@@ -73,10 +73,16 @@ def _open_files() -> int | None:
 
 
 def _server_class(
-    uvicorn: Any, config: ServeConfig, service: Any, connections: Connections, sock: socket.socket
+    uvicorn: Any,
+    config: ServeConfig,
+    service: Any,
+    connections: Connections,
+    sock: socket.socket,
+    name: str,
 ) -> Any:
     """uvicorn's server, with ``connections`` accepting on ``sock`` (uvicorn's HTTP protocol
-    inside), a drained SIGTERM as a clean exit, and 503s once the grace period is over."""
+    inside), a drained SIGTERM as a clean exit, and (the rerank app's ``service``) 503s once
+    the grace period is over."""
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -98,29 +104,33 @@ def _server_class(
                 )
 
             connections.listen(sock, protocol)
-            logger.info("permsc serve: listening on %s:%d", config.host, sock.getsockname()[1])
+            logger.info("%s: listening on %s:%d", name, config.host, sock.getsockname()[1])
 
         async def shutdown(self, sockets: Any = None) -> None:
             connections.close()
-            # the requests still running when the grace period ends are answered 503
-            asyncio.get_running_loop().call_later(config.grace_period, service.stop_rankings)
+            if service is not None:  # the rankings still running then are answered 503
+                asyncio.get_running_loop().call_later(config.grace_period, service.stop_rankings)
             await super().shutdown(sockets=sockets)
 
     return Server
 
 
-def serve(config: ServeConfig) -> None:
-    """Serve ``config`` until SIGTERM or SIGINT; logs ``listening on HOST:PORT`` once ready
-    (the port a ``port`` of 0 was given)."""
+def serve(config: ServeConfig, app: Any = None, name: str = "permsc serve") -> None:
+    """Serve ``config`` (its rerank app, or the ASGI ``app`` given: ``permsc mcp``) until
+    SIGTERM or SIGINT, behind the same connection limits; logs ``NAME: listening on
+    HOST:PORT`` once ready (the port a ``port`` of 0 was given)."""
     uvicorn = _uvicorn()
-    app = load_app()(config)
-    service = app.state.service
+    app = load_app()(config) if app is None else app
+    service = getattr(app.state, "service", None)  # the rerank app's; another app has none
     connections = Connections(
-        config.connection_cap(_open_files()), config.limits.header_timeout, service.slow
+        config.connection_cap(_open_files()),
+        config.limits.header_timeout,
+        service.slow if service is not None else Tally(),
     )
-    service.metrics.watch_connections(connections)
+    if service is not None:
+        service.metrics.watch_connections(connections)
     sock = bind(config.host, config.port)
-    server = _server_class(uvicorn, config, service, connections, sock)(
+    server = _server_class(uvicorn, config, service, connections, sock, name)(
         uvicorn.Config(
             TrackRequests(app),
             loop="asyncio",
