@@ -22,7 +22,7 @@ import contextlib
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any
 
 import anyio
 
@@ -32,6 +32,7 @@ from .backends.base import Backend
 from .errors import ConfigurationError, PermscError, add_note, grouped
 from .events import EventHook
 from .items import normalize_items
+from .option_keywords import RankingKeywords
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
 from .run.breaker import Breaker
@@ -49,53 +50,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     from typing_extensions import Unpack
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    from .adaptive import Adaptive
-    from .prompts.base import Prompt
-    from .retry import RetryPolicy
-    from .run.cache import ResponseCache
-    from .spending import Prices, SpendingCap
-    from .strategies.base import Strategy
-
 __all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
-
-
-class RankingKeywords(TypedDict, total=False):
-    """:class:`PSCRanker`'s keywords, typed for editors and mypy: one per field of
-    :class:`~.options.RankingOptions` (same names, same order: a test pins them), each with
-    the values the declaration accepts; the declaration validates them."""
-
-    num_permutations: int
-    aggregator: str | Callable[..., Any]
-    prompt: str | Prompt
-    scoring: Literal["generate", "first_token"]
-    calibrate: bool
-    first_stage_weight: float
-    strategy: str | Strategy
-    window_size: int
-    step: int
-    top_k: int | None
-    seed: int
-    include_identity: bool
-    temperature: float
-    max_tokens: int | None
-    timeout: float | None
-    max_words: int | None
-    max_concurrency: int
-    request_concurrency: int | None
-    retry: RetryPolicy | Mapping[str, Any] | None
-    reasks: int
-    breaker_cooldown: float
-    min_successful: int | None
-    min_coverage: float
-    adaptive: bool | str | Adaptive | Mapping[str, Any] | None
-    cache: ResponseCache | None
-    request_cap: str | SpendingCap | None
-    ranker_cap: str | SpendingCap | None
-    prices: str | Prices | None
-    backend_options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
