@@ -193,3 +193,25 @@ def test_the_rankers_typed_keywords_are_the_declarations_options_in_order() -> N
 
     assert tuple(RankingKeywords.__annotations__) == RankingOptions.names()
     assert not RankingKeywords.__required_keys__  # every keyword is optional
+
+
+def test_a_built_ranker_refuses_writes_it_would_ignore_and_says_what_to_do() -> None:
+    backend = Answers()
+    ranker = PSCRanker(backend, num_permutations=4)
+    with pytest.raises(ConfigurationError, match=r"options\.replace\(num_permutations=\.\.\.\)"):
+        ranker.num_permutations = 2
+    with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
+        ranker.num_permutation = 3
+    with pytest.raises(ConfigurationError, match="'aggregator' would be ignored"):
+        ranker.aggregator = "kemeni"
+    for name in ("options", "backend"):
+        with pytest.raises(ConfigurationError, match=f"PSCRanker.{name} is fixed"):
+            setattr(ranker, name, None)
+    events: list[object] = []
+    ranker.on_event = events.append  # read on every request: honoured
+    assert ranker.rank("q", ["a", "b", "c"]).usage.calls == 4 == backend.calls
+    assert events and ranker.options.num_permutations == 4
+    assert not hasattr(ranker, "num_permutations") and not hasattr(ranker, "num_permutation")
+    rebuilt = PSCRanker(backend, options=ranker.options.replace(num_permutations=2))
+    assert rebuilt.rank("q", ["a", "b", "c"]).usage.calls == 2
+
