@@ -215,3 +215,19 @@ def test_a_built_ranker_refuses_writes_it_would_ignore_and_says_what_to_do() -> 
     rebuilt = PSCRanker(backend, options=ranker.options.replace(num_permutations=2))
     assert rebuilt.rank("q", ["a", "b", "c"]).usage.calls == 2
 
+
+def test_every_option_with_a_flag_type_is_a_flag_of_every_ranking_command() -> None:
+    """A new option declared with ``cli=`` is a flag of ``permsc rank``, ``estimate`` and
+    ``serve`` by being declared (``serve`` also takes the service's own, breaker_cooldown)."""
+    import argparse
+
+    from permsc_integrations.cli._common import BACKEND_FLAGS, SERVICE_FLAGS
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flagged = {info.name for info in RankingOptions.describe() if info.cli_type is not None}
+    assert {"num_permutations", "adaptive", "request_cap", "timeout"} <= flagged
+    left_out = {"rank": SERVICE_FLAGS, "serve": (), "estimate": (*SERVICE_FLAGS, *BACKEND_FLAGS)}
+    for command, absent in left_out.items():  # estimate sends no call: no backend flags
+        dests = {action.dest for action in commands.choices[command]._actions}
+        assert flagged - dests == set(absent), command

@@ -14,11 +14,11 @@ import sys
 from typing import Any
 
 from ._common import (
-    RANKING_FLAGS,
     add_backend_arguments,
     add_ranking_arguments,
     backend_spec,
     ranker_options,
+    ranking_flags,
 )
 
 __all__ = ["add_parser", "run", "config_from_args"]
@@ -66,7 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="(default: info)",
     )
-    add_ranking_arguments(parser, (*RANKING_FLAGS, "breaker_cooldown"))
+    add_ranking_arguments(parser, ranking_flags(service=True))
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
