@@ -97,7 +97,7 @@ class OptionInfo:
     default: Any
     help: str
     applies: str
-    cli_type: Callable[[str], Any] | None  # None: not a command-line flag
+    cli_type: Callable[[str], object] | None  # None: not a command-line flag
     cli_help: str | None = None  # the flag's help, where ``help`` names Python-only values
 
 

@@ -105,8 +105,8 @@ def _option(
     """One option's field: its default, help and check; ``accepts``, the type of what a caller
     may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
     named in :mod:`.option_values`; ``cli``, the flag's type (None: no flag)."""
-    meta = dict(help=help, check=check, accepts=accepts, applies=applies, cli=cli)
-    meta["cli_help"] = cli_help
+    meta = dict(help=help, check=check, accepts=accepts, applies=applies)
+    meta.update(cli=cli, cli_help=cli_help)
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=meta)
     return field(default=default, metadata=meta)
