@@ -32,8 +32,6 @@ from .strategies import Sliding, Strategy
 from .strategies import get as get_strategy
 
 __all__ = [
-    "APPLIES_TO",
-    "OptionInfo",
     "SCORINGS",
     "Scoring",
     "AdaptiveGiven",
@@ -49,11 +47,6 @@ __all__ = [
     "check_retry",
     "check_cache",
     "check_mapping",
-    "reads_probabilities",
-    "scored_with",
-    "labelled",
-    "priced",
-    "slides",
 ]
 
 Scoring = Literal["generate", "first_token"]

@@ -29,7 +29,6 @@ from .eval_trec import first_token_offline, offline_runs, passages_offline, trec
 __all__ = [
     "add_parser",
     "run",
-    "compared",
     "sorting_max_tokens",
     "sorting_config",
     "load_dataset",
