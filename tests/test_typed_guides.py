@@ -4,7 +4,7 @@ not an option fails it, on the adapters and on PSCRanker alike.
 
 mypy runs once for the module, on every python block of both guides and on a snippet of
 mistakes, with the repository's core and adapters first on its path; its cache stays in
-.mypy_cache/guides (a few seconds once warm)."""
+.mypy_cache/guides."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ import pytest
 pytest.importorskip("mypy")
 pytest.importorskip("langchain_permsc")
 pytest.importorskip("llama_index.postprocessor.permsc")
+
+# cold (a fresh checkout, or after a change to the core), mypy reads the frameworks and the
+# core: 40 s of CPU, 52 s wall on 2 shared cores at load 5 (past 120 s at load 10); warm, 4 s
+pytestmark = pytest.mark.timeout(600)
 
 ROOT = Path(__file__).resolve().parents[1]
 # what the guides' fragments take from the application around them (or an earlier block)
