@@ -28,8 +28,10 @@ from .backends.base import (
 )
 from .errors import ConfigurationError
 from .options import RankingOptions, unknown_option
+from .ranker import PSCRanker
 from .redaction import MASK, is_secret_name, redact_url
 from .results import RankingResult, Usage
+from .spending import Meter
 
 __all__ = [
     "checked_options",
@@ -212,24 +214,24 @@ class OneRanker:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # a build may call own()
-        self._ranker: Any = None
-        self._retired: list[Any] = []
-        self._owned: list[Any] = []
-        self._meter: Any = None
+        self._ranker: PSCRanker | None = None
+        self._retired: list[PSCRanker] = []
+        self._owned: list[Backend] = []
+        self._meter: Meter | None = None
 
-    def own(self, backend: Any) -> None:
+    def own(self, backend: Backend) -> None:
         """Close ``backend`` (built by the adapter from a spec string) in :meth:`aclose`."""
         with self._lock:
             self._owned.append(backend)
 
-    def get(self, build: Callable[[], Any]) -> Any:
+    def get(self, build: Callable[[], PSCRanker]) -> PSCRanker:
         with self._lock:
             if self._ranker is None:
                 self._ranker = build()
                 self._keep_meter(self._ranker)
             return self._ranker
 
-    def _keep_meter(self, ranker: Any) -> None:
+    def _keep_meter(self, ranker: PSCRanker) -> None:
         old, new = self._meter, getattr(ranker, "meter", None)
         if old is not None and new is not None and (old.cap, old.prices) == (new.cap, new.prices):
             ranker.meter = old

@@ -1,13 +1,15 @@
 """The pydantic side of both framework adapters, once: the ranking options as typed, described
 fields, and the glue around them (:class:`AdapterModel`).
 
-Each option field is annotated with its typed statement in
-:class:`~permsc_integrations.ranker.RankingKeywords` and described by the declaration's help
-(:class:`~permsc_integrations.options.RankingOptions`), so that ``model_json_schema()`` and
-editors show them; pydantic keeps the value as given (no coercion: ``"5"`` stays a string and
-is refused) and the declaration validates it, with every cross-option rule, when the adapter
-is built and when a field is set. pydantic is imported here: the core never imports this
-module, the adapters (which depend on pydantic) do.
+Each option field is annotated with what it accepts (the generated
+:class:`~permsc_integrations.option_keywords.RankingKeywords`) and described by the
+declaration's help (:class:`~permsc_integrations.options.RankingOptions`), so that
+``model_json_schema()`` and editors show them; pydantic keeps the value as given (no coercion:
+``"5"`` stays a string and is refused) and the declaration validates it, with every
+cross-option rule, when the adapter is built and when a field is set. mypy reads the same
+fields from :class:`~permsc_integrations.option_keywords.OptionFields` (a class built at run
+time is invisible to it). pydantic is imported here: the core never imports this module, the
+adapters (which depend on pydantic) do.
 
 Example:
     >>> class Toy(PSCOptionsModel):
@@ -33,7 +35,7 @@ import copy
 import functools
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
@@ -52,7 +54,6 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from .adaptive import Adaptive
 from .errors import ConfigurationError
 from .integration import (
     OneRanker,
@@ -63,14 +64,10 @@ from .integration import (
     refuse_unknown_attribute,
     repr_args,
 )
+from .option_keywords import OptionFields, RankingKeywords
 from .options import RankingOptions, unknown_option
-from .prompts.base import Prompt
-from .ranker import PSCRanker, RankingKeywords
-from .retry import RetryPolicy
+from .ranker import PSCRanker
 from .run.bridge import run_sync
-from .run.cache import ResponseCache
-from .spending import Prices, SpendingCap
-from .strategies.base import Strategy
 
 __all__ = [
     "AdapterModel",
@@ -81,19 +78,6 @@ __all__ = [
     "typed_errors",
 ]
 
-# what RankingKeywords' annotations name only under TYPE_CHECKING in ranker.py
-_STATEMENT_NAMES = {
-    "Callable": Callable,
-    "Mapping": Mapping,
-    "Adaptive": Adaptive,
-    "Prompt": Prompt,
-    "RetryPolicy": RetryPolicy,
-    "ResponseCache": ResponseCache,
-    "SpendingCap": SpendingCap,
-    "Prices": Prices,
-    "Strategy": Strategy,
-}
-
 
 def option_types() -> dict[str, Any]:
     """Each option's typed statement (:class:`RankingKeywords`' annotations), by name."""
@@ -102,7 +86,12 @@ def option_types() -> dict[str, Any]:
 
 @functools.cache
 def _statements() -> dict[str, Any]:
-    return typing.get_type_hints(RankingKeywords, localns=_STATEMENT_NAMES)
+    statements = typing.get_type_hints(RankingKeywords)
+    if tuple(statements) != RankingOptions.names():  # an option declared, the views not written
+        raise RuntimeError(
+            "option_keywords.py is stale: run python scripts/generate_option_keywords.py"
+        )
+    return statements
 
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
@@ -216,10 +205,6 @@ class AdapterModel(BaseModel):
     _shared_on_copy: ClassVar[frozenset[str]] = frozenset({"backend"})
     _one: OneRanker = PrivateAttr(default_factory=OneRanker)
 
-    if TYPE_CHECKING:  # the option fields come from create_model, which mypy does not read
-
-        def __getattr__(self, name: str) -> Any: ...
-
     def __init__(self, **data: Any) -> None:
         fields = type(self).model_fields
         refuse_unknown(data, fields)  # before an adapter's defaults (LlamaIndex's Settings.llm)
@@ -265,7 +250,9 @@ class AdapterModel(BaseModel):
     def _changed(self, name: str) -> None:
         """After ``name`` was set and checked (the ranker is rebuilt on the next call)."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def _set(self, name: str, value: Any) -> None:
+        """``__setattr__``: a field the ranker is built from is checked with the others, a
+        refused value rolled back; anything that is not a field is refused."""
         fields = type(self).model_fields
         if name not in RankingOptions.names() and name not in self._ranker_fields:
             refuse_unknown_attribute(self, name, fields)
@@ -283,6 +270,9 @@ class AdapterModel(BaseModel):
             raise
         self._one.reset()  # the next call builds a ranker from the new values
         self._changed(name)
+
+    if not TYPE_CHECKING:  # so that mypy refuses a misspelt attribute (as pydantic hides its own)
+        __setattr__ = _set
 
     def __repr_args__(self) -> Any:
         return repr_args(self, type(self).model_fields)
@@ -303,7 +293,7 @@ class AdapterModel(BaseModel):
 
     def core_ranker(self) -> PSCRanker:
         """The core ranker these settings describe (built on first use, shared by all)."""
-        return self._one.get(self._build)  # type: ignore[no-any-return]
+        return self._one.get(self._build)
 
     async def aclose(self) -> None:
         """Close what this object built from a spec string."""
@@ -314,8 +304,11 @@ class AdapterModel(BaseModel):
         run_sync(self.aclose)
 
 
-if TYPE_CHECKING:  # mypy sees the glue; the fields are read as Any (AdapterModel.__getattr__)
-    PSCOptionsModel = AdapterModel
+if TYPE_CHECKING:  # mypy reads the fields (a model built by create_model is invisible to it)
+
+    class PSCOptionsModel(AdapterModel, OptionFields):
+        """The ranking options as pydantic fields on :class:`AdapterModel`."""
+
 else:
     PSCOptionsModel = create_model(
         "PSCOptionsModel", __base__=AdapterModel, __module__=__name__, **option_fields()

@@ -3,7 +3,10 @@
 :class:`PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
 derive their options from :class:`RankingOptions`, so names, defaults and validation are the
 same everywhere. A bad value raises :class:`ConfigurationError` naming the option; an unknown
-name is refused with the closest known names.
+name is refused with the closest known names. Each field has the type it keeps; what a caller
+may give (``adaptive=True``) is typed in the generated :mod:`.option_keywords`. To add an
+option, declare it here and run ``python scripts/generate_option_keywords.py`` (docs/options.md,
+"Adding an option").
 
 Example:
     >>> RankingOptions(num_permutations=5).num_permutations
@@ -25,7 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import GenerationSettings
+from .adaptive import Adaptive
+from .aggregators import Aggregator
+from .backends.base import GenerationSettings, ResponseCache
 from .checks import (
     Check,
     at_least,
@@ -39,7 +44,15 @@ from .checks import (
 )
 from .errors import ConfigurationError
 from .option_values import (
+    APPLIES_TO,
     SCORINGS,
+    AdaptiveGiven,
+    BackendOptionsGiven,
+    CapGiven,
+    OptionInfo,
+    PricesGiven,
+    RetryGiven,
+    Scoring,
     check_adaptive,
     check_aggregator,
     check_cache,
@@ -48,18 +61,23 @@ from .option_values import (
     check_retry,
     check_scoring,
     check_strategy,
-    reads_probabilities,
+    labelled,
+    priced,
+    scored_with,
     slides,
 )
 from .prompts import get_prompt
+from .prompts.base import Prompt
 from .prompts.first_token import first_token_prompt
 from .retry import RetryPolicy
-from .spending import parse_cap, parse_prices
-from .strategies import Plan
+from .spending import Prices, SpendingCap, parse_cap, parse_prices
+from .strategies import Plan, Strategy
 from .strategies import get as get_strategy
 
 if TYPE_CHECKING:
-    from .prompts.base import Prompt
+    from typing_extensions import Unpack
+
+    from .option_keywords import RankingKeywords
 
 __all__ = [
     "RankingOptions",
@@ -73,37 +91,22 @@ __all__ = [
 DEFAULT_MAX_CONCURRENCY = 32
 """Calls in flight at once by default: above the default m = 20, so a window is one round."""
 
-APPLIES_TO = {
-    "all": "every backend",
-    "spec": "backends given as a spec string ('openai:...', 'transformers:...', 'embedded')",
-    "decoding": "spec-string backends; framework chat models get it per call where they can "
-    "take it (see docs/integrations)",
-}
-"""What each ``OptionInfo.applies`` value means (docs/architecture.md has the table)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OptionInfo:
-    """What the declaration says of one option besides its default."""
-
-    name: str
-    default: Any
-    help: str
-    applies: str
-    cli_type: Callable[[str], Any] | None  # None: not a command-line flag
-    cli_help: str | None = None  # the flag's help, where ``help`` names Python-only values
-
 
 def _option(
-    default: Any,
+    default: object,
     help: str,
     check: Check,
     *,
+    accepts: object = None,
     applies: str = "all",
-    cli: Callable[[str], Any] | None = None,
+    cli: Callable[[str], object] | None = None,
     cli_help: str | None = None,
 ) -> Any:
-    meta = {"help": help, "check": check, "applies": applies, "cli": cli, "cli_help": cli_help}
+    """One option's field: its default, help and check; ``accepts``, the type of what a caller
+    may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
+    named in :mod:`.option_values`; ``cli``, the flag's type (None: no flag)."""
+    meta = dict(help=help, check=check, accepts=accepts, applies=applies)
+    meta.update(cli=cli, cli_help=cli_help)
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=meta)
     return field(default=default, metadata=meta)
@@ -114,21 +117,21 @@ class RankingOptions:
     """Every option of a PSC ranking, validated on construction (see the module docstring)."""
 
     num_permutations: int = _option(20, "shuffled prompts per window (m)", at_least(1), cli=int)
-    aggregator: Any = _option(
+    aggregator: str | Aggregator = _option(
         "kemeny",
         "aggregator name (kemeny, borda, copeland, rrf, ...) or callable",
         check_aggregator,
         cli=str,
         cli_help="aggregator: kemeny, borda, copeland, rrf, local_search (or a plugin's name)",
     )
-    prompt: Any = _option(
+    prompt: str | Prompt = _option(
         "rankgpt",
         "prompt name or Prompt object",
         check_prompt,
         cli=str,
         cli_help="prompt: rankgpt, rankvicuna, mathsort, wordsort, gsm8ksort",
     )
-    scoring: str = _option(
+    scoring: Scoring = _option(
         "generate",
         "generate (the model writes a ranking) or first_token (one output token: each item's "
         "label probability; docs/first_token.md)",
@@ -148,7 +151,7 @@ class RankingOptions:
         share,
         cli=float,
     )
-    strategy: Any = _option(
+    strategy: str | Strategy = _option(
         "blocks",
         "how a list longer than a window is ranked: blocks (rounds in which every "
         "shuffle is cut into blocks, all at once) or sliding (RankGPT windows, one after "
@@ -211,6 +214,7 @@ class RankingOptions:
         RetryPolicy(),
         "attempts, backoff and time budget for retryable failures (None: the default)",
         check_retry,
+        accepts=RetryGiven,
     )
     reasks: int = _option(
         1, "re-asks of an unparseable answer before the sample fails", at_least(0), cli=int
@@ -239,42 +243,46 @@ class RankingOptions:
         share,
         cli=float,
     )
-    adaptive: Any = _option(
+    adaptive: Adaptive | None = _option(
         None,
         "sample in waves and stop once a sign test establishes every adjacent pair of the "
         "consensus at a confidence (default 0.9) (True, an Adaptive or "
         "'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'); num_permutations is the cap",
         check_adaptive,
+        accepts=AdaptiveGiven,
         cli=str,
         cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "
         "consensus is stable; -m is the cap",
     )
-    cache: Any = _option(
+    cache: ResponseCache | None = _option(
         None, "response cache: MemoryCache(), SQLiteCache(path) or None", check_cache
     )
-    request_cap: Any = _option(
+    request_cap: SpendingCap | None = _option(
         None,
         "spending cap per request, 'calls=N,tokens=N,cost=X' (any of them) or a SpendingCap; "
         "no call is sent past it (SpendingCapError)",
         parse_cap,
+        accepts=CapGiven,
         cli=str,
         cli_help="spending cap per query, 'calls=N,tokens=N,cost=X' (any of them): a query "
         "that would pass it fails, and no call is sent past it",
     )
-    ranker_cap: Any = _option(
+    ranker_cap: SpendingCap | None = _option(
         None,
         "spending cap shared by every request of the ranker (adapter, command run), "
         "'calls=N,tokens=N,cost=X' or a SpendingCap",
         parse_cap,
+        accepts=CapGiven,
         cli=str,
         cli_help="spending cap of the whole run, 'calls=N,tokens=N,cost=X': once reached, "
         "no call is sent and the remaining queries fail",
     )
-    prices: Any = _option(
+    prices: Prices | None = _option(
         None,
         "prices per million prompt and completion tokens, 'PROMPT,COMPLETION' or Prices: "
         "usage then reports its cost, and a cap may set cost=",
         parse_prices,
+        accepts=PricesGiven,
         cli=str,
         cli_help="'PROMPT,COMPLETION' prices per million tokens: records report their cost, "
         "and a cap may set cost=",
@@ -283,8 +291,13 @@ class RankingOptions:
         {},
         "options for a spec-string backend (base_url=, api_key=, device=, ...)",
         check_mapping,
+        accepts=BackendOptionsGiven,
         applies="spec",
     )
+
+    if TYPE_CHECKING:  # what a caller may give; the dataclass's own __init__ runs
+
+        def __init__(self, **options: Unpack[RankingKeywords]) -> None: ...
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -292,35 +305,11 @@ class RankingOptions:
             object.__setattr__(self, f.name, value)
         if slides(self.strategy):
             sliding_step(self.step, self.window_size)
-        for cap in (self.request_cap, self.ranker_cap):
-            if cap is not None and cap.cost is not None and self.prices is None:
-                raise ConfigurationError(
-                    "a cap with cost= needs prices= ('PROMPT,COMPLETION' per million tokens)"
-                )
+        priced(self.request_cap, self.ranker_cap, prices=self.prices)
         successes_needed(self.min_successful, self.num_permutations)
-        if self.scoring != "first_token" and reads_probabilities(self.aggregator):
-            raise ConfigurationError(
-                f"aggregator {self.aggregator!r} reads first-token probabilities: use it with "
-                "scoring='first_token', or a rank aggregator (kemeny, borda, ...)"
-            )
-        if self.calibrate and self.scoring != "first_token":
-            raise ConfigurationError(
-                "calibrate=True calibrates first-token probabilities: "
-                "use it with scoring='first_token'"
-            )
-        if self.scoring == "first_token" and self.cache is not None:
-            raise ConfigurationError(
-                "the response cache keeps generated answers; first_token scoring does not use "
-                "it: pass cache=None"
-            )
+        scored_with(self.scoring, self.aggregator, self.calibrate, self.cache)
         if self.scoring == "first_token":
-            labels = self.build_prompt().labels  # type: ignore[attr-defined]
-            if self.window_size > len(labels):
-                raise ConfigurationError(
-                    f"first_token scoring labels each item of a window with one token and has "
-                    f"{len(labels)} labels; window_size={self.window_size} is too large: use "
-                    f"window_size <= {len(labels)} (the strategy splits longer lists)"
-                )
+            labelled(self.window_size, self.build_prompt().labels)  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:  # backend_options may hold secrets: show their names only
         changed = [
@@ -341,7 +330,7 @@ class RankingOptions:
                 raise ConfigurationError(unknown_option(name, known))
         return cls(**kwargs)
 
-    def replace(self, **changes: Any) -> RankingOptions:
+    def replace(self, **changes: Unpack[RankingKeywords]) -> RankingOptions:
         """A validated copy with ``changes`` (unknown names refused)."""
         return self.from_kwargs(**{**self.as_dict(), **changes})
 

@@ -19,10 +19,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -32,6 +33,7 @@ from .backends.base import Backend
 from .errors import ConfigurationError, PermscError, add_note, grouped
 from .events import EventHook
 from .items import normalize_items
+from .option_keywords import RankingKeywords
 from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
 from .run.breaker import Breaker
@@ -50,53 +52,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     from typing_extensions import Unpack
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    from .adaptive import Adaptive
-    from .prompts.base import Prompt
-    from .retry import RetryPolicy
-    from .run.cache import ResponseCache
-    from .spending import Prices, SpendingCap
-    from .strategies.base import Strategy
-
 __all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
-
-
-class RankingKeywords(TypedDict, total=False):
-    """:class:`PSCRanker`'s keywords, typed for editors and mypy: one per field of
-    :class:`~.options.RankingOptions` (same names, same order: a test pins them), each with
-    the values the declaration accepts; the declaration validates them."""
-
-    num_permutations: int
-    aggregator: str | Callable[..., Any]
-    prompt: str | Prompt
-    scoring: Literal["generate", "first_token"]
-    calibrate: bool
-    first_stage_weight: float
-    strategy: str | Strategy
-    window_size: int
-    step: int
-    top_k: int | None
-    seed: int
-    include_identity: bool
-    temperature: float
-    max_tokens: int | None
-    timeout: float | None
-    max_words: int | None
-    max_concurrency: int
-    request_concurrency: int | None
-    retry: RetryPolicy | Mapping[str, Any] | None
-    reasks: int
-    breaker_cooldown: float
-    min_successful: int | None
-    min_coverage: float
-    adaptive: bool | str | Adaptive | Mapping[str, Any] | None
-    cache: ResponseCache | None
-    request_cap: str | SpendingCap | None
-    ranker_cap: str | SpendingCap | None
-    prices: str | Prices | None
-    backend_options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -169,6 +125,19 @@ class PSCRanker:
         )
         if o.scoring == "first_token":
             require_first_token(self.backend)
+        self._built = True  # from here on, __setattr__ refuses what the ranker would ignore
+
+    def _set(self, name: str, value: object) -> None:
+        """``__setattr__``: a built ranker refuses a write it would ignore (an option, a part
+        made from the options, a misspelt name), with what to do instead; its own private
+        attributes and :data:`_SETTABLE` stay writable."""
+        if name.startswith("_") or name in _SETTABLE or "_built" not in vars(self):
+            object.__setattr__(self, name, value)
+        else:
+            raise ConfigurationError(_refusal(self, name))
+
+    if not TYPE_CHECKING:  # so that mypy refuses a misspelt attribute too
+        __setattr__ = _set
 
     def __repr__(self) -> str:
         return f"PSCRanker({self.backend.name!r}, {self.options!r})"
@@ -368,6 +337,33 @@ class PSCRanker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SETTABLE = frozenset({"on_event", "meter"})
+"""What a built ranker reads on every request, so that setting it is honoured: its event hook,
+and the spending meter of ``ranker_cap`` (an adapter hands a rebuilt ranker the old one's)."""
+
+
+def _refusal(ranker: PSCRanker, name: str) -> str:
+    """Why ``ranker.name = ...`` is refused, and what to do instead."""
+    if name in RankingOptions.names():
+        return (
+            f"a PSCRanker's options are fixed when it is built (its engine, limiter and breaker "
+            f"are made from them), so setting {name!r} would be ignored; build a new ranker: "
+            f"PSCRanker(backend, options=ranker.options.replace({name}=...))"
+        )
+    if hasattr(type(ranker), name) or name in vars(ranker):
+        return (
+            f"PSCRanker.{name} is fixed when the ranker is built, so setting it would be "
+            "ignored; build a new ranker"
+        )
+    public = [a for a in vars(ranker) if not a.startswith("_")]
+    close = difflib.get_close_matches(name, [*RankingOptions.names(), *public], n=2)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return (
+        f"PSCRanker has no attribute {name!r}{hint}; its options are given when it is built "
+        f"(PSCRanker(backend, num_permutations=...)) and fixed after"
+    )
 
 
 def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from permsc_integrations.cli import build_parser
-from permsc_integrations.cli.eval import RANKING_FLAGS, load_dataset, sorting_config
+from permsc_integrations.cli.eval import RANKING_FLAGS, compared, load_dataset, sorting_config
 from permsc_integrations.cli.eval_output import samples_log
 from permsc_integrations.cli.eval_trec import passages_config
 from permsc_integrations.errors import ConfigurationError
@@ -61,7 +61,12 @@ def documented() -> list[list[str]]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    """The command's settings as its run reads them (``--aggregators`` left out: the
+    evaluation's own, resolved when it runs)."""
+    args = build_parser().parse_args(argv)
+    if args.command == "eval":
+        args.aggregators = compared(args)
+    return args
 
 
 # What each documented command means: every setting a run or its --resume depends on. The
@@ -117,7 +122,8 @@ EXPECTED: list[dict[str, Any]] = [
     | {"m_sweep": "1,2,5,10", "backend": QWEN, "aggregators": ALL4, "resume": True}
     | {"samples": "docs/results/dl19-qwen.samples.jsonl"},
     FT_TREC | {"num_permutations": 6},
-    FT_TREC | {"num_permutations": 6, "window_size": 10, "limit": 25}
+    FT_TREC
+    | {"num_permutations": 6, "window_size": 10, "limit": 25}
     | {"samples": "docs/results/dl19-ft-w10.samples.jsonl"},
     {"task": "wordsort", "limit": 69, "backend": QWEN, "num_permutations": 10}
     | {"m_sweep": "1,2,5,10", "aggregators": ALL4, "scoring": "first_token", "resume": True}

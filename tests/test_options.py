@@ -193,3 +193,41 @@ def test_the_rankers_typed_keywords_are_the_declarations_options_in_order() -> N
 
     assert tuple(RankingKeywords.__annotations__) == RankingOptions.names()
     assert not RankingKeywords.__required_keys__  # every keyword is optional
+
+
+def test_a_built_ranker_refuses_writes_it_would_ignore_and_says_what_to_do() -> None:
+    backend = Answers()
+    ranker = PSCRanker(backend, num_permutations=4)
+    with pytest.raises(ConfigurationError, match=r"options\.replace\(num_permutations=\.\.\.\)"):
+        ranker.num_permutations = 2
+    with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
+        ranker.num_permutation = 3
+    with pytest.raises(ConfigurationError, match="'aggregator' would be ignored"):
+        ranker.aggregator = "kemeni"
+    for name in ("options", "backend"):
+        with pytest.raises(ConfigurationError, match=f"PSCRanker.{name} is fixed"):
+            setattr(ranker, name, None)
+    events: list[object] = []
+    ranker.on_event = events.append  # read on every request: honoured
+    assert ranker.rank("q", ["a", "b", "c"]).usage.calls == 4 == backend.calls
+    assert events and ranker.options.num_permutations == 4
+    assert not hasattr(ranker, "num_permutations") and not hasattr(ranker, "num_permutation")
+    rebuilt = PSCRanker(backend, options=ranker.options.replace(num_permutations=2))
+    assert rebuilt.rank("q", ["a", "b", "c"]).usage.calls == 2
+
+
+def test_every_option_with_a_flag_type_is_a_flag_of_every_ranking_command() -> None:
+    """A new option declared with ``cli=`` is a flag of ``permsc rank``, ``estimate`` and
+    ``serve`` by being declared (``serve`` also takes the service's own, breaker_cooldown)."""
+    import argparse
+
+    from permsc_integrations.cli._common import BACKEND_FLAGS, SERVICE_FLAGS
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flagged = {info.name for info in RankingOptions.describe() if info.cli_type is not None}
+    assert {"num_permutations", "adaptive", "request_cap", "timeout"} <= flagged
+    left_out = {"rank": SERVICE_FLAGS, "serve": (), "estimate": (*SERVICE_FLAGS, *BACKEND_FLAGS)}
+    for command, absent in left_out.items():  # estimate sends no call: no backend flags
+        dests = {action.dest for action in commands.choices[command]._actions}
+        assert flagged - dests == set(absent), command

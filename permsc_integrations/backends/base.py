@@ -34,6 +34,7 @@ __all__ = [
     "LabelProbabilities",
     "FirstTokenBackend",
     "FirstTokenBatchBackend",
+    "ResponseCache",
 ]
 
 Message = Mapping[str, str]
@@ -125,3 +126,13 @@ class FirstTokenBatchBackend(FirstTokenBackend, Protocol):
         labels: Sequence[str],
         settings: GenerationSettings,
     ) -> list[LabelProbabilities]: ...
+
+
+@runtime_checkable
+class ResponseCache(Protocol):
+    """What the engine needs from a response cache (:mod:`..run.cache` has the built-in ones);
+    here, below the options, because ``RankingOptions.cache`` holds one."""
+
+    async def aget(self, key: str) -> Completion | None: ...
+
+    async def aset(self, key: str, completion: Completion) -> None: ...

@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCAL_KINDS",
-    "RANKING_FLAGS",
+    "BACKEND_FLAGS",
+    "SERVICE_FLAGS",
     "ALIASES",
     "Query",
     "LineError",
     "add_backend_arguments",
     "add_ranking_arguments",
+    "ranking_flags",
     "backend_spec",
     "build_backend",
     "ranker_options",
@@ -117,6 +119,14 @@ def _flag(
     )
 
 
+BACKEND_FLAGS = {
+    "timeout": "seconds per call (default: 60; none for local models)",
+    "max_tokens": "answer length cap (default: ~6 per item for local models)",
+}
+"""Ranking options offered among the backend's flags (:func:`add_backend_arguments`), with
+their help there."""
+
+
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("backend")
     g.add_argument(
@@ -130,33 +140,28 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         "--base-url", help="OpenAI-compatible server URL (vLLM, Ollama, llama.cpp server)"
     )
     g.add_argument("--device", help="local backends: cpu, cuda, cuda:1 (default: auto)")
-    _flag(g, "timeout", help="seconds per call (default: 60; none for local models)")
-    _flag(g, "max_tokens", help="answer length cap (default: ~6 per item for local models)")
+    for name, text in BACKEND_FLAGS.items():
+        _flag(g, name, help=text)
 
 
-RANKING_FLAGS = (
-    "num_permutations",
-    "aggregator",
-    "prompt",
-    "scoring",
-    "first_stage_weight",
-    "strategy",
-    "window_size",
-    "step",
-    "top_k",
-    "max_words",
-    "seed",
-    "temperature",
-    "max_concurrency",
-    "min_successful",
-    "min_coverage",
-    "adaptive",
-    "reasks",
-    "request_cap",
-    "ranker_cap",
-    "prices",
-)
-"""The ranking options ``permsc rank``, ``estimate``, ``demo`` and ``serve`` take as flags."""
+SERVICE_FLAGS = ("breaker_cooldown",)
+"""Ranking options only ``permsc serve`` takes as flags (they matter to a long-lived process)."""
+
+
+def ranking_flags(*, service: bool = False) -> tuple[str, ...]:
+    """The ranking options ``permsc rank`` and ``estimate`` (and, with ``service``, ``permsc
+    serve``) take as flags: every option the declaration gives a flag type, in declaration
+    order, less :data:`BACKEND_FLAGS` and, unless ``service``, :data:`SERVICE_FLAGS`."""
+    # lazy: start-up time of every permsc command
+    from ..options import RankingOptions
+
+    left_out = {*BACKEND_FLAGS, *(() if service else SERVICE_FLAGS)}
+    return tuple(
+        info.name
+        for info in RankingOptions.describe()
+        if info.cli_type is not None and info.name not in left_out
+    )
+
 
 ALIASES = {"num_permutations": ("-m",), "max_concurrency": ("--concurrency",)}
 """Short or older names of a flag, wherever it is offered."""
@@ -164,17 +169,18 @@ ALIASES = {"num_permutations": ("-m",), "max_concurrency": ("--concurrency",)}
 
 def add_ranking_arguments(
     parser: argparse.ArgumentParser,
-    names: Sequence[str] = RANKING_FLAGS,
+    names: Sequence[str] | None = None,
     *,
     filled: bool = False,
     several: Collection[str] = (),
     defaults: Mapping[str, Any] | None = None,
 ) -> None:
-    """The ranking options ``names`` as flags, from the one declaration (:mod:`..options`):
-    left out, None (or, ``filled``, the declared default); those in ``several`` take one
-    value or more; ``defaults``: the command's own defaults (see :func:`_flag`)."""
+    """The ranking options ``names`` (default: :func:`ranking_flags`) as flags, from the one
+    declaration (:mod:`..options`): left out, None (or, ``filled``, the declared default);
+    those in ``several`` take one value or more; ``defaults``: the command's own defaults (see
+    :func:`_flag`)."""
     g = parser.add_argument_group("ranking")
-    for name in names:
+    for name in ranking_flags() if names is None else names:
         own = (defaults or {}).get(name)
         _flag(g, name, filled=filled, several=name in several, default=own)
 

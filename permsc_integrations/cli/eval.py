@@ -85,7 +85,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--m-sweep", help="comma-separated m values to re-aggregate (e.g. 1,5,10,20)"
     )
-    parser.add_argument("--aggregators", default="kemeny,rrf,borda,copeland")
+    parser.add_argument("--aggregators", help="comma-separated (default: eval.runner.AGGREGATORS)")
     parser.add_argument("--candidates", help="trec: JSONL candidates {qid, query, candidates}")
     parser.add_argument("--qrels", help="TREC qrels (trec task and --runs)")
     parser.add_argument("--depth", type=int, default=100, help="trec: candidates per query")
@@ -262,9 +262,20 @@ def _sorting(args: argparse.Namespace) -> int:
     return 0
 
 
+def compared(args: argparse.Namespace) -> str:
+    """The aggregators an evaluation compares: ``--aggregators``, or the evaluation's own
+    (:data:`permsc_integrations.eval.runner.AGGREGATORS`)."""
+    if args.aggregators is not None:
+        return str(args.aggregators)
+    # lazy: start-up time of every permsc command
+    from ..eval.runner import AGGREGATORS
+
+    return ",".join(AGGREGATORS)
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the offline, sorting or TREC evaluation."""
-
+    args.aggregators = compared(args)
     for name in args.aggregators.split(","):
         get(name)  # an unknown name fails now, not after every model call
     if args.runs:

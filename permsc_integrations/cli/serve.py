@@ -12,11 +12,11 @@ import os
 from typing import Any
 
 from ._common import (
-    RANKING_FLAGS,
     add_backend_arguments,
     add_ranking_arguments,
     backend_spec,
     ranker_options,
+    ranking_flags,
 )
 
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
@@ -73,7 +73,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("debug", "info", "warning", "error"),
         help="(default: info)",
     )
-    add_ranking_arguments(parser, (*RANKING_FLAGS, "breaker_cooldown"))
+    add_ranking_arguments(parser, ranking_flags(service=True))
     add_backend_arguments(parser)
 
 

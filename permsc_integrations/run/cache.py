@@ -29,26 +29,17 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import anyio
 
-from ..backends.base import Backend, Completion, GenerationSettings
+from ..backends.base import Backend, Completion, GenerationSettings, ResponseCache
 from ..errors import ConfigurationError
 from ..results import Usage
 
 __all__ = ["ResponseCache", "MemoryCache", "SQLiteCache", "cache_key", "fingerprint"]
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class ResponseCache(Protocol):
-    """What the engine needs from a cache."""
-
-    async def aget(self, key: str) -> Completion | None: ...
-
-    async def aset(self, key: str, completion: Completion) -> None: ...
 
 
 def fingerprint(backend: Backend) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index.core.bridge.pydantic import Field, SerializeAsAny, field_serializer
 from llama_index.core.callbacks import CBEventType, EventPayload
@@ -88,10 +88,13 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
         description="LlamaIndex template with {query_str}, {context_str}, {num}; None: prompt.",
     )
 
-    def __init__(self, backend: Any = None, **fields: Any) -> None:
-        super().__init__(backend=backend, **fields)
+    def _init(self, backend: Any = None, **fields: Any) -> None:
+        super().__init__(**{"backend": backend, **fields})
         if not self.model_name:
             self.model_name = self._backend().name
+
+    if not TYPE_CHECKING:  # mypy reads the fields' own __init__: every keyword typed
+        __init__ = _init
 
     @classmethod
     def _given(cls, data: dict[str, Any]) -> dict[str, Any]:
