@@ -193,35 +193,41 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 async def _rank_all(
     ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
 ) -> int:
-    """Rank every query; the failures' count. Once the ranker cap is spent, the queries
-    still under way are cancelled and reported once, not one by one."""
+    """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
+    when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
+    nothing and are reported together, with the way to rank them."""
     # lazy: start-up time of every permsc command
     from ..ranker import RankRequest
 
-    failed = 0
-    left = set(range(len(queries)))
+    failed, refused = 0, []
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
     outcomes = ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True)
     async with contextlib.aclosing(outcomes):
         async for outcome in outcomes:
             position = outcome.request.id
-            left.discard(position)
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, SpendingCapError) and outcome.needed is not None:
+                refused.append(outcome)
+                writer.put(position, None)
+            elif isinstance(outcome, BaseException):
                 failed += 1
                 report(f"query {queries[position].qid} failed: {one_line(outcome)}")
                 writer.put(position, None)
             else:
                 writer.put(position, writer.render(queries[position], outcome))
             progress.query_done()
-            if isinstance(outcome, SpendingCapError) and outcome.scope == "ranker" and left:
-                report(
-                    f"ranker_cap spent: the other {len(left)} queries were not ranked (rerun "
-                    "with --resume and a higher --ranker-cap)"
-                )
-                break
-    for position in sorted(left):  # let the results after them out
-        writer.put(position, None)
-    return failed + len(left)
+    if refused:
+        _report_refused(refused)
+    return failed + len(refused)
+
+
+def _report_refused(refused: list[SpendingCapError]) -> None:
+    first = refused[0]
+    needed = sum(e.needed or 0 for e in refused)
+    report(
+        f"ranker_cap {first.limit}={first.cap:g}: {len(refused)} queries were not started (the "
+        f"cap had too little left for their plans, ~{needed:g} {first.limit} in all; nothing "
+        "was spent on them); rerun with --resume to rank them: what is in --output is kept"
+    )
 
 
 def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
