@@ -29,6 +29,8 @@ __all__ = [
     "ALIASES",
     "Query",
     "LineError",
+    "DuplicateQidError",
+    "check_qids",
     "add_backend_arguments",
     "add_ranking_arguments",
     "backend_spec",
@@ -58,10 +60,42 @@ class Query:
     docids: tuple[str, ...]
     items: tuple[Any, ...]
     plain: bool  # ``{"query", "items"}`` rather than ``{"qid", "query", "candidates"}``
+    line: int = 0  # its line (or Parquet row), which is its qid when it names none
 
 
 class LineError(ConfigurationError):
     """One bad input line; the others are still read."""
+
+
+class DuplicateQidError(ConfigurationError):
+    """Two input lines share a qid: their results would merge and ``--resume`` would skip
+    one of them, so the run is refused before anything is written."""
+
+
+def check_qids(queries: Sequence[Query], path: str) -> None:
+    """Raise :class:`DuplicateQidError` naming every qid that more than one line has.
+
+    >>> rows = [parse_line('{"qid": "2", "query": "q", "items": ["a"]}', 1),
+    ...         parse_line('{"query": "q", "items": ["a"]}', 2)]  # its qid: its line, "2"
+    >>> try:
+    ...     check_qids(rows, "in.jsonl")
+    ... except DuplicateQidError as exc:
+    ...     print(str(exc).split(";")[0])
+    in.jsonl: 2 lines share a qid: '2' (lines 1, 2)
+    """
+    lines: dict[str, list[int]] = {}
+    for q in queries:
+        lines.setdefault(q.qid, []).append(q.line)
+    shared = {qid: at for qid, at in lines.items() if len(at) > 1}
+    if not shared:
+        return
+    named = "; ".join(f"{qid!r} (lines {', '.join(map(str, at))})" for qid, at in shared.items())
+    implicit = any(q.qid == str(q.line) for q in queries if q.qid in shared)
+    hint = " a line without 'qid' (or 'id') takes its line number as its qid;" if implicit else ""
+    raise DuplicateQidError(
+        f"{path}: {sum(map(len, shared.values()))} lines share a qid: {named};{hint} give every "
+        "line its own"
+    )
 
 
 def one_line(exc: BaseException) -> str:
@@ -297,7 +331,7 @@ def parse_line(line: str, lineno: int) -> Query:
         raise LineError(f"line {lineno}: expected 'candidates' (or 'items')")
     texts, docids, raw, plain = _items(obj, lineno)
     qid = str(obj.get("qid", obj.get("id", lineno)))
-    return Query(qid, obj["query"], tuple(texts), tuple(docids), tuple(raw), plain)
+    return Query(qid, obj["query"], tuple(texts), tuple(docids), tuple(raw), plain, lineno)
 
 
 def read_queries(path: str) -> Iterator[Query | LineError]:

@@ -26,6 +26,7 @@ from ._common import (
     add_ranking_arguments,
     backend_spec,
     build_backend,
+    check_qids,
     one_line,
     ranker_options,
     read_input,
@@ -277,6 +278,9 @@ def _open_output(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Rank every good line; exit 2 if any line or query failed (after doing the rest)."""
     loaded, bad = read_input(args.input)
+    if not loaded:  # before --resume or --output touch anything
+        raise _nothing_to_rank(args, bad)
+    check_qids(loaded, args.input)
     done = _done_qids(args)
     queries = [q for q in loaded if q.qid not in done]
     if done:
@@ -294,6 +298,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:
+    """An empty or all-bad input fails the run; an earlier run's ``--output`` is left as it
+    was, and the message says so (it is not this run's)."""
+    why = f"all {bad} lines are bad (reported above)" if bad else "it is empty"
+    kept = ""
+    if args.output != "-" and Path(args.output).exists():
+        kept = f"; {args.output} was not written: it still holds an earlier run's output"
+    return ConfigurationError(f"nothing to rank in {args.input}: {why}{kept}")
 
 
 def _rank_here(

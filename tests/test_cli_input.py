@@ -1,0 +1,83 @@
+"""What ``permsc rank`` does with input it cannot rank as given (issue 32): qids that collide,
+an empty or all-bad file, a mistyped flag. Each fails before a call is made or a file written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from permsc_integrations.cli import main
+from permsc_integrations.testing import oracle_responder
+
+pytest.importorskip("openai")
+pytestmark = pytest.mark.timeout(60)
+
+EARLIER = '{"qid": "old", "ranking": []}\n'
+
+
+@pytest.fixture
+def server(scripted_server):
+    return scripted_server(oracle_responder(lambda text: text.count("gold")))
+
+
+def rank(server, path: Path, out: Path, *extra: str) -> int:
+    remote = ["--backend", "openai:m", "--base-url", server.base_url, "-m", "2"]
+    return main(["rank", "-i", str(path), "-o", str(out), *remote, "--no-progress", *extra])
+
+
+def write(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_lines_that_share_a_qid_are_refused_before_anything_is_written(
+    server, tmp_path, capsys, resume
+) -> None:
+    items = ["gold", "tin"]
+    path = write(
+        tmp_path / "q.jsonl",
+        [
+            {"qid": "a", "query": "q", "items": items},
+            {"query": "q", "items": items},  # line 2: its qid is "2"
+            {"qid": "2", "query": "other", "items": items},
+            {"qid": "a", "query": "again", "items": items},
+        ],
+    )
+    out = tmp_path / "ranked.jsonl"
+    out.write_text(EARLIER)
+    assert rank(server, path, out, *(["--resume"] if resume else [])) == 2
+    err = capsys.readouterr().err
+    assert "4 lines share a qid: 'a' (lines 1, 4); '2' (lines 2, 3)" in err
+    assert "takes its line number as its qid" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == EARLIER and server.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "why"),
+    [([], "it is empty"), (["{not json", '{"query": 3}'], "all 2 lines are bad")],
+)
+def test_an_input_with_nothing_to_rank_fails_and_says_the_output_is_not_this_runs(
+    server, tmp_path, capsys, rows, why
+) -> None:
+    path, out = write(tmp_path / "q.jsonl", rows), tmp_path / "ranked.jsonl"
+    out.write_text(EARLIER)
+    assert rank(server, path, out) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"nothing to rank in {path}: {why}" in err
+    assert f"{out} was not written: it still holds an earlier run's output" in err
+    assert out.read_text() == EARLIER and server.request_count == 0
+
+
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["rank", "-i", "q.jsonl", "--num-permutatoins", "5"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("usage: permsc rank ")
+    assert "unrecognized arguments: --num-permutatoins (did you mean --num-permutations?) 5" in err
+    with pytest.raises(SystemExit):
+        main(["estimate", "-i", "q.jsonl", "--ranker-cpa=calls=3"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: permsc estimate ") and "did you mean --ranker-cap?" in err
