@@ -80,6 +80,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
     parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
     add_ranking_arguments(parser)
+    parser.add_argument(
+        "--kemeny-time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="Kemeny's time per aggregation (default: 1); past it the ranking is the best "
+        "found, with a warning that says how close it is proven to be",
+    )
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
@@ -287,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         report(f"resuming: {len(loaded) - len(queries)} queries already in {args.output}")
     failed = 0
     if queries:
-        opts = ranker_options(args, backend_spec(args))
+        opts = _with_kemeny_time(args, ranker_options(args, backend_spec(args)))
         engine = _rank_on_ray if args.engine == "ray" else _rank_here
         with _open_output(args) as out:
             failed = engine(args, opts, queries, _writer(args, out))
@@ -298,6 +305,20 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _with_kemeny_time(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
+    """``--kemeny-time-limit``: the Kemeny aggregator with that time limit."""
+    if args.kemeny_time_limit is None:
+        return opts
+    if not args.kemeny_time_limit > 0:
+        raise ConfigurationError(f"--kemeny-time-limit must be > 0, got {args.kemeny_time_limit}")
+    if opts["aggregator"] != "kemeny":
+        raise ConfigurationError("--kemeny-time-limit is for --aggregator kemeny (the default)")
+    # lazy: start-up time of every permsc command
+    from ..aggregators.kemeny import kemeny_with
+
+    return {**opts, "aggregator": kemeny_with(time_limit=args.kemeny_time_limit)}
 
 
 def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:

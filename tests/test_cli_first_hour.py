@@ -1,15 +1,18 @@
-"""What ``permsc rank`` does with input it cannot rank as given (issue 32): qids that collide,
-an empty or all-bad file, a mistyped flag. Each fails before a call is made or a file written."""
+"""``permsc rank`` in the first hour (issue 32): input it cannot rank as given (qids that
+collide, an empty or all-bad file, a mistyped flag) fails before a call is made or a file
+written; Kemeny's time limit is the command line's to set."""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
 
 from permsc_integrations.cli import main
-from permsc_integrations.testing import oracle_responder
+from permsc_integrations.testing import noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -81,3 +84,20 @@ def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys)
         main(["estimate", "-i", "q.jsonl", "--ranker-cpa=calls=3"])
     err = capsys.readouterr().err
     assert err.startswith("usage: permsc estimate ") and "did you mean --ranker-cap?" in err
+
+
+def _grade(text: str) -> float:
+    found = re.search(r"grade (\d+)", text)
+    return float(found.group(1)) if found else -1.0
+
+
+def test_kemenys_time_limit_is_set_on_the_command_line(scripted_server, tmp_path, caplog):
+    server = scripted_server(noisy_responder(_grade, keep=0.5))
+    items = [f"passage grade {(7 * k) % 100}" for k in range(100)]
+    path = write(tmp_path / "q.jsonl", [{"qid": "q", "query": "q", "items": items}])
+    out = tmp_path / "ranked.jsonl"
+    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators.kemeny"):
+        assert rank(server, path, out, "--kemeny-time-limit", "1e-6") == 0  # no time to prove
+    warned = [r.getMessage() for r in caplog.records if "approximate" in r.getMessage()]
+    assert warned and "--kemeny-time-limit SECONDS" in warned[0]
+    assert rank(server, path, out, "--kemeny-time-limit", "5", "--aggregator", "borda") == 2
