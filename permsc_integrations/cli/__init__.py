@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import PermscError
-from ._common import one_line, report
+from ._common import one_line, report, show_model_progress
 
 __all__ = ["main", "build_parser"]
 
@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command != "serve":  # serve configures its own logging
+        show_model_progress()
     try:
         return int(args.run(args))
     except (PermscError, OSError) as exc:

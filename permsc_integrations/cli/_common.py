@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -29,8 +30,6 @@ __all__ = [
     "ALIASES",
     "Query",
     "LineError",
-    "DuplicateQidError",
-    "check_qids",
     "add_backend_arguments",
     "add_ranking_arguments",
     "backend_spec",
@@ -44,6 +43,7 @@ __all__ = [
     "one_line",
     "report",
     "say",
+    "show_model_progress",
 ]
 
 LOCAL_KINDS = ("embedded", "transformers", "llamacpp")
@@ -67,37 +67,6 @@ class LineError(ConfigurationError):
     """One bad input line; the others are still read."""
 
 
-class DuplicateQidError(ConfigurationError):
-    """Two input lines share a qid: their results would merge and ``--resume`` would skip
-    one of them, so the run is refused before anything is written."""
-
-
-def check_qids(queries: Sequence[Query], path: str) -> None:
-    """Raise :class:`DuplicateQidError` naming every qid that more than one line has.
-
-    >>> rows = [parse_line('{"qid": "2", "query": "q", "items": ["a"]}', 1),
-    ...         parse_line('{"query": "q", "items": ["a"]}', 2)]  # its qid: its line, "2"
-    >>> try:
-    ...     check_qids(rows, "in.jsonl")
-    ... except DuplicateQidError as exc:
-    ...     print(str(exc).split(";")[0])
-    in.jsonl: 2 lines share a qid: '2' (lines 1, 2)
-    """
-    lines: dict[str, list[int]] = {}
-    for q in queries:
-        lines.setdefault(q.qid, []).append(q.line)
-    shared = {qid: at for qid, at in lines.items() if len(at) > 1}
-    if not shared:
-        return
-    named = "; ".join(f"{qid!r} (lines {', '.join(map(str, at))})" for qid, at in shared.items())
-    implicit = any(q.qid == str(q.line) for q in queries if q.qid in shared)
-    hint = " a line without 'qid' (or 'id') takes its line number as its qid;" if implicit else ""
-    raise DuplicateQidError(
-        f"{path}: {sum(map(len, shared.values()))} lines share a qid: {named};{hint} give every "
-        "line its own"
-    )
-
-
 def one_line(exc: BaseException) -> str:
     """An error as one line: its first line plus the first detail line, if any."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -109,6 +78,23 @@ def report(message: str) -> None:
     """One line on stderr, prefixed with the program name."""
     sys.stderr.write(f"permsc: {message}\n")
     sys.stderr.flush()
+
+
+class _Report(logging.Handler):
+    """Log records as :func:`report` lines (on whatever ``sys.stderr`` is at the time)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        report(self.format(record))
+
+
+def show_model_progress() -> None:
+    """Show what a local model's first use does (assembling its file, reading its
+    tokenizer, loading its weights) as ``permsc:`` lines on stderr: minutes on a CPU that
+    would otherwise pass in silence. Once per process."""
+    logger = logging.getLogger("permsc_integrations.backends.local")
+    if not any(isinstance(h, _Report) for h in logger.handlers):
+        logger.addHandler(_Report(logging.INFO))
+        logger.setLevel(logging.INFO)
 
 
 def say(text: str = "") -> None:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -26,7 +26,6 @@ from ._common import (
     add_ranking_arguments,
     backend_spec,
     build_backend,
-    check_qids,
     one_line,
     ranker_options,
     read_input,
@@ -38,7 +37,15 @@ from .rank_records import to_json, to_trec
 if TYPE_CHECKING:
     from ..options import RankingOptions  # lazy: start-up time of every permsc command
 
-__all__ = ["add_parser", "run", "to_json", "to_trec", "planned_samples"]
+__all__ = [
+    "add_parser",
+    "run",
+    "to_json",
+    "to_trec",
+    "planned_samples",
+    "check_qids",
+    "DuplicateQidError",
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -90,6 +97,38 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+class DuplicateQidError(ConfigurationError):
+    """Two input lines share a qid: their results would merge and ``--resume`` would skip
+    one of them, so the run is refused before anything is written."""
+
+
+def check_qids(queries: Sequence[Query], path: str) -> None:
+    """Raise :class:`DuplicateQidError` naming every qid that more than one line has.
+
+    >>> from permsc_integrations.cli._common import parse_line
+    >>> rows = [parse_line('{"qid": "2", "query": "q", "items": ["a"]}', 1),
+    ...         parse_line('{"query": "q", "items": ["a"]}', 2)]  # its qid: its line, "2"
+    >>> try:
+    ...     check_qids(rows, "in.jsonl")
+    ... except DuplicateQidError as exc:
+    ...     print(str(exc).split(";")[0])
+    in.jsonl: 2 lines share a qid: '2' (lines 1, 2)
+    """
+    lines: dict[str, list[int]] = {}
+    for q in queries:
+        lines.setdefault(q.qid, []).append(q.line)
+    shared = {qid: at for qid, at in lines.items() if len(at) > 1}
+    if not shared:
+        return
+    named = "; ".join(f"{qid!r} (lines {', '.join(map(str, at))})" for qid, at in shared.items())
+    implicit = any(q.qid == str(q.line) for q in queries if q.qid in shared)
+    hint = " a line without 'qid' (or 'id') takes its line number as its qid;" if implicit else ""
+    raise DuplicateQidError(
+        f"{path}: {sum(map(len, shared.values()))} lines share a qid: {named};{hint} give every "
+        "line its own"
+    )
 
 
 class _OrderedWriter:
@@ -145,7 +184,8 @@ class _LogLines:
 
 
 class _Progress:
-    """tqdm bars (queries, samples) on stderr when it is a terminal; else log lines."""
+    """tqdm bars (queries, samples) on stderr when it is a terminal and tqdm (the ``cli``
+    extra) is installed; else log lines."""
 
     def __init__(
         self, queries: list[Query], samples: int, enabled: bool, every: float = 10.0
@@ -158,7 +198,8 @@ class _Progress:
             try:
                 # lazy: optional dependency (tqdm, the cli extra)
                 from tqdm import tqdm
-            except ImportError:
+            except ImportError:  # no bars without the cli extra: the log lines, then
+                self.lines = _LogLines(len(queries), samples, every)
                 return
             self.bars = [
                 tqdm(total=len(queries), desc="queries", unit="q", position=0),
