@@ -21,10 +21,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
-from permsc_integrations.backends.local.gguf_cache import converted_folder  # noqa: E402
+from permsc_integrations.backends.local.gguf_cache import prepared_folder  # noqa: E402
 from permsc_integrations.backends.local.model_store import gguf_path  # noqa: E402
 from permsc_integrations.backends.local.repetition import repeats_itself  # noqa: E402
-from permsc_integrations.backends.local.transformers import auto_device  # noqa: E402
 from permsc_integrations.cli.eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
 from permsc_integrations.prompts import get_prompt  # noqa: E402
@@ -68,7 +67,7 @@ def main() -> None:
     import transformers
 
     header, found = read_samples(args.samples)
-    folder = converted_folder(gguf_path(args.model), auto_device("cpu")[1])  # as prepared
+    folder = prepared_folder(gguf_path(args.model))  # the tokenizer, as prepared
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     prompt = get_prompt(header.get("prompt", "wordsort"))
     totals = [0, 0, 0, 0]

@@ -248,15 +248,25 @@ class SpendingCapError(PermscError):
     ``scope`` is ``"request"`` or ``"ranker"``, ``limit`` the cap hit (``"calls"``,
     ``"tokens"`` or ``"cost"``) and ``cap`` its value; ``spent`` is what that scope had spent
     (with ``cost`` when prices are set) and ``usage``, as on every error out of a ranking,
-    what the request spent. Fix: raise the cap, or make a new ranker (a ranker's cap is spent
-    for good).
+    what the request spent. ``needed`` is set when a ranker's cap refused to start a request
+    (:mod:`~permsc_integrations.admission`): what its plan needs of ``limit`` at the least;
+    the request spent nothing. Fix: raise the cap, or make a new ranker (a ranker's cap is
+    spent for good).
     """
 
-    def __init__(self, scope: str, limit: str, cap: float, spent: Usage) -> None:
+    def __init__(
+        self, scope: str, limit: str, cap: float, spent: Usage, *, needed: float | None = None
+    ) -> None:
         self.scope, self.limit, self.cap, self.spent = scope, limit, cap, spent
+        self.needed = needed
         cost = f", cost {spent.cost:g}" if spent.cost is not None else ""
-        super().__init__(
-            f"{scope}_cap {limit}={cap:g} reached: the next call was not sent (spent so far: "
-            f"{spent.calls} calls, {spent.total_tokens} tokens{cost}); raise {scope}_cap"
-            + (" or make a new ranker" if scope == "ranker" else "")
-        )
+        so_far = f"spent so far: {spent.calls} calls, {spent.total_tokens} tokens{cost}"
+        fix = f"raise {scope}_cap" + (" or make a new ranker" if scope == "ranker" else "")
+        if needed is None:
+            head = f"{scope}_cap {limit}={cap:g} reached: the next call was not sent"
+        else:
+            head = (
+                f"{scope}_cap {limit}={cap:g} leaves too little for this request, which was not "
+                f"started: its plan needs {needed:g} {limit}"
+            )
+        super().__init__(f"{head} ({so_far}); {fix}")

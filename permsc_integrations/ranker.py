@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -43,9 +44,13 @@ from .run.engine import WindowEngine
 from .run.first_token import require_first_token
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
-from .spending import Meter, metering
+from .spending import Meter, admitted, metering
 from .strategies import get as get_strategy
+from .strategies.plan import Plan, planned_tokens
 from .tracing import RankingSpan
+
+if TYPE_CHECKING:
+    from .strategies.base import Strategy
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -170,7 +175,7 @@ class PSCRanker:
         texts, _ = normalize_items(items)
         o = self.options
         strategy = get_strategy(o.strategy)
-        total = len(strategy.plan(len(texts), o).rounds)
+        plan = strategy.plan(len(texts), o)
         cap = o.request_concurrency
         req = RequestRun(
             self.engine,
@@ -179,14 +184,12 @@ class PSCRanker:
             texts,
             (self.on_event, on_event),
             request_id,
-            total,
+            len(plan.rounds),
             CallLimiter(cap) if cap else None,
         )
         await req.emit("request_start", n_items=len(texts))
-        mine = Meter(o.request_cap, "request", o.prices) if o.request_cap else None
         try:
-            with metering(self.meter, mine):
-                order = tuple(await strategy(req))
+            order = await self._capped(strategy, req, plan)
         except Exception as exc:
             spent = self._priced(req.usage() + (getattr(exc, "usage", None) or Usage()))
             if isinstance(exc, PermscError):
@@ -204,6 +207,17 @@ class PSCRanker:
         )
         scores = _scores(order, req.windows, len(texts))
         return RankingResult(order, scores, tuple(req.windows), confidence, usage)
+
+    async def _capped(self, strategy: Strategy, req: RequestRun, plan: Plan) -> tuple[int, ...]:
+        """The strategy's order under the caps: the request's, and the ranker's, which first
+        holds what the plan needs (:mod:`.admission`: wait for room, or be refused)."""
+        o = self.options
+        mine = Meter(o.request_cap, "request", o.prices) if o.request_cap else None
+        render = functools.partial(self.engine.prompt.render, req.query)
+        need = functools.partial(planned_tokens, plan, render, req.texts)
+        async with admitted(self.meter, (plan.calls.low, plan.calls.high), need) as hold:
+            with metering(hold, mine):
+                return tuple(await strategy(req))
 
     def _priced(self, usage: Usage) -> Usage:
         prices = self.options.prices

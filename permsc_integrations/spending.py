@@ -16,6 +16,14 @@ hit and carries what was spent so far.
 - ``cost`` needs :class:`Prices` (per million prompt and completion tokens, in the user's
   currency); with prices known every ``usage`` also reports its ``cost``.
 
+A ranker's cap also *admits* requests (:meth:`Meter.admit`): before a request starts, the
+calls its strategy plans (and, under a token or cost cap, their tokens, estimated as
+``permsc estimate`` does) are held for it, so a request starts only when the cap can pay
+for all of it; one that cannot wait while others are under way (what they did not use is
+given back when they finish), and is refused, having spent nothing, once nothing else
+holds any. A cap of "about 5 queries" ranks about 5, however many are sent at once; calls
+beyond a plan (re-asks, retries) are paid from what no request holds.
+
 Example:
     >>> cap = SpendingCap.parse("calls=100,tokens=50000,cost=0.25")
     >>> cap.calls, cap.tokens, cap.cost
@@ -29,15 +37,27 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Protocol
 
+from .admission import Admitting, Amount, Hold, Waiter
 from .errors import ConfigurationError, SpendingCapError
 from .results import Usage
 
-__all__ = ["SpendingCap", "Prices", "Meter", "metering", "charged", "parse_cap", "parse_prices"]
+__all__ = [
+    "SpendingCap",
+    "Prices",
+    "Meter",
+    "Hold",
+    "Amount",
+    "admitted",
+    "metering",
+    "charged",
+    "parse_cap",
+    "parse_prices",
+]
 
 CHARS_PER_TOKEN = 4  # as permsc estimate: no tokenizer needed
 
@@ -156,16 +176,27 @@ def parse_prices(name: str, value: Any) -> Prices | None:
     )
 
 
+class _Charged(Protocol):
+    """What :func:`charged` asks of a scope: a :class:`Meter`, or a request's :class:`Hold`."""
+
+    def reserve(self, prompt_chars: int) -> _Ticket: ...
+
+    def release(self, ticket: _Ticket) -> None: ...
+
+    def settle(self, ticket: _Ticket, usage: Usage) -> None: ...
+
+
 @dataclass(eq=False)
 class _Ticket:
-    """One call's reservation: its estimate until it finishes."""
+    """One call's reservation: its estimate until it finishes (and the hold it draws on)."""
 
     tokens: int
     cost: float
+    hold: Hold | None = None
 
 
-class Meter:
-    """What one scope (a request, a ranker) has spent and has in flight, against its cap.
+class Meter(Admitting):
+    """What one scope (a request, a ranker) has spent, has in flight and holds, against its cap.
 
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
 
@@ -175,6 +206,8 @@ class Meter:
         self._spent = Usage()
         self._flight: list[_Ticket] = []
         self._largest = _Ticket(0, 0.0)
+        self._holds: list[Hold] = []
+        self._waiters: list[Waiter] = []
 
     @property
     def spent(self) -> Usage:
@@ -185,40 +218,61 @@ class Meter:
     def _priced(self, usage: Usage) -> Usage:
         return self.prices.priced(usage) if self.prices else usage
 
-    def reserve(self, prompt_chars: int) -> _Ticket:
+    def spent_usage(self) -> Usage:
+        """:attr:`spent`, for a caller that holds the lock."""
+        return self._priced(self._spent)
+
+    def committed(self, holds: bool = True) -> Amount:
+        """Spent, in flight and (``holds``) still held by admitted requests."""
+        spent = Amount(self._spent.calls, self._spent.total_tokens, self.cost_of(self._spent))
+        flight = Amount(0, sum(t.tokens for t in self._flight), sum(t.cost for t in self._flight))
+        held = sum((h.left for h in self._holds), Amount()) if holds else Amount()
+        return spent + flight + held
+
+    def reserve(self, prompt_chars: int, hold: Hold | None = None) -> _Ticket:
         """Count a call about to be sent, or raise :class:`SpendingCapError` if it would pass
-        the cap (then nothing is counted and the call must not be sent)."""
+        the cap (then nothing is counted and the call must not be sent). A call of an
+        admitted request (``hold``) is paid from what is held for it while that lasts."""
         guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
         with self._lock:
             est = _Ticket(
                 max(self._largest.tokens, guess),
-                max(self._largest.cost, self._cost(Usage(prompt_tokens=guess))),
+                max(self._largest.cost, self.cost_of(Usage(prompt_tokens=guess))),
+                hold,
             )
-            over = self._over([*self._flight, est])
-            if over is not None:
-                raise SpendingCapError(self.scope, *over, self._priced(self._spent))
             self._spent += Usage(calls=1)
             self._flight.append(est)
+            self._use(est, Amount(1, est.tokens, est.cost))
+            over = self.over(self.committed())
+            if over is not None:
+                self._undo(est)
+                raise SpendingCapError(self.scope, *over, self._priced(self._spent))
             return est
 
-    def _over(self, flight: list[_Ticket]) -> tuple[str, float] | None:
-        """The limit one more call would pass, with its value, or None."""
+    def _use(self, ticket: _Ticket, amount: Amount) -> None:
+        if ticket.hold is not None:
+            ticket.hold.used += amount
+
+    def _undo(self, ticket: _Ticket) -> None:
+        self._flight.remove(ticket)
+        self._spent += Usage(calls=-1)
+        self._use(ticket, Amount(-1, -ticket.tokens, -ticket.cost))
+
+    def over(self, amount: Amount) -> tuple[str, float] | None:
+        """The limit ``amount`` passes, with its value, or None."""
         c = self.cap
-        if c.calls is not None and self._spent.calls + 1 > c.calls:
+        if c.calls is not None and amount.calls > c.calls:
             return "calls", c.calls
-        tokens = self._spent.total_tokens + sum(t.tokens for t in flight)
-        if c.tokens is not None and tokens > c.tokens:
+        if c.tokens is not None and amount.tokens > c.tokens:
             return "tokens", c.tokens
-        cost = self._cost(self._spent) + sum(t.cost for t in flight)
-        if c.cost is not None and cost > c.cost:
+        if c.cost is not None and amount.cost > c.cost:
             return "cost", c.cost
         return None
 
     def release(self, ticket: _Ticket) -> None:
         """Undo :meth:`reserve`: the call was not sent after all."""
         with self._lock:
-            self._flight.remove(ticket)
-            self._spent += Usage(calls=-1)
+            self._undo(ticket)
 
     def settle(self, ticket: _Ticket, usage: Usage) -> None:
         """The call of ``ticket`` finished (or failed) having reported ``usage``'s tokens."""
@@ -229,21 +283,39 @@ class Meter:
                 prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
             )
             self._spent += tokens
+            actual = Amount(0, tokens.total_tokens, self.cost_of(tokens))
+            self._use(ticket, actual - Amount(0, ticket.tokens, ticket.cost))
             self._largest = _Ticket(
                 max(self._largest.tokens, tokens.total_tokens),
-                max(self._largest.cost, self._cost(tokens)),
+                max(self._largest.cost, self.cost_of(tokens)),
             )
 
-    def _cost(self, usage: Usage) -> float:
+    def cost_of(self, usage: Usage) -> float:
         return self.prices.cost(usage) if self.prices else 0.0
 
 
-_METERS: ContextVar[tuple[Meter, ...]] = ContextVar("permsc_meters", default=())
+_METERS: ContextVar[tuple[_Charged, ...]] = ContextVar("permsc_meters", default=())
+
+
+@contextlib.asynccontextmanager
+async def admitted(
+    meter: Meter | None, calls: tuple[int, int], tokens: Callable[[], tuple[int, int]]
+) -> AsyncIterator[Hold | None]:
+    """Around one request under a ranker's cap: admitted with :meth:`Meter.admit` (waiting for
+    room, or refused), its hold yielded to charge its calls to (:func:`metering`) and closed
+    at the end; without a ``meter``, None."""
+    hold = await meter.admit(calls, tokens) if meter is not None else None
+    try:
+        yield hold
+    finally:
+        if hold is not None:
+            hold.close()
 
 
 @contextlib.contextmanager
-def metering(*meters: Meter | None) -> Iterator[None]:
-    """Charge every call made inside (this task and the tasks it starts) to ``meters``."""
+def metering(*meters: Meter | Hold | None) -> Iterator[None]:
+    """Charge every call made inside (this task and the tasks it starts) to ``meters`` (a
+    meter, or the :class:`Hold` of an admitted request on its meter)."""
     token = _METERS.set(tuple(m for m in meters if m is not None))
     try:
         yield
@@ -262,7 +334,7 @@ def charged(prompt_chars: int) -> Iterator[list[Usage]]:
     :class:`SpendingCapError` before it is sent if one would be passed), then settle the
     usage the caller appends to the yielded list (nothing appended: no tokens reported)."""
     meters = _METERS.get()
-    tickets: list[tuple[Meter, _Ticket]] = []
+    tickets: list[tuple[_Charged, _Ticket]] = []
     try:
         for meter in meters:
             tickets.append((meter, meter.reserve(prompt_chars)))

@@ -305,3 +305,22 @@ def test_permsc_rank_writes_only_jsonl_to_stdout(scripted_server, tmp_path) -> N
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and sorted(json.loads(lines[0])["order"]) == list(range(30))
+
+
+@pytest.mark.parametrize("n", [100, 1000])
+def test_consistent_answers_over_few_pairs_are_ranked_exactly_in_time(n: int, caplog) -> None:
+    # a blocks round's answers, all consistent: 5 shuffles cut into blocks of 20, each block
+    # in the true order; most pairs never meet, none disagrees. The net-wins start left the
+    # local search above 0 on 1,000 items and the 1 s limit ran out (issue 32)
+    rng = np.random.default_rng(0)
+    rank = rng.permutation(n)  # each item's true rank
+    rankings = [
+        sorted(block.tolist(), key=lambda item: rank[item])
+        for _ in range(5)
+        for block in np.array_split(rng.permutation(n), n // 20)
+    ]
+    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators.kemeny"):
+        order = aggregate(rankings, method="kemeny", n_items=n)
+    assert kemeny_objective(rankings, order, n) == 0 and not caplog.records  # no "approximate"
+    sol = kemeny_solve(rankings, n_items=n)
+    assert (sol.exact, sol.objective) == (True, 0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from permsc_integrations import PSCRanker, SpendingCap, SpendingCapError
 from permsc_integrations.cli import main
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.run.cache import MemoryCache
 from permsc_integrations.spending import Prices
 from permsc_integrations.testing import oracle_responder
 
@@ -79,13 +79,14 @@ def test_the_ranker_cap_is_shared_by_threads_and_event_loops(scripted_server) ->
             t.start()
         for t in threads:
             t.join()
-        assert r.spent is not None and r.spent.calls == 10
+        # 24 calls wanted, 10 allowed: two requests of 4 fit, the others are not started
+        assert r.spent is not None and r.spent.calls == 8
         with pytest.raises(SpendingCapError) as later:  # spent for good
             r.rank("gold?", ITEMS)
-    assert server.request_count == 10
+    assert server.request_count == 8
     errors = [o for o in outcomes if isinstance(o, SpendingCapError)]
-    assert len(outcomes) == 6 and len(errors) >= 4  # 24 calls wanted, 10 allowed
-    assert {(e.scope, e.limit) for e in errors} == {("ranker", "calls")}
+    assert len(outcomes) == 6 and len(errors) == 4
+    assert {(e.scope, e.limit, e.needed) for e in errors} == {("ranker", "calls", 4)}
     assert later.value.usage is not None and later.value.usage.calls == 0
 
 
@@ -123,36 +124,82 @@ def _queries(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_command_line_caps_a_run_and_prices_its_records(scripted_server, tmp_path, capsys):
+def _long_queries(tmp_path: Path, count: int) -> Path:
+    """``count`` queries of 30 items: at m = 4, two blocks then one window, 12 calls each."""
+    path = tmp_path / "long.jsonl"
+    items = [f"{'gold ' * k}item {k}" for k in range(30)]
+    rows = [{"qid": f"q{k}", "query": "gold?", "items": items} for k in range(count)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_capped_run_ranks_what_the_cap_pays_for_and_resume_ranks_the_rest(
+    scripted_server, tmp_path, capsys
+) -> None:
     server = scripted_server(ORACLE)
-    path, out = _queries(tmp_path), tmp_path / "ranked.jsonl"
-    remote = ["--backend", "openai:m", "--base-url", server.base_url, "-m", "4"]
-    code = main(
-        [
-            "rank",
-            "-i",
-            str(path),
-            "-o",
-            str(out),
-            *remote,
-            "--ranker-cap",
-            "calls=6",
-            "--concurrency",
-            "1",
-            "--prices",
-            "1,2",
-        ]  # fmt: skip
-    )
+    path, out = _long_queries(tmp_path, 4), tmp_path / "ranked.jsonl"
+    flags = ["-m", "4", "--ranker-cap", "calls=24", "--prices", "1,2"]
+    assert main(["estimate", "-i", str(path), *flags]) == 0
+    assert "calls=24: allows about 2 of 4 queries" in capsys.readouterr().out
+    remote = ["--backend", "openai:m", "--base-url", server.base_url, "--no-progress", *flags]
+    args = ["rank", "-i", str(path), "-o", str(out), *remote]
+    assert main(args) == 2  # all four sent at once (the default concurrency)
     err = capsys.readouterr().err
-    assert code == 2 and server.request_count == 6  # 12 calls wanted, 6 allowed
-    assert err.count("ranker_cap calls=6 reached") == 1  # reported once, the rest cancelled
-    assert re.search(r"the other \d queries were not ranked .*--resume", err)
-    assert re.search(r"ranked \d of 3 queries; 0 bad lines, \d failed", err)
-    for record in map(json.loads, out.read_text().splitlines()):  # at most one query ranked
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    # before: every query's first round started at once, spent the 24 calls, none finished
+    assert server.request_count == 24 and len(records) == 2
+    assert err.count("2 queries were not started") == 1 and "--resume" in err
+    assert "failed:" not in err  # the two left out are one line, not two failures
+    for record in records:
         usage = record["usage"]
-        assert usage["cost"] == pytest.approx(
+        assert usage["calls"] == 12 and usage["cost"] == pytest.approx(
             (usage["prompt_tokens"] + 2 * usage["completion_tokens"]) / 1e6
         )
+    assert main([*args, "--resume"]) == 0  # the other two, under a fresh cap
+    assert server.request_count == 48  # what one uncapped run costs: nothing paid twice
+    assert sorted(json.loads(line)["qid"] for line in out.read_text().splitlines()) == [
+        "q0", "q1", "q2", "q3"
+    ]  # fmt: skip
+
+
+def test_rank_many_under_a_ranker_cap_starts_only_what_it_can_finish(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    items = [f"{'gold ' * k}item {k}" for k in range(30)]
+    with ranker(server, num_permutations=4, ranker_cap="calls=30") as r:
+        outcomes = r.rank_many([("gold?", items)] * 5, return_exceptions=True)
+        assert r.spent is not None and r.spent.calls == 24
+    done = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, SpendingCapError)]
+    assert len(done) == 2 and len(refused) == 3 and server.request_count == 24
+    assert all(o.order[0] == 29 for o in done)
+    for error in refused:  # refused before any call: nothing spent, the plan's need named
+        assert error.needed == 12 and error.usage is not None and error.usage.calls == 0
+        assert "was not started: its plan needs 12 calls" in str(error)
+
+
+def test_a_request_that_needs_less_than_its_plan_leaves_room_for_the_next(
+    scripted_server,
+) -> None:
+    server = scripted_server(ORACLE)
+    items = [f"{'gold ' * k}item {k}" for k in range(30)]
+    cache = MemoryCache()
+    with ranker(server, num_permutations=4, cache=cache) as r:
+        r.rank("gold?", items)  # 12 calls, answers cached
+    with ranker(server, num_permutations=4, ranker_cap="calls=12", cache=cache) as r:
+        outcomes = r.rank_many([("gold?", items)] * 3 + [("other?", items)])
+        assert r.spent is not None and r.spent.calls == 12
+    # each cached request held 12 calls, used none and gave them back: all four ranked
+    assert len(outcomes) == 4 and server.request_count == 24
+
+
+def test_a_token_cap_admits_by_the_estimate(scripted_server) -> None:
+    server = scripted_server(ORACLE)
+    items = [f"{'gold ' * k}item {k}" for k in range(30)]
+    with ranker(server, num_permutations=4, ranker_cap="tokens=100") as r:
+        with pytest.raises(SpendingCapError) as caught:
+            r.rank("gold?", items)
+    assert server.request_count == 0 and caught.value.limit == "tokens"
+    assert caught.value.needed is not None and caught.value.needed > 100
 
 
 def test_estimate_says_what_a_cap_would_allow(tmp_path, capsys) -> None:

@@ -232,7 +232,12 @@ def test_cuda_is_chosen_automatically_with_bfloat16() -> None:
 
 @needs_model
 @MODEL_TIMEOUT
-def test_a_gguf_is_converted_once_and_then_loads_from_the_copy(tmp_path, monkeypatch) -> None:
+def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
+    tmp_path, monkeypatch
+) -> None:
+    import torch
+    import transformers
+
     from permsc_integrations.backends.local import gguf_cache
     from permsc_integrations.backends.local.transformers import clear_model_cache
 
@@ -241,14 +246,24 @@ def test_a_gguf_is_converted_once_and_then_loads_from_the_copy(tmp_path, monkeyp
     clear_model_cache()
     first = TransformersBackend(gguf, device="cpu", dtype="float32")
     texts = [c.text for c in anyio.run(first.acomplete_batch, PROMPTS, SHORT)]
-    folder = gguf_cache.converted_folder(gguf, "float32")
-    assert (folder / "manifest.json").is_file() and (folder / "model.safetensors").is_file()
+    folder = gguf_cache.prepared_folder(gguf)
+    kept = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    # the tokenizer and config only: before, a float32 copy of the weights (542 MB here,
+    # 7.1 GB for the 1.5B model) was kept beside the 98 MB GGUF
+    assert (folder / "manifest.json").is_file() and kept < 0.1 * gguf.stat().st_size
+    assert not list(tmp_path.rglob("*.safetensors"))
     reads: list[str] = []
-    monkeypatch.setattr(gguf_cache, "_read", lambda *a: reads.append("gguf") or 1 / 0)
+    monkeypatch.setattr(gguf_cache, "_read", lambda *a: reads.append("metadata") or 1 / 0)
     clear_model_cache()
     again = TransformersBackend(gguf, device="cpu", dtype="float32")
     assert [c.text for c in anyio.run(again.acomplete_batch, PROMPTS, SHORT)] == texts
-    assert reads == []  # the second load never touched the GGUF
+    assert reads == []  # the second load read the kept tokenizer, not the GGUF's metadata
+    ours = _MODELS[again._key].model.state_dict()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    ).state_dict()  # transformers' own GGUF load: the same weights, bit for bit
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
     clear_model_cache()
 
 
@@ -265,5 +280,5 @@ def test_an_unwritable_cache_still_loads_the_gguf(tmp_path, monkeypatch, caplog)
     backend = TransformersBackend(gguf, device="cpu")
     with caplog.at_level("WARNING"):
         answer = anyio.run(backend.acomplete, PROMPTS[0], SHORT)
-    assert answer.text and "cannot keep a converted copy" in caplog.text
+    assert answer.text and "cannot keep the tokenizer" in caplog.text
     clear_model_cache()

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -31,13 +32,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError
+from . import Aggregator
 from ._exact import best_order
 from ._large import Part, perturbed, solve_large
 from ._pairwise import (
     condorcet_blocks,
     kendall_cost,
     listed,
-    net_order,
+    majority_order,
     order_parts,
     pair_indices,
     pairwise_counts,
@@ -45,7 +47,7 @@ from ._pairwise import (
 )
 from .local_search import insertion_refine, local_search
 
-__all__ = ["kemeny", "kemeny_solve", "KemenySolution", "kemeny_objective"]
+__all__ = ["kemeny", "kemeny_with", "kemeny_solve", "KemenySolution", "kemeny_objective"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +132,7 @@ def _solve_block(W: np.ndarray, block: np.ndarray, budget: _Budget, opts: _Optio
         return [(block, _small(sub))]
     deadline = budget.take(k)
     now = time.perf_counter()
-    start = insertion_refine(net_order(sub).tolist(), sub, deadline=now + (deadline - now) / 2)
+    start = insertion_refine(majority_order(sub).tolist(), sub, deadline=now + (deadline - now) / 2)
     parts = order_parts(sub, split_by_order(sub, start))
     inner = _Budget(deadline, [len(p) for p in parts if len(p) > opts.dp_max])
     solved: _Solved = []
@@ -206,15 +208,24 @@ def kemeny_solve(
     )
 
 
-def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -> list[int]:
-    """The Kemeny ranking (see :func:`kemeny_solve` for the options); warns if approximate."""
+def _check_options(options: dict[str, Any]) -> None:
     if unknown := sorted(options.keys() - _OPTIONS):
         raise ConfigurationError(
             f"unknown kemeny option(s) {unknown}; accepted: {', '.join(sorted(_OPTIONS))}"
         )
+
+
+def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -> list[int]:
+    """The Kemeny ranking (see :func:`kemeny_solve` for the options); warns if approximate."""
+    _check_options(options)
     sol = kemeny_solve(rankings, n_items=n_items, **options)
     if not sol.exact:
-        fix = "pip install highspy" if "no highspy" in sol.method else "raise time_limit"
+        fix = (
+            "pip install highspy"
+            if "no highspy" in sol.method
+            else "raise time_limit (aggregator=kemeny_with(time_limit=SECONDS); on the command "
+            "line --kemeny-time-limit SECONDS)"
+        )
         logger.warning(
             "Kemeny ranking is approximate (%s): %s; for an exact answer: %s",
             sol.method,
@@ -242,6 +253,20 @@ def how_far(sol: KemenySolution) -> str:
         f"objective {sol.objective}, at most {100 * sol.gap:.1f} % above the optimum "
         f"(lower bound {sol.lower_bound:.0f})"
     )
+
+
+def kemeny_with(**options: Any) -> Aggregator:
+    """Kemeny with ``options`` (those of :func:`kemeny_solve`: ``time_limit``, ``solver``,
+    ``dp_max``) as an aggregator, keeping its quick stand-in for a blocks round's head.
+
+    >>> slow = kemeny_with(time_limit=10.0)
+    >>> slow([[0, 1, 2], [1, 2, 0], [0, 2, 1]], n_items=3), slow.quick is kemeny.quick
+    ([0, 1, 2], True)
+    """
+    _check_options(options)
+    tuned = functools.partial(kemeny, **options)
+    tuned.quick = local_search  # type: ignore[attr-defined]
+    return tuned
 
 
 # what picks a blocks round's head by default (strategies.Blocks.head_by): insertion local

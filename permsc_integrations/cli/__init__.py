@@ -11,12 +11,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
 
 from ..errors import PermscError
-from ._common import one_line, report
+from ._common import one_line, report, show_model_progress
 
 __all__ = ["main", "build_parser"]
 
@@ -38,17 +39,36 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == module_name:  # an optional subcommand not shipped
                 continue
             raise
-        module.add_parser(subparsers)
+        command = module.add_parser(subparsers)
+        command.set_defaults(command_parser=command)
     return parser
 
 
+def _unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """argparse's message for arguments ``parser`` does not take, each flag with the closest
+    flags it does take."""
+    known = [s for action in parser._actions for s in action.option_strings]
+    words = []
+    for word in extra:
+        close = difflib.get_close_matches(word.partition("=")[0], known, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if word.startswith("-") and close else ""
+        words.append(word + hint)
+    return f"unrecognized arguments: {' '.join(words)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``permsc`` with ``argv`` (default: the process arguments); returns the exit status."""
+    """Run ``permsc`` with ``argv`` (default: the process arguments); returns the exit status.
+    A flag the subcommand does not take gets that subcommand's usage and the closest flags."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command_parser", parser)
+        command.error(_unknown_flags(command, extra))  # exits 2, as argparse does
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command != "serve":  # serve configures its own logging
+        show_model_progress()
     try:
         return int(args.run(args))
     except (PermscError, OSError) as exc:

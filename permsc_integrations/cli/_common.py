@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "one_line",
     "report",
     "say",
+    "show_model_progress",
 ]
 
 LOCAL_KINDS = ("embedded", "transformers", "llamacpp")
@@ -60,6 +62,7 @@ class Query:
     docids: tuple[str, ...]
     items: tuple[Any, ...]
     plain: bool  # ``{"query", "items"}`` rather than ``{"qid", "query", "candidates"}``
+    line: int = 0  # its line (or Parquet row), which is its qid when it names none
 
 
 class LineError(ConfigurationError):
@@ -77,6 +80,23 @@ def report(message: str) -> None:
     """One line on stderr, prefixed with the program name."""
     sys.stderr.write(f"permsc: {message}\n")
     sys.stderr.flush()
+
+
+class _Report(logging.Handler):
+    """Log records as :func:`report` lines (on whatever ``sys.stderr`` is at the time)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        report(self.format(record))
+
+
+def show_model_progress() -> None:
+    """Show what a local model's first use does (assembling its file, reading its
+    tokenizer, loading its weights) as ``permsc:`` lines on stderr: minutes on a CPU that
+    would otherwise pass in silence. Once per process."""
+    logger = logging.getLogger("permsc_integrations.backends.local")
+    if not any(isinstance(h, _Report) for h in logger.handlers):
+        logger.addHandler(_Report(logging.INFO))
+        logger.setLevel(logging.INFO)
 
 
 def say(text: str = "") -> None:
@@ -303,7 +323,7 @@ def parse_line(line: str, lineno: int) -> Query:
         raise LineError(f"line {lineno}: expected 'candidates' (or 'items')")
     texts, docids, raw, plain = _items(obj, lineno)
     qid = str(obj.get("qid", obj.get("id", lineno)))
-    return Query(qid, obj["query"], tuple(texts), tuple(docids), tuple(raw), plain)
+    return Query(qid, obj["query"], tuple(texts), tuple(docids), tuple(raw), plain, lineno)
 
 
 def read_queries(path: str) -> Iterator[Query | LineError]:

@@ -28,6 +28,7 @@ from ._common import (
     call_limits,
     parse_line,
     ranker_options,
+    report,
     say,
 )
 
@@ -102,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     backend = build_backend(args)
     try:
         ranker = PSCRanker(backend, **{**options, "min_successful": 1})
+        report(
+            f"ranking {len(query.texts)} passages in {args.num_permutations} shuffled prompts "
+            f"on {backend.name} (a local model loads first, then answers them in one batch) ..."
+        )
         started = time.perf_counter()
         result = run_sync(ranker.arank, query.query, list(query.texts))
         seconds = time.perf_counter() - started

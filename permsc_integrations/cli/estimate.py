@@ -20,8 +20,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Message
 from ..results import Usage
+from ..strategies.plan import approx_tokens, planned_tokens
 from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
 
 if TYPE_CHECKING:
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from ..strategies import Plan
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
-
-CHARS_PER_TOKEN = 4
-TOKENS_PER_MESSAGE = 4  # role and separators in chat formats
-ANSWER_TOKENS_PER_ITEM = 6  # "[12] > "
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +67,9 @@ def _passes(cap: SpendingCap, usage: Usage, prices: Prices | None) -> bool:
 
 def cap_report(per_query: list[Estimate], options: RankingOptions) -> dict[str, Any]:
     """What the caps would do to these queries: ``request_cap`` stops the queries whose own
-    estimate passes it; ``ranker_cap`` allows as many queries as fit together (in input
-    order; queries run concurrently, so which ones is not fixed)."""
+    estimate passes it; ``ranker_cap`` allows as many queries as fit together, in input
+    order, as ``permsc rank`` admits them (:mod:`..admission`: a query starts only when the
+    cap can pay for its plan; under adaptive m one may finish early and leave room for more)."""
     out: dict[str, Any] = {}
     prices = options.prices
     if options.request_cap is not None:
@@ -93,27 +90,12 @@ def _cap_text(cap: SpendingCap) -> str:
     return ",".join(f"{k}={v:g}" for k, v in asdict(cap).items() if v is not None)
 
 
-def approx_tokens(messages: list[Message]) -> int:
-    """Approximate prompt tokens: characters / 4, plus a few per message.
-
-    >>> approx_tokens([{"role": "user", "content": "x" * 400}])
-    104
-    """
-    chars = sum(len(m["content"]) for m in messages)
-    return chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
-
-
 def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
     """The plan's calls; each round's prompts rendered on the items at its positions when
     the ranking starts (a later round's head is not known yet: the first items stand in)."""
-    prompt_tokens = completion = 0
-    for r in plan.rounds:
-        at = r.start
-        for size in r.prompts:
-            shown = list(query.texts[at : at + size])
-            prompt_tokens += approx_tokens(prompt.render(query.query, shown)) * r.shuffles
-            completion += ANSWER_TOKENS_PER_ITEM * size * r.shuffles
-            at += size
+    prompt_tokens, completion = planned_tokens(
+        plan, lambda shown: prompt.render(query.query, shown), query.texts
+    )
     calls = plan.calls
     return Estimate(1, plan.n, len(plan.rounds), calls.low, calls.high, prompt_tokens, completion)
 
@@ -172,5 +154,6 @@ def _say_caps(caps: dict[str, Any], queries: int) -> None:
         cap = caps["ranker_cap"]
         say(
             f"ranker cap:        {cap['cap']}: allows about {cap['queries_allowed']} of "
-            f"{queries} queries (the rest fail with SpendingCapError)"
+            f"{queries} queries (a query starts only if the cap can pay for its plan: "
+            "the rest are not started, and --resume ranks them later)"
         )

