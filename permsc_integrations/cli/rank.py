@@ -68,7 +68,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "this often (default: 10)",
     )
     parser.add_argument(
-        "--resume", action="store_true", help="skip the qids already in --output; append the rest"
+        "--resume",
+        action="store_true",
+        help="skip the qids already in --output (ray: and those ranked in OUTPUT.journal); "
+        "append the rest",
     )
     parser.add_argument(
         "--engine",
@@ -78,6 +81,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
     parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
+    parser.add_argument(
+        "--ray-capacity-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="ray: stop with an error once no actor could run for this long (default: 60; "
+        "more where an autoscaler adds nodes)",
+    )
     add_ranking_arguments(parser)
     add_backend_arguments(parser)
     parser.set_defaults(run=run)
@@ -170,6 +181,14 @@ class _Progress:
             self.bars[0].update(1)
         if self.lines is not None:
             self.lines.query_done()
+
+    def row_done(self, row: Any) -> None:
+        """A row ranked elsewhere (a Ray actor): its samples at once, then the query."""
+        if self.bars:
+            self.bars[1].update(row.samples or 0)
+        if self.lines is not None:
+            self.lines.sampled += row.samples or 0
+        self.query_done()
 
     def close(self) -> None:
         for bar in self.bars:
@@ -306,5 +325,14 @@ def _rank_here(
 def _rank_on_ray(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
 ) -> int:
-    """The same records through Ray Data (permsc_integrations.ray), written in input order."""
-    return rank_queries_on_ray(args, opts, queries, writer)
+    """The same records through Ray actors (permsc_integrations.ray_rows), written in input
+    order; every row to OUTPUT.journal as it finishes (cli/rank_journal.py)."""
+    # lazy: start-up time of every permsc command
+    from ..options import RankingOptions
+
+    planned = planned_samples(queries, RankingOptions.from_kwargs(**opts))
+    progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
+    try:
+        return rank_queries_on_ray(args, opts, queries, writer, progress.row_done)
+    finally:
+        progress.close()
