@@ -38,8 +38,11 @@ from _report import write_section  # noqa: E402
 
 from permsc_integrations import RankingOptions  # noqa: E402
 from permsc_integrations.testing import Reply, ScriptedOpenAIServer, oracle_responder  # noqa: E402
-
-STORE = 80 * 2**20  # bytes of object store per node: the rows are small
+from permsc_integrations.testing.ray_cluster import (  # noqa: E402
+    local_ray_cluster,
+    processes_with,
+    reap,
+)
 
 
 def relevance(text: str) -> float:
@@ -121,43 +124,6 @@ def _serve(responder: Callable[[Any], Reply], conn: Any) -> None:
         threading.Event().wait()
 
 
-@contextmanager
-def local_cluster(worker_cpus: int) -> Iterator[Any]:
-    """A head with no CPUs (the driver's node) and two worker nodes; always shut down."""
-    from ray.cluster_utils import Cluster
-
-    node = {"object_store_memory": STORE, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "num_cpus": 0})
-    try:
-        for _ in range(2):
-            cluster.add_node(**node, num_cpus=worker_cpus)
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
-
-
-def ray_processes() -> dict[int, str]:
-    """The processes this benchmark's Ray started (pid: name): those whose environment has
-    its private ``RAY_TMPDIR`` (other Ray users on the machine are not counted)."""
-    mark = f"RAY_TMPDIR={os.environ['RAY_TMPDIR']}".encode()
-    procs = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if mark not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # gone, or not ours to read
-            continue
-        name = argv[0].decode(errors="replace")
-        if not name.startswith("ray::"):
-            name = " ".join(Path(a.decode(errors="replace")).name for a in argv[:2])
-        procs[int(entry.name)] = name
-    return procs
-
-
 def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -231,7 +197,7 @@ def case_node(bench: Bench, cluster: Any) -> dict[str, Any]:
     before = bench.calls
     run = bench.driver(cluster.address, bench.workdir / "node.jsonl")
     bench.at_half(run, before)
-    cluster.remove_node(cluster.list_all_nodes()[1], allow_graceful=False)
+    cluster.kill_workers(1)
     began = time.monotonic()
     rc = run.wait(bench.args.deadline)
     return {
@@ -247,8 +213,7 @@ def case_capacity(bench: Bench, cluster: Any) -> dict[str, Any]:
     """Both worker nodes killed at half: the job should fail, in bounded time, saying why."""
     run = bench.driver(cluster.address, bench.workdir / "capacity.jsonl")
     bench.at_half(run, bench.calls)
-    for node in cluster.list_all_nodes()[1:]:
-        cluster.remove_node(node, allow_graceful=False)
+    cluster.kill_workers(2)
     began = time.monotonic()
     rc = run.wait(bench.args.deadline)
     return {
@@ -265,7 +230,8 @@ def case_driver(bench: Bench, cluster: Any) -> dict[str, Any]:
     driver starts Ray itself (no ``--ray-address``)."""
     address = cluster.address if cluster is not None else None
     output = bench.workdir / f"driver-{'cluster' if address else 'own'}.jsonl"
-    existing = ray_processes()
+    processes = cluster.processes if cluster else lambda: processes_with(os.environ["RAY_TMPDIR"])
+    existing = processes()
     before = bench.calls
     run = bench.driver(address, output)
     bench.at_half(run, before)
@@ -275,7 +241,7 @@ def case_driver(bench: Bench, cluster: Any) -> dict[str, Any]:
     run.wait(30)
     time.sleep(30)
     after_kill = bench.calls - at_kill
-    left = {p: t for p, t in ray_processes().items() if p not in existing}
+    left = {p: t for p, t in processes().items() if p not in existing}
     written = check_output(output, bench.data)["rows"]
     resumed = bench.driver(address, output, "--resume")
     rc = resumed.wait(bench.args.deadline)
@@ -315,13 +281,15 @@ def run_cases(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
         for name in args.cases.split(","):
             case, on_cluster = CASES[name]
             for _ in range(args.repeat):
-                with local_cluster(args.worker_cpus) if on_cluster else nullcontext() as cluster:
-                    result = case(bench, cluster)
+                cluster = local_ray_cluster(2, args.worker_cpus) if on_cluster else nullcontext()
+                with cluster as running:
+                    result = case(bench, running)
                 results.append((name, result))
                 sys.stdout.write(f"{name}: {json.dumps(result)}\n")
                 sys.stdout.flush()
-                if not wait_for(lambda: not ray_processes(), 30):
-                    sys.stdout.write(f"  Ray processes left after shutdown: {ray_processes()}\n")
+                left = reap(os.environ["RAY_TMPDIR"])  # the driver's own Ray, if it started one
+                if left:
+                    sys.stdout.write(f"  killed, left after the case: {left}\n")
     return results
 
 

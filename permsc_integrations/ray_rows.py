@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -46,7 +47,7 @@ from .options import RankingOptions
 from .ranker import RankRequest
 from .ray import RankedRow, RowRanker, actor_options, ray_module
 
-__all__ = ["rank_rows"]
+__all__ = ["rank_rows", "Watchdog", "ROW_LOSSES", "INIT_FAILURES"]
 
 _Row = tuple[int, Any, Any]  # (position, query, items): what an actor ranks
 
@@ -160,6 +161,29 @@ class _Feed:
 
 
 @dataclass
+class Watchdog:
+    """Whether a job has gone ``timeout`` seconds with no live actor (from its start, or from
+    the moment its last one was lost).
+
+    >>> dog = Watchdog(60.0, since=0.0)
+    >>> dog.expired(alive=False, now=59.0), dog.expired(alive=True, now=61.0)
+    (False, False)
+    >>> dog.expired(alive=False, now=100.0), dog.expired(alive=False, now=161.5)
+    (False, True)
+    """
+
+    timeout: float
+    since: float | None  # when the last live actor was lost (None: one is alive)
+
+    def expired(self, *, alive: bool, now: float) -> bool:
+        if alive:
+            self.since = None
+        elif self.since is None:
+            self.since = now
+        return self.since is not None and now - self.since > self.timeout
+
+
+@dataclass
 class _Chunk:
     actor: Any
     left: dict[int, RankRequest]  # the rows not yet delivered
@@ -176,8 +200,15 @@ class _Settings:
     options: RankingOptions
 
 
+_ERROR_LINE = re.compile(r"^\s*([\w.]*(?:Error|Exception): .*)$")
+
+
 def _cause(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    """One line for ``exc``: the last ``SomeError: message`` line in it (Ray wraps an
+    actor's own error in its traceback text), else its first line."""
+    lines = str(exc).splitlines() or [""]
+    found = [m.group(1) for m in map(_ERROR_LINE.match, lines) if m]
+    return (found[-1] if found else f"{type(exc).__name__}: {lines[0]}")[:300]
 
 
 @dataclass
@@ -187,12 +218,12 @@ class _Pool:
     ray: Any
     settings: _Settings
     feed: _Feed
+    watchdog: Watchdog
     actors: dict[Any, int] = field(default_factory=dict)  # actor: chunks in flight
     probes: dict[Any, Any] = field(default_factory=dict)  # ready probe: actor
     alive: set[Any] = field(default_factory=set)
     chunks: dict[Any, _Chunk] = field(default_factory=dict)  # streaming generator: chunk
     owed: list[float] = field(default_factory=list)  # when to start the lost actors' heirs
-    idle_since: float | None = field(default_factory=time.monotonic)
     losses: int = 0  # actors lost in a row, no row delivered in between: the heirs' backoff
     init_failures: int = 0
     lost: int = 0
@@ -245,7 +276,7 @@ class _Pool:
         actor = self.probes.pop(ref)
         try:
             self.ray.get(ref)
-        except self._lost_errors() as exc:
+        except self.ray.exceptions.RayError as exc:  # its constructor's error may not unpickle
             self._lost(actor, exc)
             return
         self.alive.add(actor)
@@ -281,7 +312,7 @@ class _Pool:
         self.alive.discard(actor)
         self.ray.kill(actor, no_restart=True)
         self.lost += 1
-        if getattr(exc, "actor_init_failed", False):
+        if getattr(exc, "actor_init_failed", not isinstance(exc, self._lost_errors())):
             self.init_failures += 1
             if self.init_failures >= INIT_FAILURES:
                 raise ClusterCapacityError(
@@ -292,12 +323,7 @@ class _Pool:
         self.owed.append(time.monotonic() + min(0.5 * 2 ** (self.losses - 1), 8.0))
 
     def _check_capacity(self) -> None:
-        now = time.monotonic()
-        if self.alive:
-            self.idle_since = None
-        elif self.idle_since is None:
-            self.idle_since = now
-        elif now - self.idle_since > self.settings.capacity_timeout:
+        if self.watchdog.expired(alive=bool(self.alive), now=time.monotonic()):
             s = self.settings
             cpus = self.ray.cluster_resources().get("CPU", 0)
             raise ClusterCapacityError(
@@ -344,7 +370,9 @@ def rank_rows(
 
 
 def _rows(ray: Any, settings: _Settings, requests: Iterable[RankRequest]) -> Iterator[RankedRow]:
-    pool = _Pool(ray, settings, _Feed(requests))
+    pool = _Pool(
+        ray, settings, _Feed(requests), Watchdog(settings.capacity_timeout, time.monotonic())
+    )
     try:
         for _ in range(settings.size):
             pool.add_actor()

@@ -36,7 +36,14 @@ def rows(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(  # "local": a new instance, never a cluster another user left on this machine
+        address="local",
+        num_cpus=2,
+        object_store_memory=80 * 2**20,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     yield ray

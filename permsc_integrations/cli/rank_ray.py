@@ -29,16 +29,18 @@ from .rank_records import to_json
 if TYPE_CHECKING:
     from ..ray import RankedRow  # lazy: start-up time of every permsc command
 
-__all__ = ["rank_queries_on_ray"]
+__all__ = ["rank_queries_on_ray", "job_options"]
 
 
-def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
+def job_options(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
+    """The actors' ranking options: ``opts`` (the command line's) with the backend's
+    ``base_url`` and ``device`` (each actor builds its own backend)."""
+    backend_options = dict(opts.get("backend_options", {}))
     if args.base_url:
-        options["base_url"] = args.base_url
+        backend_options["base_url"] = args.base_url
     if args.device:
-        options["device"] = args.device
-    return options
+        backend_options["device"] = args.device
+    return {**opts, "backend_options": backend_options}
 
 
 def _result(row: RankedRow) -> RankingResult:
@@ -78,10 +80,7 @@ def rank_queries_on_ray(
     on_row: Callable[[RankedRow], None],
 ) -> int:
     """Rank ``queries`` on Ray; write each record in input order; return the failures."""
-    options = {
-        **opts,
-        "backend_options": {**opts.get("backend_options", {}), **_backend_options(args)},
-    }
+    options = job_options(args, opts)
     spec = backend_spec(args)
     keys = [unit_key(q, spec, options) for q in queries]
     journal = Journal(args.output, args.resume) if args.output != "-" else None
