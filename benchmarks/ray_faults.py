@@ -9,11 +9,14 @@ fresh cluster and, once half the planned calls were made, does one thing:
 - ``capacity``: kills both worker nodes. Expected: a non-zero exit that says so, in bounded time.
 - ``driver``: SIGKILLs the driver; counts the calls made after the kill and the job's Ray
   processes still alive 30 s later; then reruns with ``--resume`` and counts what both paid.
+  ``driver-own-ray``: the same with no cluster, the driver starting Ray itself.
+- ``interrupt``: SIGINT (Ctrl-C) to the driver.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/ray_faults.py`` (about 6 minutes at the issue's
+Run: ``nice -n 10 .venv/bin/python benchmarks/ray_faults.py`` (about 8 minutes at the issue's
 scale: 1,000 queries x 8 items, m = 5, L = 1 s, 200 calls in flight, 4 actors);
 ``--queries 200 --latency 0.5`` for a quick look. Writes the "ray-faults" section of
-docs/benchmarks.md (``--no-write``: print only).
+docs/benchmarks.md (``--no-write``: print only; ``--append``: after the runs already there, as
+for a *before* run of the previous code with ``--label before``).
 """
 
 from __future__ import annotations
@@ -257,11 +260,35 @@ def case_driver(bench: Bench, cluster: Any) -> dict[str, Any]:
     }
 
 
+def case_interrupt(bench: Bench, cluster: Any) -> dict[str, Any]:
+    """Ctrl-C (SIGINT) to the driver at half: its exit status and time, the calls after it."""
+    output = bench.workdir / "interrupt.jsonl"
+    existing = cluster.processes()
+    run = bench.driver(cluster.address, output)
+    bench.at_half(run, bench.calls)
+    assert run.proc is not None
+    run.proc.send_signal(signal.SIGINT)
+    at_signal, began = bench.calls, time.monotonic()
+    rc = run.wait(60)
+    exited = time.monotonic() - began
+    time.sleep(30)
+    left = {p: t for p, t in cluster.processes().items() if p not in existing}
+    return {
+        "rc": "hang" if rc is None else rc,
+        "exit after (s)": round(exited, 1),
+        "calls after SIGINT": bench.calls - at_signal,
+        "Ray processes 30 s later": f"{len(left)} {sorted(set(left.values()))}",
+        **check_output(output, bench.data),
+        "message": _last_line(run.stderr),
+    }
+
+
 CASES: dict[str, tuple[Callable[[Bench, Any], dict[str, Any]], bool]] = {
     "node": (case_node, True),  # (the case, whether it runs on the 3-node cluster)
     "capacity": (case_capacity, True),
     "driver": (case_driver, True),
     "driver-own-ray": (case_driver, False),
+    "interrupt": (case_interrupt, True),
 }
 
 
@@ -302,16 +329,33 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=200)
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--worker-cpus", type=int, default=2)
-    ap.add_argument("--cases", default="node,capacity,driver")
+    ap.add_argument("--cases", default="node,capacity,driver,driver-own-ray,interrupt")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--deadline", type=float, default=240.0, help="s to wait after a fault")
     ap.add_argument("--extra", default="", help="more permsc rank flags")
     ap.add_argument("--label", default="", help="a name for this run in the section")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument(
+        "--append", action="store_true", help="add this run to the section (before and after)"
+    )
     args = ap.parse_args()
     results = run_cases(args)
     if not args.no_write:
-        write_section("ray-faults", report(args, results))
+        body = report(args, results)
+        if args.append:
+            body = _section_body("ray-faults") + "\n\n" + body
+        write_section("ray-faults", body)
+
+
+def _section_body(name: str) -> str:
+    """The runs already in the section ``name`` of docs/benchmarks.md (its machine and
+    command lines left out: write_section adds this run's)."""
+    import re
+
+    from _report import DOC
+
+    found = re.search(f"<!-- BEGIN {name} -->\n(.*?)\n\nMachine: ", DOC.read_text(), re.S)
+    return found.group(1) if found else ""
 
 
 def report(args: argparse.Namespace, results: list[tuple[str, dict[str, Any]]]) -> str:

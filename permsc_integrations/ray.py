@@ -5,10 +5,16 @@
 whose async engine ranks the rows of several batches at once on the actor's event loop.
 ``max_concurrency`` is the budget of calls in flight for the **whole job**: it is split evenly
 across the actors (so ``concurrency`` actors never exceed it together). A row whose ranking
-fails becomes a row with ``error`` set: rows are never dropped and a bad row never fails the
-job. Permutation seeds derive from the ranker's ``seed`` and the row's own query and items
+fails becomes a row with ``error`` set (and its ``usage``, what it spent): rows are never
+dropped and a bad row never fails the job. Permutation seeds derive from the ranker's
+``seed`` and the row's own query and items
 (:func:`permsc_integrations.run.engine.derive_seed`), so a re-run, a resumed run, another
 partitioning or the single-process ``permsc rank`` give the same orders.
+
+What every ranking actor holds, here and in :mod:`permsc_integrations.ray_rows` (the engine
+of ``permsc rank --engine ray``, whose faults are bounded): a :class:`RowRanker` that turns
+each row into a :class:`RankedRow` and ends its process with its node
+(:func:`exit_with_parent`). Ray Data's own fault handling is docs/scale.md's.
 
 Needs the ``ray`` extra: ``pip install 'permsc-integrations[ray]'``. See docs/scale.md.
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checks import positive_int
-from .errors import ClusterCapacityError
+from .errors import ClusterCapacityError, PermscError
 from .options import RankingOptions
 from .ranker import RankRequest
 from .ray import RankedRow, RowRanker, actor_options, ray_module
@@ -87,7 +87,7 @@ class _RowsActor:
     def _widest(self, items: Any) -> int:
         try:
             return max(r.calls.high for r in self.options.plan(len(items)).rounds)
-        except Exception:  # the ranker says what is wrong with the row
+        except (TypeError, PermscError):  # the ranker says what is wrong with the row
             return 1
 
     async def rank(self, rows: list[_Row]) -> AsyncIterator[RankedRow]:
@@ -156,8 +156,13 @@ class _Feed:
                 self.back.append((position, request))
                 continue
             error = f"RayActorError: lost with its actor {ROW_LOSSES} times (the last: {cause})"
-            failed.append(RankedRow.failed(self.keys[position], error))
+            failed.append(RankedRow.failed(self.delivered(position), error))
         return failed
+
+    def delivered(self, position: int) -> Any:
+        """Forget the row at ``position`` (it is delivered); its key."""
+        self.losses.pop(position, None)
+        return self.keys.pop(position)
 
 
 @dataclass
@@ -296,7 +301,7 @@ class _Pool:
         if chunk.left.pop(row.key, None) is None:
             return None  # delivered already (never expected: no task is retried)
         self.losses, self.delivered = 0, self.delivered + 1
-        return dataclasses.replace(row, key=self.feed.keys[row.key])
+        return dataclasses.replace(row, key=self.feed.delivered(row.key))
 
     def _lost_errors(self) -> tuple[type[Exception], ...]:
         e = self.ray.exceptions

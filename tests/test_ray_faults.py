@@ -9,8 +9,8 @@ planned calls were made:
 - both lost: exit 2 with a message, the rows written valid;
 - the driver SIGKILLed: at most one budget of calls after it, its actors gone; ``--resume``
   completes every row once, both runs paying at most the plan plus one budget;
-- a driver that started Ray itself (no ``--ray-address``) SIGKILLed: the same for its calls
-  and actors.
+- a driver that started Ray itself (no ``--ray-address``) SIGKILLed: the same for its calls,
+  and every process of its Ray gone within 30 s.
 """
 
 from __future__ import annotations
@@ -178,6 +178,12 @@ def test_a_killed_driver_that_started_ray_takes_it_all(job, until) -> None:
     job.env.pop("RAY_ADDRESS", None)
     try:
         assert kill_driver(job, until, tmpdir) <= BUDGET
+
+        def all_gone() -> bool:
+            """no process of the driver's Ray is alive (its node agents included)"""
+            return not processes_with(tmpdir)
+
+        asyncio.run(until(all_gone, timeout=30))
     finally:
         reap(tmpdir)
         shutil.rmtree(tmpdir, ignore_errors=True)

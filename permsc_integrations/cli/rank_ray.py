@@ -16,9 +16,13 @@ import argparse
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results import RankingResult, Usage, scores_from_order
@@ -29,7 +33,7 @@ from .rank_records import to_json
 if TYPE_CHECKING:
     from ..ray import RankedRow  # lazy: start-up time of every permsc command
 
-__all__ = ["rank_queries_on_ray", "job_options"]
+__all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
 
 
 def job_options(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
@@ -53,23 +57,83 @@ def _result(row: RankedRow) -> RankingResult:
 def _ray_for(args: argparse.Namespace) -> Iterator[None]:
     """Ray for this job: the one this process already runs, else ``--ray-address`` (or
     ``RAY_ADDRESS``) joined, else a new local instance (never a cluster some other user left
-    recorded in Ray's temp folder); shut down after the job if it was started here."""
+    recorded in Ray's temp folder) that ends with this process (:func:`_reaper`); shut down
+    after the job if it was started here."""
     # lazy: optional dependency (the ray extra)
     import ray
 
     if ray.is_initialized():
         yield
         return
-    ray.init(
-        address=args.ray_address or os.environ.get("RAY_ADDRESS") or "local",
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.ERROR,
-    )
+    address = args.ray_address or os.environ.get("RAY_ADDRESS")
+    reaper = _reaper() if address is None else None
     try:
-        yield
+        try:
+            ray.init(
+                address=address or "local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+        finally:  # the processes that carry the mark are started
+            os.environ.pop(_MARK, None)
+        try:
+            yield
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        if reaper is not None:
+            _close(reaper)
+
+
+_MARK = "PERMSC_RAY_JOB"
+
+
+def _reaper() -> subprocess.Popen[bytes] | None:
+    """Make the Ray about to start here end with this process, however it ends (Linux).
+
+    Every process of a local Ray inherits this process's environment, marked here with a
+    token until Ray has started; a reaper process waits on a pipe from this one and, when it
+    closes (this process gone, even by SIGKILL, or :func:`_close`), kills every process so
+    marked. Ray alone lets its node agents outlive a killed driver by 30 s and more
+    (docs/scale.md).
+    """
+    if not os.path.isdir("/proc/self"):
+        return None
+    token = os.urandom(8).hex()
+    env = {k: v for k, v in os.environ.items() if k != _MARK}
+    code = "from permsc_integrations.cli.rank_ray import reap_marked; reap_marked()"
+    reaper = subprocess.Popen(
+        [sys.executable, "-c", code, token], stdin=subprocess.PIPE, env=env,
+        start_new_session=True,  # a Ctrl-C to this process group leaves it its work
+    )  # fmt: skip
+    os.environ[_MARK] = token
+    return reaper
+
+
+def _close(reaper: subprocess.Popen[bytes]) -> None:
+    """Ray is shut down: let the reaper end what is left of it, and wait for it."""
+    assert reaper.stdin is not None
+    reaper.stdin.close()
+    try:
+        reaper.wait(10)
+    except subprocess.TimeoutExpired:
+        reaper.kill()
+
+
+def reap_marked() -> None:
+    """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
+    environment holds the token given as its argument."""
+    sys.stdin.buffer.read()
+    mark = f"{_MARK}={sys.argv[1]}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:  # gone, or not ours
+            continue
 
 
 def rank_queries_on_ray(
