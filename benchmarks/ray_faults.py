@@ -342,9 +342,16 @@ def main() -> None:
     results = run_cases(args)
     if not args.no_write:
         body = report(args, results)
-        if args.append:
-            body = _section_body("ray-faults") + "\n\n" + body
+        body = _section_body("ray-faults") + "\n\n" + body if args.append else HEADING + body
         write_section("ray-faults", body)
+
+
+HEADING = (
+    "## Ray under faults (issue 33): a local 3-node cluster, `permsc rank --engine ray`\n\n"
+    'Each fault once half the planned calls were made; docs/scale.md "What survives what" '
+    "reads them. A *before* run is this script run against an export of the earlier code "
+    "(`PYTHONPATH=<export>`, with `testing/ray_cluster.py` copied in).\n\n"
+)
 
 
 def _section_body(name: str) -> str:

@@ -151,8 +151,8 @@ def exit_with_parent(interval: float = 0.05) -> None:
 
     A Ray worker's parent is its node's raylet. When a driver that started Ray itself is
     killed, the raylet dies with it but the workers lived on for seconds, still calling the
-    upstream (402 calls after the kill, docs/scale.md): an actor that calls this stops within
-    ``interval``.
+    upstream (hundreds of calls after the kill, docs/scale.md): an actor that calls this stops
+    within ``interval``.
     """
     parent = os.getppid()
 

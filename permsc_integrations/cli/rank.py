@@ -73,13 +73,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="skip the qids already in --output (ray: and those ranked in OUTPUT.journal); "
         "append the rest",
     )
+    _add_ray_arguments(parser)
+    add_ranking_arguments(parser)
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=("local", "ray"),
         default="local",
-        help="local: this process; ray: Ray Data actors (docs/scale.md)",
+        help="local: this process; ray: Ray actors (docs/scale.md)",
     )
-    parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
+    parser.add_argument(
+        "--ray-address",
+        help="a Ray cluster to join (default: RAY_ADDRESS, else a Ray started here for the job)",
+    )
     parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
     parser.add_argument(
         "--ray-capacity-timeout",
@@ -89,10 +100,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="ray: stop with an error once no actor could run for this long (default: 60; "
         "more where an autoscaler adds nodes)",
     )
-    add_ranking_arguments(parser)
-    add_backend_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
 
 
 class _OrderedWriter:
