@@ -1,8 +1,9 @@
-"""Ray Data at a call budget: 1,000 queries x m = 5 against a server that answers in L = 1 s.
+"""Ray at a call budget: 1,000 queries x m = 5 against a server that answers in L = 1 s.
 
 The bound is calls x L / budget (5,000 x 1 s / 200 = 25 s): no schedule can do better with 200
-calls in flight. Measured: the wall time of ``rank_dataset`` from ``ray.init()`` to the last row
-(Ray's start-up included), and, side by side, one process ranking the same rows with
+calls in flight. Measured: the wall time from ``ray.init()`` to the last row (Ray's start-up
+included) of ``rank_rows`` (Ray actors, the engine of ``permsc rank --engine ray``) and of
+``rank_dataset`` (Ray Data), and, side by side, one process ranking the same rows with
 ``PSCRanker.rank_many`` at the same budget. Efficiency = bound / wall.
 
 Run: ``.venv/bin/python benchmarks/ray_scale.py`` (about 2 minutes; ``--queries 200`` for a
@@ -42,7 +43,13 @@ def on_ray(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float,
     from permsc_integrations.ray import rank_dataset
 
     began = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
     ray.data.DataContext.get_current().enable_progress_bars = False
     ranked = rank_dataset(
         ray.data.from_items(data),
@@ -60,6 +67,35 @@ def on_ray(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float,
     return wall, sum(r["error"] is not None for r in out)
 
 
+def on_ray_rows(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float, int]:
+    import ray
+
+    from permsc_integrations.ray_rows import rank_rows
+
+    began = time.perf_counter()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
+    rows = rank_rows(
+        [RankRequest(r["query"], r["items"]) for r in data],
+        backend="openai:bench",
+        num_permutations=args.m,
+        max_concurrency=args.budget,
+        backend_options={"base_url": url},
+        concurrency=args.actors,
+        batch_size=args.batch,
+        batches_per_actor=args.batches,
+    )
+    failed = sum(row.error is not None for row in rows)
+    wall = time.perf_counter() - began
+    ray.shutdown()
+    return wall, failed
+
+
 def one_process(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float, int]:
     began = time.perf_counter()
     with PSCRanker(
@@ -75,7 +111,8 @@ def one_process(url: str, data: list[dict], args: argparse.Namespace) -> tuple[f
 
 
 ENGINES = {
-    "ray": ("Ray Data (start-up included)", on_ray),
+    "ray": ("Ray Data, rank_dataset (start-up included)", on_ray),
+    "rows": ("Ray actors, rank_rows (start-up included)", on_ray_rows),
     "one": ("one process (rank_many)", one_process),
 }
 
@@ -111,7 +148,9 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--batches", type=int, default=4)
-    ap.add_argument("--engines", default="ray,one", help="ray, one (one process) or both")
+    ap.add_argument(
+        "--engines", default="rows,ray,one", help="rows (rank_rows), ray (rank_dataset), one"
+    )
     args = ap.parse_args()
     data = rows(args.queries)
     calls = args.queries * args.m

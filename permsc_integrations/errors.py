@@ -35,6 +35,7 @@ __all__ = [
     "InsufficientSamplesError",
     "ModelIntegrityError",
     "SpendingCapError",
+    "ClusterCapacityError",
 ]
 
 
@@ -270,3 +271,11 @@ class SpendingCapError(PermscError):
                 f"started: its plan needs {needed:g} {limit}"
             )
         super().__init__(f"{head} ({so_far}); {fix}")
+
+
+class ClusterCapacityError(PermscError):
+    """A Ray job stopped because no ranking actor could run: for ``capacity_timeout``
+    seconds none was alive (its nodes lost, none with room to start another), or actors kept
+    dying before finishing a row. The rows finished before it were delivered. Fix: give the
+    cluster room (or the cause of the deaths, in the message) and rerun with ``--resume``.
+    """

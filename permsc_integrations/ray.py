@@ -5,10 +5,16 @@
 whose async engine ranks the rows of several batches at once on the actor's event loop.
 ``max_concurrency`` is the budget of calls in flight for the **whole job**: it is split evenly
 across the actors (so ``concurrency`` actors never exceed it together). A row whose ranking
-fails becomes a row with ``error`` set: rows are never dropped and a bad row never fails the
-job. Permutation seeds derive from the ranker's ``seed`` and the row's own query and items
+fails becomes a row with ``error`` set (and its ``usage``, what it spent): rows are never
+dropped and a bad row never fails the job. Permutation seeds derive from the ranker's
+``seed`` and the row's own query and items
 (:func:`permsc_integrations.run.engine.derive_seed`), so a re-run, a resumed run, another
 partitioning or the single-process ``permsc rank`` give the same orders.
+
+What every ranking actor holds, here and in :mod:`permsc_integrations.ray_rows` (the engine
+of ``permsc rank --engine ray``, whose faults are bounded): a :class:`RowRanker` that turns
+each row into a :class:`RankedRow` and ends its process with its node
+(:func:`exit_with_parent`). Ray Data's own fault handling is docs/scale.md's.
 
 Needs the ``ray`` extra: ``pip install 'permsc-integrations[ray]'``. See docs/scale.md.
 
@@ -23,7 +29,10 @@ Example (it starts Ray, so not run as a doctest)::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +42,27 @@ from .checks import positive_int
 from .errors import ConfigurationError, MissingDependencyError
 from .options import RankingOptions
 from .ranker import PSCRanker
-from .results import Usage
+from .results import RankingResult, Usage
 
-__all__ = ["rank_dataset", "split_budget", "RESULT_COLUMNS", "USAGE_FIELDS"]
+__all__ = [
+    "rank_dataset",
+    "split_budget",
+    "actor_options",
+    "ray_module",
+    "exit_with_parent",
+    "RankedRow",
+    "RowRanker",
+    "RESULT_COLUMNS",
+    "USAGE_FIELDS",
+]
 
 RESULT_COLUMNS = ("order", "scores", "confidence", "samples", "failed_samples", "usage", "error")
 """The columns :func:`rank_dataset` adds (an input column of one of these names is refused)."""
 USAGE_FIELDS = Usage.COUNTS
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
+    """``ray``, imported (with ``ray.data``), or an error naming the install line."""
     try:
         # lazy: optional dependency (the ray extra)
         import ray
@@ -65,6 +85,101 @@ def split_budget(max_concurrency: int, actors: int) -> tuple[int, int]:
     return actors, max_concurrency // actors
 
 
+def actor_options(
+    concurrency: int, ranker_options: Mapping[str, Any]
+) -> tuple[int, RankingOptions]:
+    """``(actors, each actor's options)``: the options validated (before Ray starts work) and
+    the job's ``max_concurrency`` split among at most ``concurrency`` actors."""
+    options = RankingOptions.from_kwargs(**ranker_options)
+    if options.cache is not None:
+        raise ConfigurationError(
+            "a cache object cannot be shared by Ray actors; rank without cache= (or give each "
+            "actor its own by wrapping the backend)"
+        )
+    if options.ranker_cap is not None:
+        raise ConfigurationError(
+            "ranker_cap is one ranker's meter and Ray actors each build their own: it would "
+            "allow the cap once per actor; cap each request with request_cap instead"
+        )
+    actors, per_actor = split_budget(options.max_concurrency, concurrency)
+    return actors, dataclasses.replace(options, max_concurrency=per_actor)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedRow:
+    """One row's ranking as plain values, what an actor sends back: ``key`` names the row,
+    ``order`` indexes its items best first; a failed row has ``error`` set, its ranking fields
+    None, and ``usage`` still says what it spent."""
+
+    key: Any
+    order: tuple[int, ...] | None
+    scores: tuple[float, ...] | None
+    confidence: float | None
+    samples: int | None
+    failed_samples: int | None
+    usage: dict[str, int]
+    error: str | None
+
+    @classmethod
+    def of(cls, key: Any, outcome: RankingResult | Exception) -> RankedRow:
+        """The row of a RankingResult, or of the exception its ranking raised."""
+        usage = getattr(outcome, "usage", None)
+        spent = {f: int(getattr(usage, f, 0) or 0) for f in USAGE_FIELDS}
+        if isinstance(outcome, Exception):
+            return cls.failed(key, f"{type(outcome).__name__}: {outcome}", spent)
+        return cls(
+            key,
+            tuple(outcome.order),
+            tuple(outcome.scores),
+            float(outcome.confidence),
+            len(outcome.samples),
+            len(outcome.failures),
+            spent,
+            None,
+        )
+
+    @classmethod
+    def failed(cls, key: Any, error: str, usage: dict[str, int] | None = None) -> RankedRow:
+        """A failed row: ``error`` says why, ``usage`` what it spent (nothing known: zeros)."""
+        spent = usage if usage is not None else dict.fromkeys(USAGE_FIELDS, 0)
+        return cls(key, None, None, None, None, None, spent, error)
+
+
+def exit_with_parent(interval: float = 0.05) -> None:
+    """End this process as soon as its parent is gone (a daemon thread checks every
+    ``interval`` s).
+
+    A Ray worker's parent is its node's raylet. When a driver that started Ray itself is
+    killed, the raylet dies with it but the workers lived on for seconds, still calling the
+    upstream (hundreds of calls after the kill, docs/scale.md): an actor that calls this stops
+    within ``interval``.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)  # the node is gone: no cleanup can reach anyone now
+
+    threading.Thread(target=watch, name="permsc-exit-with-parent", daemon=True).start()
+
+
+class RowRanker:
+    """What every ranking actor holds: one ranker (its share of the job's budget); the
+    process ends with its node (:func:`exit_with_parent`)."""
+
+    def __init__(self, backend: Any, options: RankingOptions) -> None:
+        exit_with_parent()
+        self.ranker = PSCRanker(backend, options=options)
+
+    async def rank(self, key: Any, query: Any, items: Any) -> RankedRow:
+        """One row's :class:`RankedRow`; a failure is a row with its error, never raised."""
+        try:  # the core refuses a query that is not a string
+            return RankedRow.of(key, await self.ranker.arank(query, items or (), request_id=key))
+        except Exception as exc:
+            return RankedRow.of(key, exc)
+
+
 @dataclass(frozen=True, slots=True)
 class _Columns:
     query: str
@@ -73,62 +188,37 @@ class _Columns:
 
 
 class _RankBatches:
-    """The actor: one ranker (the actor's share of the budget), rows ranked concurrently."""
+    """The Ray Data actor: a :class:`RowRanker`, the rows of a batch ranked concurrently."""
 
     def __init__(self, backend: Any, options: RankingOptions, columns: _Columns) -> None:
 
         self.columns = columns
-        self.ranker = PSCRanker(backend, options=options)
+        self.rows = RowRanker(backend, options)
 
     async def __call__(self, batch: Any) -> AsyncIterator[Any]:
         # lazy: optional dependency (pyarrow, with the ray extra)
         import pyarrow as pa
 
-        rows = batch.to_pylist()
-        outcomes = await self._rank(rows)
-        added = _result_columns(outcomes)
+        ranked = await self._rank(batch.to_pylist())
+        types = _column_types()
         for name in RESULT_COLUMNS:
-            batch = batch.append_column(name, pa.array(added[name], type=_column_types()[name]))
+            values = [getattr(row, name) for row in ranked]
+            batch = batch.append_column(name, pa.array(values, type=types[name]))
         yield batch
 
-    async def _rank(self, rows: list[dict[str, Any]]) -> list[Any]:
-        """Every row's RankingResult or the exception it raised, in row order."""
-
+    async def _rank(self, rows: list[dict[str, Any]]) -> list[RankedRow]:
+        """Every row's RankedRow, in row order."""
         c = self.columns
         out: list[Any] = [None] * len(rows)
 
         async def one(k: int, row: dict[str, Any]) -> None:
-            try:
-                rid = row.get(c.id) if c.id else k
-                query: Any = row.get(c.query)  # the core refuses what is not a string
-                out[k] = await self.ranker.arank(query, row.get(c.items) or (), request_id=rid)
-            except Exception as exc:  # a failed row is a row with its error
-                out[k] = exc
+            rid = row.get(c.id) if c.id else k
+            out[k] = await self.rows.rank(rid, row.get(c.query), row.get(c.items))
 
         async with anyio.create_task_group() as tg:
             for k, row in enumerate(rows):
                 tg.start_soon(one, k, row)
         return out
-
-
-def _result_columns(outcomes: Sequence[Any]) -> dict[str, list[Any]]:
-    """The added columns for each outcome (a RankingResult or the exception it raised)."""
-    columns: dict[str, list[Any]] = {name: [] for name in RESULT_COLUMNS}
-    for outcome in outcomes:
-        failed = isinstance(outcome, BaseException)
-        usage = getattr(outcome, "usage", None)
-        values = {
-            "order": None if failed else list(outcome.order),
-            "scores": None if failed else list(outcome.scores),
-            "confidence": None if failed else float(outcome.confidence),
-            "samples": None if failed else len(outcome.samples),
-            "failed_samples": None if failed else len(outcome.failures),
-            "usage": {f: getattr(usage, f, 0) or 0 for f in USAGE_FIELDS},
-            "error": f"{type(outcome).__name__}: {outcome}" if failed else None,
-        }
-        for name, value in values.items():
-            columns[name].append(value)
-    return columns
 
 
 def _column_types() -> dict[str, Any]:
@@ -168,27 +258,16 @@ def rank_dataset(
     ``max_concurrency`` being the whole job's budget of calls in flight. ``items_column``
     holds lists of texts or of mappings with ``"text"``; ``id_column`` tags events and errors.
     """
-    ray = _ray()
-    options = RankingOptions.from_kwargs(**ranker_options)
-    if options.cache is not None:
-        raise ConfigurationError(
-            "a cache object cannot be shared by Ray actors; rank without cache= (or give each "
-            "actor its own by wrapping the backend)"
-        )
-    if options.ranker_cap is not None:
-        raise ConfigurationError(
-            "ranker_cap is one ranker's meter and Ray actors each build their own: it would "
-            "allow the cap once per actor; cap each request with request_cap instead"
-        )
+    ray = ray_module()
+    actors, options = actor_options(concurrency, ranker_options)
     clash = sorted(set(RESULT_COLUMNS) & set(ds.columns() or ()))
     if clash:
         raise ConfigurationError(f"the dataset already has column(s) {clash}; rename them first")
-    actors, per_actor = split_budget(options.max_concurrency, concurrency)
     return ds.map_batches(
         _RankBatches,
         fn_constructor_kwargs={
             "backend": backend,
-            "options": dataclasses.replace(options, max_concurrency=per_actor),
+            "options": options,
             "columns": _Columns(query_column, items_column, id_column),
         },
         compute=ray.data.ActorPoolStrategy(

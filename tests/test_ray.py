@@ -36,7 +36,14 @@ def rows(n: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(  # "local": a new instance, never a cluster another user left on this machine
+        address="local",
+        num_cpus=2,
+        object_store_memory=80 * 2**20,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     yield ray
@@ -200,3 +207,43 @@ def test_resume_skips_what_is_written_and_survives_a_torn_line(scripted_server, 
     assert main(["rank", "-i", str(source), "-o", str(out), "--resume", *common]) == 0
     assert server.request_count == 3 * 2  # only q3..q5 were ranked again
     assert out.read_text() == full
+
+
+def test_failed_rows_are_journaled_with_their_usage_and_resumed(
+    local_ray, scripted_server, tmp_path
+) -> None:
+    """--engine ray: a row whose calls fail is not in the output (as in one process) but is in
+    OUTPUT.journal with the calls it spent; --resume ranks only it, the others from the
+    journal or the output, none twice."""
+    import json
+
+    from permsc_integrations.cli import main
+
+    broken = {"on": True}
+
+    def respond(request):
+        if broken["on"] and "question 3" in request.text:
+            return Fault.status(400, message="bad request for this one")
+        return oracle_responder(goldfish)(request)
+
+    server = scripted_server(respond)
+    source, out = _cli_input(tmp_path, 6), tmp_path / "out.jsonl"
+    common = ["-m", "2", "--backend", "openai:m", "--base-url", server.base_url, "--no-progress"]
+    argv = ["rank", "-i", str(source), "-o", str(out), "--engine", "ray", *common]
+    assert main(argv) == 2
+    assert [json.loads(line)["qid"] for line in out.read_text().splitlines()] == [
+        "q0", "q1", "q2", "q4", "q5"
+    ]  # fmt: skip
+    journal = [
+        json.loads(line) for line in (tmp_path / "out.jsonl.journal").read_text().splitlines()
+    ]
+    failed = [r for r in journal if r["error"] is not None]
+    assert [r["qid"] for r in failed] == ["q3"] and failed[0]["usage"]["calls"] == 2
+    assert sorted(r["qid"] for r in journal) == [f"q{k}" for k in range(6)]
+    broken["on"] = False
+    server.reset()
+    assert main([*argv, "--resume"]) == 0
+    assert server.request_count == 2  # q3's two calls, nothing else
+    assert sorted(json.loads(line)["qid"] for line in out.read_text().splitlines()) == [
+        f"q{k}" for k in range(6)
+    ]

@@ -12,7 +12,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from ._common import (
     read_input,
     report,
 )
+from .rank_input import DuplicateQidError, check_qids
 from .rank_ray import rank_queries_on_ray
 from .rank_records import to_json, to_trec
 
@@ -76,16 +77,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "this often (default: 10)",
     )
     parser.add_argument(
-        "--resume", action="store_true", help="skip the qids already in --output; append the rest"
+        "--resume",
+        action="store_true",
+        help="skip the qids already in --output (ray: and those ranked in OUTPUT.journal); "
+        "append the rest",
     )
-    parser.add_argument(
-        "--engine",
-        choices=("local", "ray"),
-        default="local",
-        help="local: this process; ray: Ray Data actors (docs/scale.md)",
-    )
-    parser.add_argument("--ray-address", help="a Ray cluster to join (default: start one here)")
-    parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
+    _add_ray_arguments(parser)
     add_ranking_arguments(parser)
     parser.add_argument(
         "--kemeny-time-limit",
@@ -99,35 +96,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-class DuplicateQidError(ConfigurationError):
-    """Two input lines share a qid: their results would merge and ``--resume`` would skip
-    one of them, so the run is refused before anything is written."""
-
-
-def check_qids(queries: Sequence[Query], path: str) -> None:
-    """Raise :class:`DuplicateQidError` naming every qid that more than one line has.
-
-    >>> from permsc_integrations.cli._common import parse_line
-    >>> rows = [parse_line('{"qid": "2", "query": "q", "items": ["a"]}', 1),
-    ...         parse_line('{"query": "q", "items": ["a"]}', 2)]  # its qid: its line, "2"
-    >>> try:
-    ...     check_qids(rows, "in.jsonl")
-    ... except DuplicateQidError as exc:
-    ...     print(str(exc).split(";")[0])
-    in.jsonl: 2 lines share a qid: '2' (lines 1, 2)
-    """
-    lines: dict[str, list[int]] = {}
-    for q in queries:
-        lines.setdefault(q.qid, []).append(q.line)
-    shared = {qid: at for qid, at in lines.items() if len(at) > 1}
-    if not shared:
-        return
-    named = "; ".join(f"{qid!r} (lines {', '.join(map(str, at))})" for qid, at in shared.items())
-    implicit = any(q.qid == str(q.line) for q in queries if q.qid in shared)
-    hint = " a line without 'qid' (or 'id') takes its line number as its qid;" if implicit else ""
-    raise DuplicateQidError(
-        f"{path}: {sum(map(len, shared.values()))} lines share a qid: {named};{hint} give every "
-        "line its own"
+def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: Ray actors (docs/scale.md)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        help="a Ray cluster to join (default: RAY_ADDRESS, else a Ray started here for the job)",
+    )
+    parser.add_argument("--actors", type=int, default=2, help="ray: actors sharing the budget")
+    parser.add_argument(
+        "--ray-capacity-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="ray: stop with an error once no actor could run for this long (default: 60; "
+        "more where an autoscaler adds nodes)",
     )
 
 
@@ -219,6 +206,14 @@ class _Progress:
             self.bars[0].update(1)
         if self.lines is not None:
             self.lines.query_done()
+
+    def row_done(self, row: Any) -> None:
+        """A row ranked elsewhere (a Ray actor): its samples at once, then the query."""
+        if self.bars:
+            self.bars[1].update(row.samples or 0)
+        if self.lines is not None:
+            self.lines.sampled += row.samples or 0
+        self.query_done()
 
     def close(self) -> None:
         for bar in self.bars:
@@ -388,5 +383,14 @@ def _rank_here(
 def _rank_on_ray(
     args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
 ) -> int:
-    """The same records through Ray Data (permsc_integrations.ray), written in input order."""
-    return rank_queries_on_ray(args, opts, queries, writer)
+    """The same records through Ray actors (permsc_integrations.ray_rows), written in input
+    order; every row to OUTPUT.journal as it finishes (cli/rank_journal.py)."""
+    # lazy: start-up time of every permsc command
+    from ..options import RankingOptions
+
+    planned = planned_samples(queries, RankingOptions.from_kwargs(**opts))
+    progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
+    try:
+        return rank_queries_on_ray(args, opts, queries, writer, progress.row_done)
+    finally:
+        progress.close()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing_extensions import NotRequired, TypedDict
 
 from ..errors import PermscError
+from ..options import RankingOptions
 from ..ranker import PSCRanker
 from ..serve.errors import http_error
 from ..serve.scoring import order_results, relevance_scores
@@ -112,7 +113,8 @@ class RerankTool:
             return self.ranker
         key = tuple(sorted(changes.items()))
         if key not in self._variants:
-            options = self.ranker.options.replace(backend_options={}, **changes)
+            kept = self.ranker.options.as_dict()
+            options = RankingOptions.from_kwargs(**{**kept, "backend_options": {}, **changes})
             self._variants[key] = PSCRanker(self.ranker.backend, options=options)
         return self._variants[key]
 
