@@ -106,8 +106,9 @@ def test_positions_outside_the_prompt_are_rejected() -> None:
 def test_small_lists_get_each_order_once(n: int) -> None:
     """n! < m: every order once, no prompt twice (issue 31: n = 3 made 20 calls for 6)."""
     perms = distinct_permutations(n, 20, seed=5)
-    assert len(perms) == math.factorial(n) == distinct_count(n, 20)
-    assert sorted(perms) == sorted(itertools.permutations(range(n)))
+    assert len(perms) == len(set(perms)) == min(math.factorial(n), 20) == distinct_count(n, 20)
+    if math.factorial(n) <= 20:
+        assert sorted(perms) == sorted(itertools.permutations(range(n)))
     if math.factorial(n) < 20:  # independent draws repeat themselves
         assert len(set(sample_permutations(n, 20, seed=5))) < 20
 
