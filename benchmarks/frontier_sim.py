@@ -122,7 +122,10 @@ def versus(cache: Path, seeds: list[int], queries: list[_dl19.Query], changes: d
         peer = {k: statistics.fmean(r[k] for r in found) for k in ("ndcg", "calls", "rounds")}
         budget = math.floor(peer["calls"])
         ours = evaluate(
-            regime, seeds, queries, lambda seed: Settings(budget=budget, seed=seed, **changes)
+            regime,
+            seeds,
+            queries,
+            lambda seed, budget=budget: Settings(budget=budget, seed=seed, **changes),
         )
         verdict = "ok" if ours["ndcg"] >= peer["ndcg"] - 0.005 else "SHORT"
         print(  # noqa: T201
@@ -168,7 +171,10 @@ def main() -> None:
         for budget in budgets:
             began = time.perf_counter()
             r = evaluate(
-                regime, seeds, queries, lambda seed: Settings(budget=budget, seed=seed, **changes)
+                regime,
+                seeds,
+                queries,
+                lambda seed, budget=budget: Settings(budget=budget, seed=seed, **changes),
             )
             print(  # noqa: T201
                 f"{regime:16s} B={budget!s:5s} ndcg={r['ndcg']:.3f} calls={r['calls']:.1f} "

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Answer", "ListFit", "fit_list", "is_echo"]
+__all__ = ["Answer", "ListFit", "fit_list", "is_echo", "position_effects"]
 
 DEGREE = 4  # position effects: Legendre polynomials 1..4 of the relative position
 PRIOR_POSITION = 1.0  # prior sd of each position coefficient
@@ -56,6 +56,11 @@ def is_echo(answer: Answer) -> bool:
 def _basis(position: int, size: int) -> np.ndarray:
     x = 2.0 * position / (size - 1) - 1.0 if size > 1 else 0.0
     return np.polynomial.legendre.legvander(np.array([x]), DEGREE)[0, 1:]
+
+
+def position_effects(fit: ListFit, size: int) -> list[float]:
+    """The fitted position effect of each prompt position of a window of ``size`` items."""
+    return [float(_basis(q, size) @ fit.position) for q in range(size)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +95,9 @@ class ListFit:
         return hits / count
 
 
-def _stages(answer: Answer, s: np.ndarray, index: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def _stages(
+    answer: Answer, s: np.ndarray, index: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Log-likelihood, gradient and Hessian (in the answer's shown positions) of one answer
     whose positions score ``s`` (``index[p]``: the shown position of the p-th ranked item)."""
     w, listed = len(s), len(answer.ranking)
@@ -132,7 +139,12 @@ def fit_list(
     for a in kept:
         seen[list(a.shown)] = True
     return ListFit(
-        theta[:n].copy(), cov_full[:n, :n].copy(), theta[n:-1].copy(), float(theta[-1]), spread, seen
+        theta[:n].copy(),
+        cov_full[:n, :n].copy(),
+        theta[n:-1].copy(),
+        float(theta[-1]),
+        spread,
+        seen,
     )
 
 
