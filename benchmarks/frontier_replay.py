@@ -35,7 +35,11 @@ def replay(shown, rankings, n: int, zone: float, confidence: float) -> tuple[int
     """(samples drawn, the model's order) under the stop rule, waves of 4 up to all."""
     m = len(rankings)
     for end in range(4, m + 1, 4):
-        answers = [Answer(tuple(s), tuple(r)) for s, r in zip(shown[:end], rankings[:end], strict=True) if r]
+        answers = [
+            Answer(tuple(s), tuple(r))
+            for s, r in zip(shown[:end], rankings[:end], strict=True)
+            if r
+        ]
         fit = fit_list(n, answers)
         if not unsettled(fit, zone=zone, confidence=confidence) or end >= m:
             return end, fit.order()
@@ -65,7 +69,9 @@ def main() -> None:
         rows.setdefault("fixed m = 20, Kemeny", []).append(
             (len(rankings), kendall_tau(full, truth))
         )
-        model = fit_list(n, [Answer(tuple(p), r) for p, r in zip(s.permutations, rankings, strict=True) if r])
+        model = fit_list(
+            n, [Answer(tuple(p), r) for p, r in zip(s.permutations, rankings, strict=True) if r]
+        )
         rows.setdefault("fixed m = 20, list model", []).append(
             (20, kendall_tau(model.order(), truth))
         )
