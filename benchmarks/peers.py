@@ -16,7 +16,7 @@ Methods:
 
 Results are cached per (regime, seed, method, query) in ``--cache`` (JSONL), so a run
 resumes and a re-run adds only what is missing (``--redo NAME`` drops a method's rows).
-Writes the "frontier" section of docs/benchmarks.md and docs/img/frontier.png. Needs the
+Writes the "frontier-http" section of docs/benchmarks.md and docs/img/frontier-http.png. Needs the
 peers' environment (README of benchmarks/_peer_methods.py); not part of CI.
 
     /work/venvs/peers/bin/python benchmarks/peers.py --queries 20
@@ -49,7 +49,7 @@ from permsc_integrations.testing import REGIMES, SimulatedJudge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "docs" / "results" / "frontier.jsonl"
-PLOT = ROOT / "docs" / "img" / "frontier.png"
+PLOT = ROOT / "docs" / "img" / "frontier-http.png"
 BUDGETS = (4, 6, 9, 12, 13, 15, 26, 50)
 PROMPT = get_prompt("rankgpt")
 
@@ -178,7 +178,7 @@ def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Names
         "the qrels grades (ideal from the list); calls, tokens (prompt + completion, as the "
         "judge counts them) and sequential rounds per query, means. PSC today: blocks, Kemeny. "
         "PSC frontier: issue 31's policy (budget B = max calls; adaptive: top_k = 10, cap "
-        "120). Peers: blitzrank 0.1.0 through LiteLLM. The plot: docs/img/frontier.png.",
+        "120). Peers: blitzrank 0.1.0 through LiteLLM. The plot: docs/img/frontier-http.png.",
         "",
     ]
     for regime, by_method in results.items():
@@ -194,7 +194,9 @@ def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Names
                 f"{r['tokens']:.0f} | {r['ndcg']:.3f} |"
             )
         lines.append("")
-    write_section("frontier", "\n".join(lines))
+    write_section(
+        "frontier-http", "## The frontier over HTTP (benchmarks/peers.py)\n\n" + "\n".join(lines)
+    )
     plot(results)
 
 
