@@ -131,7 +131,11 @@ def _pairwise(
     return loglik, grad, curv - np.diag(curv.sum(axis=1))
 
 
-LIKELIHOOD = "plackett-luce"  # or "pairs": how an answer is read (module docstring)
+READINGS = {"plackett-luce": _stages, "pairs": _pairwise}
+"""How an answer is read: a chain of choices, or each pair alike (docs/benchmarks.md
+"frontier-replay": pairs read a small model's partial WordSort answers better, Plackett-Luce
+the judge's full answers)."""
+READING = "plackett-luce"
 
 
 def fit_list(
@@ -196,8 +200,7 @@ def _newton(
     for step_number in range(iterations + 1):
         grad, hess = -prior @ theta, -prior.copy()
         for a, items, basis, ranked in designs:
-            read = _pairwise if LIKELIHOOD == "pairs" else _stages
-            _, g, h = read(a, theta[items] + basis @ theta[pos], ranked)
+            _, g, h = READINGS[READING](a, theta[items] + basis @ theta[pos], ranked)
             np.add.at(grad, items, g)
             grad[pos] += basis.T @ g
             hb = h @ basis
