@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> None:
                         todo = [q for q in queries if (regime, seed, name, q.qid) not in done]
                         for q in todo:
                             order = rank(server.base_url, q.query, docs[q.qid], seed)
-                            out.write(json.dumps(_row(judge, q, order, [regime, seed, name])))
+                            out.write(_row(judge, q, order, [regime, seed, name]))
                             out.flush()
 
 
