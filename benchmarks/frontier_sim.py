@@ -10,7 +10,8 @@ against the qrels grades. Regimes: the judge's three named ones and variations o
     python benchmarks/frontier_sim.py --adaptive --seeds 0
     # the peers in process (their environment: benchmarks/_peer_methods.py), then PSC at
     # each peer's own mean budget (floor), regime by regime (docs/benchmarks.md "frontier"):
-    /work/venvs/peers/bin/python benchmarks/frontier_sim.py --peers /tmp/peers.jsonl --seeds 0,1 --queries 43
+    PEERS=/work/venvs/peers/bin/python
+    $PEERS benchmarks/frontier_sim.py --peers /tmp/peers.jsonl --seeds 0,1 --queries 43
     python benchmarks/frontier_sim.py --versus /tmp/peers.jsonl --seeds 0,1 --queries 43
 """
 
