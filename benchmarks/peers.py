@@ -185,13 +185,13 @@ def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Names
         lines += [
             f"**{regime}**",
             "",
-            "| method | calls | rounds | tokens | nDCG@10 |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| method | calls | rounds | tokens | nDCG@10 | runs |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for name, r in sorted(by_method.items(), key=lambda kv: kv[1]["calls"]):
             lines.append(
                 f"| {name} | {r['calls']:.1f} | {r['rounds']:.1f} | "
-                f"{r['tokens']:.0f} | {r['ndcg']:.3f} |"
+                f"{r['tokens']:.0f} | {r['ndcg']:.3f} | {r['runs']:.0f} |"
             )
         lines.append("")
     write_section(
