@@ -14,13 +14,22 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 from collections.abc import Sequence
 
 from .checks import at_least, integer
 from .errors import InvalidRankingError
 
-__all__ = ["sample_permutations", "cut_blocks", "to_original", "invert"]
+__all__ = [
+    "sample_permutations",
+    "distinct_permutations",
+    "distinct_count",
+    "cut_blocks",
+    "to_original",
+    "invert",
+]
 
 
 def sample_permutations(
@@ -48,6 +57,63 @@ def sample_permutations(
         order = list(identity)
         rng.shuffle(order)
         perms.append(tuple(order))
+    return perms
+
+
+def distinct_count(n: int, m: int) -> int:
+    """How many distinct orders of ``n`` items :func:`distinct_permutations` gives for ``m``:
+    ``min(m, n!)``.
+
+    >>> distinct_count(3, 20), distinct_count(10, 20)
+    (6, 20)
+    """
+    at_least(0)("n", n)
+    at_least(0)("m", m)
+    if n > 20:  # 20! > any m
+        return m
+    return min(m, math.factorial(n))
+
+
+def distinct_permutations(
+    n: int, m: int, *, seed: int, include_identity: bool = False
+) -> list[tuple[int, ...]]:
+    """Up to ``m`` input orders of ``n`` items, none repeated: all ``n!`` of them (in a
+    seeded order) when ``n! <= m``, else ``m`` uniform draws without repetition.
+
+    A model asked the same prompt twice answers the same (at temperature 0, or from a
+    cache), so a repeated order is a call that adds nothing. Each order is still equally
+    likely to be drawn at each place of the sequence, so what PSC aggregates is unchanged in
+    expectation; the sequence is deterministic from ``seed`` and a shorter ``m`` is a prefix
+    of a longer one (adaptive waves stop on a prefix). With ``include_identity`` the original
+    order comes first.
+
+    >>> perms = distinct_permutations(3, 20, seed=0, include_identity=True)
+    >>> perms[0], len(perms)
+    ((0, 1, 2), 6)
+    >>> len(set(distinct_permutations(3, 20, seed=1)))
+    6
+    >>> distinct_permutations(6, 4, seed=2) == distinct_permutations(6, 9, seed=2)[:4]
+    True
+    """
+    count = distinct_count(n, m)
+    integer("seed", seed)
+    rng = random.Random(seed)
+    identity = tuple(range(n))
+    if n <= 5:  # at most 120 orders: enumerate them, shuffled
+        every = list(itertools.permutations(identity))
+        rng.shuffle(every)
+        if include_identity:
+            every.remove(identity)
+            every.insert(0, identity)
+        return every[:count]
+    perms: list[tuple[int, ...]] = [identity] if include_identity and count else []
+    seen = set(perms)
+    while len(perms) < count:
+        order = list(identity)
+        rng.shuffle(order)
+        if (drawn := tuple(order)) not in seen:
+            seen.add(drawn)
+            perms.append(drawn)
     return perms
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 
 import pytest
@@ -10,7 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from permsc_integrations.errors import ConfigurationError, InvalidRankingError
-from permsc_integrations.permutations import invert, sample_permutations, to_original
+from permsc_integrations.permutations import (
+    distinct_count,
+    distinct_permutations,
+    invert,
+    sample_permutations,
+    to_original,
+)
 
 
 @given(n=st.integers(0, 30), m=st.integers(0, 25), seed=st.integers(0, 2**63))
@@ -50,8 +57,14 @@ def test_draws_are_close_to_uniform() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(n=-1, m=2, seed=0), dict(n=3, m=-1, seed=0), dict(n=3, m=2, seed=1.5),
-     dict(n=3.0, m=2, seed=0), dict(n=3, m=True, seed=0), dict(n=3, m=2, seed=None)],
+    [
+        dict(n=-1, m=2, seed=0),
+        dict(n=3, m=-1, seed=0),
+        dict(n=3, m=2, seed=1.5),
+        dict(n=3.0, m=2, seed=0),
+        dict(n=3, m=True, seed=0),
+        dict(n=3, m=2, seed=None),
+    ],
 )
 def test_bad_arguments_are_configuration_errors(kwargs: dict) -> None:
     with pytest.raises(ConfigurationError):
@@ -87,3 +100,29 @@ def test_positions_outside_the_prompt_are_rejected() -> None:
         to_original((0, 3), (2, 1, 0))
     with pytest.raises(InvalidRankingError):
         to_original((-1,), (2, 1, 0))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_small_lists_get_each_order_once(n: int) -> None:
+    """n! < m: every order once, no prompt twice (issue 31: n = 3 made 20 calls for 6)."""
+    perms = distinct_permutations(n, 20, seed=5)
+    assert len(perms) == len(set(perms)) == min(math.factorial(n), 20) == distinct_count(n, 20)
+    if math.factorial(n) <= 20:
+        assert sorted(perms) == sorted(itertools.permutations(range(n)))
+    if math.factorial(n) < 20:  # independent draws repeat themselves
+        assert len(set(sample_permutations(n, 20, seed=5))) < 20
+
+
+def test_distinct_draws_never_repeat_and_keep_their_prefix() -> None:
+    for n, m in [(5, 120), (6, 50), (8, 20)]:
+        perms = distinct_permutations(n, m, seed=3, include_identity=True)
+        assert len(perms) == len(set(perms)) == m and perms[0] == tuple(range(n))
+        assert distinct_permutations(n, m // 2, seed=3, include_identity=True) == perms[: m // 2]
+
+
+def test_distinct_draws_stay_uniform_at_each_place() -> None:
+    """Without repetition, each order is still as likely as any other at a given place, so
+    the aggregate is unchanged in expectation: the first item of the second draw of n = 3
+    is spread evenly over 2,000 seeds."""
+    firsts = Counter(distinct_permutations(3, 6, seed=s)[1][0] for s in range(2000))
+    assert all(abs(c / 2000 - 1 / 3) < 0.04 for c in firsts.values()), firsts

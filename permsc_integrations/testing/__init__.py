@@ -8,7 +8,9 @@ serves ``POST /v1/chat/completions`` (non-streaming, OpenAI's schema, with usage
 timestamps and the peak number in flight, so tests can assert concurrency and retries.
 Needs the ``testing`` extra (uvicorn, starlette): ``pip install 'permsc-integrations[testing]'``.
 :class:`ScriptedBackend` plays the same responders in process (no HTTP, no extra), for tests
-of everything above the backend.
+of everything above the backend. :class:`SimulatedJudge` is a model to test a pipeline with
+offline: documents with hidden relevance, answers with noise, position bias and echo, in
+RankGPT's, setwise's and pairwise's formats, over either transport (docs/judge.md).
 
 Example:
     >>> from openai import OpenAI
@@ -22,6 +24,8 @@ Example:
 """
 
 from .backend import ScriptedBackend
+from .judge import REGIMES, JudgeParams, JudgeStats, SimulatedJudge
+from .judge_prompts import hidden_keys, hide, strip_markers
 from .responders import (
     ChatRequest,
     Fault,
@@ -51,4 +55,11 @@ __all__ = [
     "noisy_responder",
     "labelled_items",
     "first_token_responder",
+    "SimulatedJudge",
+    "JudgeParams",
+    "JudgeStats",
+    "REGIMES",
+    "hide",
+    "hidden_keys",
+    "strip_markers",
 ]

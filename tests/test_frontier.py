@@ -1,0 +1,122 @@
+"""The frontier policy (issue 31): the list model, the stop rule and the budgeted rounds,
+run against the simulated judge's scoring core (a real model of the phenomena, in process)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from permsc_integrations.frontier.model import Answer, ListFit, fit_list, is_echo
+from permsc_integrations.frontier.policy import Frontier, Settings
+from permsc_integrations.frontier.stopping import ties, unsettled
+from permsc_integrations.metrics import kendall_tau
+from permsc_integrations.testing import REGIMES, JudgeParams, SimulatedJudge, hidden_keys
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def judged_list(params: JudgeParams, grades: list[int], seed: int = 0):
+    judge = SimulatedJudge(params, seed=seed)
+    keys = [
+        hidden_keys(t)[0] for t in judge.documents([f"d{i}" for i in range(len(grades))], grades)
+    ]
+
+    def ask(window: tuple[int, ...]) -> Answer:
+        positions, _ = judge.judge([keys[i] for i in window], str(window))
+        return Answer(window, tuple(window[p] for p in positions))
+
+    return ask
+
+
+def drive(policy: Frontier, ask) -> Frontier:
+    while (windows := policy.next_round()) is not None:
+        policy.observe([ask(w) for w in windows])
+    return policy
+
+
+def test_the_model_corrects_a_position_bias_and_ignores_echoes() -> None:
+    """Every answer puts the first shown items first (primacy twice a grade): a plain vote
+    would follow the positions, the model reads them as a position effect."""
+    grades = [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
+    ask = judged_list(JudgeParams(noise=0.3, doc_error=0.0, primacy=2.0, recency=0.0), grades)
+    rng = random.Random(1)
+    answers = [ask(tuple(rng.sample(range(12), 12))) for _ in range(12)]
+    fit = fit_list(12, answers)
+    truth = sorted(range(12), key=lambda i: -grades[i])
+    assert kendall_tau(fit.order(), truth) > 0.75
+    effect = fit.position @ np.polynomial.legendre.legvander(np.array([-1.0, 1.0]), 4)[:, 1:].T
+    assert effect[0] > effect[1] + 1.0, "the first place is favoured"
+    echoes = [Answer(a.shown, a.shown) for a in answers]
+    assert all(is_echo(a) for a in echoes)
+    assert fit_list(12, echoes).order() == tuple(range(12)), "echoes say nothing: input order"
+
+
+def test_without_answers_the_first_stage_order_stands() -> None:
+    fit = fit_list(30, [])
+    assert fit.order() == tuple(range(30))
+    assert math.isclose(fit.top_probabilities(10).sum(), 10.0)
+
+
+def certain(means: list[float], sd: float) -> ListFit:
+    n = len(means)
+    return ListFit(np.array(means), np.eye(n) * sd**2, np.zeros(4), 0.0, 1.0, np.ones(n, bool))
+
+
+def test_the_stop_rule_certifies_clear_orders_and_settles_near_even_pairs_as_ties() -> None:
+    assert unsettled(certain([4.0, 3.0, 2.0, 1.0], 0.1)) == []
+    assert unsettled(certain([4.0, 3.0, 2.0, 1.0], 1.0)) != []
+    near = certain([4.0, 2.05, 2.0, 0.0], 0.1)
+    assert unsettled(near, top_k=3) == [] and ties(near, top_k=3) == [(1, 2)]
+    blurred = certain([4.0, 2.05, 2.0, 0.0], 0.4)
+    assert (1, 2) in unsettled(blurred), "a near tie with wide posteriors is not settled"
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 20, 45, 100, 130])
+@pytest.mark.parametrize("budget", [1, 2, 3, 4, 6, 9, 13, 26, 40])
+def test_a_budget_is_never_exceeded_and_rounds_stay_few(n: int, budget: int) -> None:
+    ask = judged_list(
+        REGIMES["noisy"], [random.Random(i).choice([0, 0, 1, 2, 3]) for i in range(n)]
+    )
+    policy = drive(Frontier(n, Settings(budget=budget, seed=n)), ask)
+    result = policy.result()
+    assert result.calls == sum(1 for _ in policy.answers) <= budget
+    assert result.rounds <= 4 and sorted(result.order) == list(range(n))
+    if n > 1 and math.factorial(min(n, 10)) >= budget:
+        assert result.calls == budget or result.stopped == "exhausted"
+    if result.head < n:
+        assert result.order[result.head :] == tuple(range(result.head, n)), "the tail as input"
+        assert all(max(a.shown) < result.head for a in policy.answers)
+
+
+def test_a_budget_below_one_pass_ranks_the_head_it_can_afford() -> None:
+    ask = judged_list(REGIMES["mild"], [0] * 90 + [3] * 10)
+    result = drive(Frontier(100, Settings(budget=4)), ask).result()
+    assert result.head == 60 and result.calls == 4 and result.rounds == 2
+    assert result.order[60:] == tuple(range(60, 100))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_small_lists_never_repeat_a_prompt(n: int) -> None:
+    ask = judged_list(REGIMES["noisy"], [3, 1, 0, 2][:n])
+    for settings in (Settings(budget=30), Settings(budget=None, cap=20, zone=0.0)):
+        policy = drive(Frontier(n, settings), ask)
+        shown = [a.shown for a in policy.answers]
+        assert len(shown) == len(set(shown)) <= math.factorial(n)
+
+
+def test_adaptive_stops_early_on_a_clear_top_and_says_which_ties_it_settled() -> None:
+    grades = [0] * 85 + [1] * 5 + [2] * 5 + [3] * 5
+    random.Random(3).shuffle(grades)
+    policy = drive(
+        Frontier(100, Settings(budget=None, cap=120)), judged_list(REGIMES["mild"], grades)
+    )
+    result = policy.result()
+    assert result.stopped == "certified" and result.calls <= 60
+    top = [grades[i] for i in result.order[:10]]
+    assert top[:5] == [3] * 5 and sorted(top[5:], reverse=True) == [2] * 5
+    across = [(a, b) for a, b in result.ties if grades[a] != grades[b]]
+    assert result.ties and len(across) <= 1, "ties are near-even pairs: within a grade"
+    assert 0 < result.top_probability[result.order[0]] <= 1.0
