@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import anyio
 
-from .aggregators import resolve
 from .backends import check_backend_options, resolve_backend
 from .backends.base import Backend
 from .errors import ConfigurationError, PermscError, add_note, grouped
@@ -36,13 +35,10 @@ from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
 from .run.breaker import Breaker
 from .run.bridge import run_sync
-from .run.calibration import PriorCache
-from .run.engine import WindowEngine
-from .run.first_token import require_first_token
+from .run.engine import Engine
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
-from .spending import Meter, metering
-from .strategies import get as get_strategy
+from .spending import Meter
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -147,27 +143,7 @@ class PSCRanker:
         self.limiter = CallLimiter(o.max_concurrency)
         self.breaker = Breaker(o.breaker_cooldown)
         self.meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
-        self.engine = WindowEngine(
-            backend=self.backend,
-            prompt=o.build_prompt(),
-            aggregator=resolve(o.aggregator),
-            num_permutations=o.num_permutations,
-            include_identity=o.include_identity,
-            settings=o.generation,
-            retry=o.retry,
-            reasks=o.reasks,
-            min_successful=o.min_successful,
-            min_coverage=o.min_coverage,
-            adaptive=o.adaptive,
-            cache=o.cache,
-            limiter=self.limiter,
-            breaker=self.breaker,
-            scoring=o.scoring,
-            calibration=PriorCache() if o.calibrate else None,
-            first_stage_weight=o.first_stage_weight,
-        )
-        if o.scoring == "first_token":
-            require_first_token(self.backend)
+        self.engine = Engine.build(o, self.backend, limiter=self.limiter, breaker=self.breaker)
 
     def __repr__(self) -> str:
         return f"PSCRanker({self.backend.name!r}, {self.options!r})"
@@ -188,46 +164,22 @@ class PSCRanker:
         if not isinstance(query, str):
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
-        o = self.options
-        strategy = get_strategy(o.strategy)
-        total = len(strategy.plan(len(texts), o).rounds)
-        cap = o.request_concurrency
-        req = RequestRun(
-            self.engine,
-            o,
-            query,
-            texts,
-            (self.on_event, on_event),
-            request_id,
-            total,
-            CallLimiter(cap) if cap else None,
+        hooks = (self.on_event, on_event)
+        state = self.engine.open(
+            query, texts, hooks=hooks, request_id=request_id, ranker_meter=self.meter
         )
-        await req.emit("request_start", n_items=len(texts))
-        mine = Meter(o.request_cap, "request", o.prices) if o.request_cap else None
+        n = len(texts)
+        await state.emit("request_start", n_items=n)
         try:
-            with metering(self.meter, mine):
-                order = tuple(await strategy(req))
+            async with RequestRun(self.engine, state) as req:
+                order = tuple(await self.engine.strategy(req))
         except Exception as exc:
-            spent = self._priced(req.usage() + (getattr(exc, "usage", None) or Usage()))
+            spent = state.usage()  # every call the request made, cancelled ones included
             if isinstance(exc, PermscError):
                 exc.usage = spent
-            await req.emit(
-                "request_end", n_items=len(texts), status="error", error=repr(exc), usage=spent
-            )
+            await state.emit("request_end", n_items=n, status="error", error=repr(exc), usage=spent)
             raise
-        usage = self._priced(req.usage())
-        confidence = (
-            sum(w.confidence for w in req.windows) / len(req.windows) if req.windows else 1.0
-        )
-        await req.emit(
-            "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
-        )
-        scores = _scores(order, req.windows, len(texts))
-        return RankingResult(order, scores, tuple(req.windows), confidence, usage)
-
-    def _priced(self, usage: Usage) -> Usage:
-        prices = self.options.prices
-        return prices.priced(usage) if prices is not None else usage
+        return await _finished(req, order)
 
     @property
     def spent(self) -> Usage | None:
@@ -357,6 +309,14 @@ class PSCRanker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
+    """The request's result, once its ``request_end`` event is out."""
+    windows, n, usage = req.windows, req.n, req.state.usage()
+    confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
+    await req.state.emit("request_end", n_items=n, status="ok", confidence=confidence, usage=usage)
+    return RankingResult(order, _scores(order, windows, n), tuple(windows), confidence, usage)
 
 
 def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:

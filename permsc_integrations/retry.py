@@ -24,7 +24,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,7 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from .checks import positive_int
 from .errors import BackendError, BackendTimeoutError, ConfigurationError
 
-__all__ = ["RetryPolicy", "Budget", "call_with_retry", "is_retryable"]
+__all__ = ["RetryPolicy", "Budget", "Attempts", "call_with_retry", "is_retryable"]
 
 T = TypeVar("T")
 
@@ -115,6 +115,50 @@ class Budget:
             yield
 
 
+class Attempts:
+    """The attempts of one call under ``policy``, for the caller to make in its own frame:
+
+    ``async for attempt in Attempts(policy, timeout, guard=...): async with attempt: ...``
+
+    Each attempt holds ``guard()`` (a capacity-limiter slot, say) but not during backoff, and
+    is cut at the per-call ``timeout`` (raising the retryable :class:`BackendTimeoutError`);
+    waiting for the guard counts against neither the timeout nor the policy's
+    ``max_total_time``: the budget covers the call's own attempts and backoff, never queueing.
+    A retryable failure is swallowed by its attempt and the loop goes on after the backoff; the
+    final failure is raised by the loop, as is. ``retries`` counts the attempts after the first.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        timeout: float | None,
+        *,
+        guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+    ) -> None:
+        self._budget = Budget()
+        self._inner = policy.retrying(self._budget).__aiter__()
+        self._total = math.inf if policy.max_total_time is None else policy.max_total_time
+        self._timeout, self._guard = timeout, guard
+        self.retries = -1
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> AbstractAsyncContextManager[None]:
+        attempt = await self._inner.__anext__()
+        self.retries += 1
+        return self._attempt(attempt)
+
+    @contextlib.asynccontextmanager
+    async def _attempt(self, attempt: Any) -> AsyncIterator[None]:
+        with attempt:  # tenacity records the outcome (and swallows a failure it retries)
+            guard = self._guard() if self._guard is not None else contextlib.nullcontext()
+            async with self._budget.waiting(guard):
+                timeout = math.inf if self._timeout is None else self._timeout
+                with _cut(min(timeout, self._total - self._budget.spent()), self._timeout):
+                    yield
+
+
 async def call_with_retry(
     fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -122,32 +166,27 @@ async def call_with_retry(
     *,
     guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
 ) -> tuple[T, int]:
-    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries).
-
-    ``guard()`` (a capacity-limiter slot, say) is held around each attempt but not during
-    backoff, and waiting for it counts against neither the per-call timeout nor the policy's
-    ``max_total_time``: the budget covers the call's own attempts and backoff, never queueing.
-    The final failure is re-raised as is (a :class:`BackendError` subclass for backend
-    failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
-    """
-    budget = Budget()
-    total = math.inf if policy.max_total_time is None else policy.max_total_time
-    attempts = 0
-    async for attempt in policy.retrying(budget):
-        with attempt:
-            attempts += 1
-            async with budget.waiting(guard() if guard is not None else contextlib.nullcontext()):
-                limit = min(math.inf if timeout is None else timeout, total - budget.spent())
-                result = await _attempt(fn, limit, timeout)
-    return result, attempts - 1
+    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries)
+    (:class:`Attempts` says how; the final failure is re-raised as is: a
+    :class:`BackendError` subclass for backend failures, :class:`BackendTimeoutError` when
+    the timeout cut the last attempt)."""
+    attempts = Attempts(policy, timeout, guard=guard)
+    async for attempt in attempts:
+        async with attempt:
+            result = await fn()
+    return result, attempts.retries
 
 
-async def _attempt(fn: Callable[[], Awaitable[T]], limit: float, timeout: float | None) -> T:
+@contextlib.contextmanager
+def _cut(limit: float, timeout: float | None) -> Iterator[None]:
+    """Cut the attempt at ``limit`` seconds: the per-call ``timeout``, or what is left of the
+    retry time budget."""
     if limit == math.inf:
-        return await fn()
+        yield
+        return
     try:
         with anyio.fail_after(max(limit, 0.0)):
-            return await fn()
+            yield
     except TimeoutError:
         what = (
             f"the per-call timeout of {timeout:g} s"

@@ -29,15 +29,14 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .errors import ConfigurationError, SpendingCapError
 from .results import Usage
 
-__all__ = ["SpendingCap", "Prices", "Meter", "metering", "charged", "parse_cap", "parse_prices"]
+__all__ = ["SpendingCap", "Prices", "Meter", "charged", "parse_cap", "parse_prices"]
 
 CHARS_PER_TOKEN = 4  # as permsc estimate: no tokenizer needed
 
@@ -165,11 +164,15 @@ class _Ticket:
 
 
 class Meter:
-    """What one scope (a request, a ranker) has spent and has in flight, against its cap.
+    """What one scope (a request, a ranker) has spent and has in flight, against its cap
+    (``None``: counted, never refused). A request's meter is the one count of its usage: every
+    attempt (:meth:`reserve`, then :meth:`settle` with its tokens, latency and whether it was a
+    retry), cache hits and the calls adaptive m saved (:meth:`add`); an error raised out of the
+    request carries a read of it (:attr:`spent`).
 
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
 
-    def __init__(self, cap: SpendingCap, scope: str, prices: Prices | None = None) -> None:
+    def __init__(self, cap: SpendingCap | None, scope: str, prices: Prices | None = None) -> None:
         self.cap, self.scope, self.prices = cap, scope, prices
         self._lock = threading.Lock()
         self._spent = Usage()
@@ -178,7 +181,8 @@ class Meter:
 
     @property
     def spent(self) -> Usage:
-        """Calls sent and tokens reported so far (with ``cost`` when prices are known)."""
+        """Calls sent, tokens reported, retries and latency so far (with ``cost`` when prices
+        are known); a request's meter also counts cache hits and saved calls."""
         with self._lock:
             return self._priced(self._spent)
 
@@ -188,22 +192,29 @@ class Meter:
     def reserve(self, prompt_chars: int) -> _Ticket:
         """Count a call about to be sent, or raise :class:`SpendingCapError` if it would pass
         the cap (then nothing is counted and the call must not be sent)."""
-        guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
         with self._lock:
-            est = _Ticket(
-                max(self._largest.tokens, guess),
-                max(self._largest.cost, self._cost(Usage(prompt_tokens=guess))),
-            )
-            over = self._over([*self._flight, est])
-            if over is not None:
-                raise SpendingCapError(self.scope, *over, self._priced(self._spent))
-            self._spent += Usage(calls=1)
-            self._flight.append(est)
+            if self.cap is None:
+                est = _NOTHING
+            else:
+                est = self._estimate(prompt_chars)
+                over = self._over([*self._flight, est])
+                if over is not None:
+                    raise SpendingCapError(self.scope, *over, self._priced(self._spent))
+                self._flight.append(est)
+            self._spent += _ONE_CALL
             return est
+
+    def _estimate(self, prompt_chars: int) -> _Ticket:
+        guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
+        return _Ticket(
+            max(self._largest.tokens, guess),
+            max(self._largest.cost, self._cost(Usage(prompt_tokens=guess))),
+        )
 
     def _over(self, flight: list[_Ticket]) -> tuple[str, float] | None:
         """The limit one more call would pass, with its value, or None."""
         c = self.cap
+        assert c is not None
         if c.calls is not None and self._spent.calls + 1 > c.calls:
             return "calls", c.calls
         tokens = self._spent.total_tokens + sum(t.tokens for t in flight)
@@ -217,38 +228,37 @@ class Meter:
     def release(self, ticket: _Ticket) -> None:
         """Undo :meth:`reserve`: the call was not sent after all."""
         with self._lock:
-            self._flight.remove(ticket)
+            self._drop(ticket)
             self._spent += Usage(calls=-1)
 
     def settle(self, ticket: _Ticket, usage: Usage) -> None:
-        """The call of ``ticket`` finished (or failed) having reported ``usage``'s tokens."""
+        """The call of ``ticket`` finished (or failed): ``usage`` holds the tokens it reported,
+        its latency and whether it was a retry (its call was counted by :meth:`reserve`)."""
         with self._lock:
+            self._drop(ticket)
+            self._spent += usage
+            if self.cap is not None:
+                self._largest = _Ticket(
+                    max(self._largest.tokens, usage.total_tokens),
+                    max(self._largest.cost, self._cost(usage)),
+                )
+
+    def add(self, usage: Usage) -> None:
+        """Count what no attempt carries: cache hits, calls adaptive m did not need."""
+        with self._lock:
+            self._spent += usage
+
+    def _drop(self, ticket: _Ticket) -> None:
+        if ticket is not _NOTHING:
             with contextlib.suppress(ValueError):
                 self._flight.remove(ticket)
-            tokens = Usage(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            )
-            self._spent += tokens
-            self._largest = _Ticket(
-                max(self._largest.tokens, tokens.total_tokens),
-                max(self._largest.cost, self._cost(tokens)),
-            )
 
     def _cost(self, usage: Usage) -> float:
         return self.prices.cost(usage) if self.prices else 0.0
 
 
-_METERS: ContextVar[tuple[Meter, ...]] = ContextVar("permsc_meters", default=())
-
-
-@contextlib.contextmanager
-def metering(*meters: Meter | None) -> Iterator[None]:
-    """Charge every call made inside (this task and the tasks it starts) to ``meters``."""
-    token = _METERS.set(tuple(m for m in meters if m is not None))
-    try:
-        yield
-    finally:
-        _METERS.reset(token)
+_NOTHING = _Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
+_ONE_CALL = Usage(calls=1)
 
 
 def prompt_chars(messages: Any) -> int:
@@ -257,11 +267,10 @@ def prompt_chars(messages: Any) -> int:
 
 
 @contextlib.contextmanager
-def charged(prompt_chars: int) -> Iterator[list[Usage]]:
-    """Around one call: reserve it on every current meter (raising
-    :class:`SpendingCapError` before it is sent if one would be passed), then settle the
-    usage the caller appends to the yielded list (nothing appended: no tokens reported)."""
-    meters = _METERS.get()
+def charged(meters: Sequence[Meter], prompt_chars: int) -> Iterator[list[Usage]]:
+    """Around one attempt: reserve it on every meter (raising :class:`SpendingCapError` before
+    it is sent if one would be passed), then settle what the caller appends to the yielded
+    list (its tokens, latency, retry) on each."""
     tickets: list[tuple[Meter, _Ticket]] = []
     try:
         for meter in meters:
