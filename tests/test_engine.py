@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from permsc_integrations import PSCRanker
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.errors import (
+    AuthenticationError,
     BackendError,
     ConfigurationError,
     InsufficientSamplesError,
@@ -329,6 +330,23 @@ async def test_cache_hits_skip_the_backend() -> None:
     usage = sum((s.usage for s in again.samples), Usage())
     assert first.request_count == 8 and second.request_count == 0
     assert usage.cached_calls == 8 and usage.calls == 0 and again.order == TRUTH
+
+
+async def test_a_failed_request_carries_every_call_and_cache_hit_it_made() -> None:
+    """The request's usage is one count (its meter): an error raised out of it carries the
+    cache hits and the calls of the window that failed, not only of the windows done."""
+    cache = MemoryCache()
+    await rank(make(oracle(RELEVANCE), cache=cache))  # the first 8 shuffles' answers, cached
+
+    async def bad_key(request: ChatRequest) -> Fault:
+        return Fault.status(401, message="invalid api key")
+
+    backend = oracle(script=bad_key)  # the 4 shuffles not cached meet a bad key
+    with pytest.raises(AuthenticationError) as caught:
+        await rank(make(backend, cache=cache, num_permutations=12))
+    usage = caught.value.usage
+    assert usage is not None and usage.calls == backend.request_count >= 1
+    assert usage.cached_calls == 8
 
 
 async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:

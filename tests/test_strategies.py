@@ -4,6 +4,7 @@ failure semantics, and names resolved by the registry."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 
@@ -19,7 +20,7 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.permutations import cut_blocks
-from permsc_integrations.strategies import Blocks
+from permsc_integrations.strategies import Blocks, Plan, Round
 from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
@@ -61,6 +62,48 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server, until) -> None:
     assert set(head.indices) == set(TRUTH[:10])
     kinds = Counter(e.kind for e in events)
     assert kinds["window_start"] == kinds["window_end"] == 2
+
+
+def test_a_strategy_draws_any_windows_over_chosen_items_and_reads_every_sample(
+    scripted_server, until
+) -> None:
+    """RankContext.draw: prompts of the strategy's own choosing (two overlapping windows over
+    the even items, each shuffled three times), every one a call, all at once, and every
+    sample back in the round's positions; settle orders the round."""
+    draws = []
+
+    class Overlapping:
+        async def __call__(self, ctx):
+            inside = tuple(range(0, 30, 2))  # 15 chosen items
+            rng = random.Random(ctx.seed(inside, "overlapping"))
+            shown = [
+                [tuple(rng.sample(range(10), 10)), tuple(rng.sample(range(5, 15), 10))]
+                for _ in range(3)
+            ]
+            draws.append(await ctx.draw(0, inside, shown))
+            order = await ctx.settle(draws[0])
+            return [*order, *(i for i in range(ctx.n) if i not in set(inside))]
+
+        def plan(self, n, options):
+            return Plan(n, (Round.of(0, 15, (10, 10), 3, options),))
+
+    async def once_all_are_in_flight(request):
+        await until(lambda: server.max_in_flight >= 6)
+        return oracle_responder(len)(request)
+
+    server = scripted_server(once_all_are_in_flight)
+    with ranker(server, strategy=Overlapping(), num_permutations=3) as r:
+        result = r.rank("longest?", ITEMS)
+    assert server.request_count == result.usage.calls == 6 == server.max_in_flight
+    (draw,) = draws
+    assert len(draw.samples) == 6 and all(s.ok for s in draw.samples)
+    windows = [set(range(0, 20, 2)), set(range(10, 30, 2))]  # items of positions 0-9, 5-14
+    for k, sample in enumerate(draw.samples):
+        shown = draw.items(sample.permutation)
+        assert set(shown) == windows[k % 2]
+        assert list(draw.items(sample.ranking)) == sorted(shown, key=TRUTH.index)
+    assert sorted(result.order[:15]) == list(range(0, 30, 2))
+    assert result.windows[0].samples[1].permutation == draw.items(draw.samples[1].permutation)
 
 
 def test_a_wider_head_is_ranked_in_blocks_in_the_second_round(scripted_server) -> None:
