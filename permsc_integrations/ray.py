@@ -146,6 +146,26 @@ def _column_types() -> dict[str, Any]:
     }
 
 
+def _job_options(ranker_options: dict[str, Any], ds: Any) -> RankingOptions:
+    """The job's options, checked before Ray starts work: nothing one ranker shares with
+    another (a cache object, ``ranker_cap``), no result column the dataset already has."""
+    options = RankingOptions.from_kwargs(**ranker_options)
+    if options.cache is not None:
+        raise ConfigurationError(
+            "a cache object cannot be shared by Ray actors; rank without cache= (or give each "
+            "actor its own by wrapping the backend)"
+        )
+    if options.ranker_cap is not None:
+        raise ConfigurationError(
+            "ranker_cap is one ranker's meter and Ray actors each build their own: it would "
+            "allow the cap once per actor; cap each request with request_cap instead"
+        )
+    clash = sorted(set(RESULT_COLUMNS) & set(ds.columns() or ()))
+    if clash:
+        raise ConfigurationError(f"the dataset already has column(s) {clash}; rename them first")
+    return options
+
+
 def rank_dataset(
     ds: Any,
     *,
@@ -169,20 +189,7 @@ def rank_dataset(
     holds lists of texts or of mappings with ``"text"``; ``id_column`` tags events and errors.
     """
     ray = _ray()
-    options = RankingOptions.from_kwargs(**ranker_options)
-    if options.cache is not None:
-        raise ConfigurationError(
-            "a cache object cannot be shared by Ray actors; rank without cache= (or give each "
-            "actor its own by wrapping the backend)"
-        )
-    if options.ranker_cap is not None:
-        raise ConfigurationError(
-            "ranker_cap is one ranker's meter and Ray actors each build their own: it would "
-            "allow the cap once per actor; cap each request with request_cap instead"
-        )
-    clash = sorted(set(RESULT_COLUMNS) & set(ds.columns() or ()))
-    if clash:
-        raise ConfigurationError(f"the dataset already has column(s) {clash}; rename them first")
+    options = _job_options(ranker_options, ds)
     actors, per_actor = split_budget(options.max_concurrency, concurrency)
     return ds.map_batches(
         _RankBatches,

@@ -4,10 +4,15 @@ Each sample shows a list of the window's items in some order: all of them, shuff
 window), or a block of them (the blocks strategy); its answer is mapped back to those items.
 :class:`WindowRun` owns a sample's life: its ``sample_start``/``sample_end`` events, its
 :class:`Ask` (what it showed, asked and spent), its failure. How a sample is asked is the
-sampler's: :class:`~.generate.Generate` (the model writes a ranking; re-asks, the cache) or
-:class:`~.first_token.FirstToken` (one token's label probabilities); both send their calls
-through the request's :class:`~.calls.Calls`, which counts them. A sampler that can batch
-(:meth:`Sampler.batches`) gets its samples in batches, one call each.
+sampler's, the window run's one collaborator: :class:`Generate` here (the model writes a
+ranking: the cache, parsing, re-asks) or :class:`~.first_token.FirstToken` (one token's label
+probabilities); both send their calls through the request's :class:`~.calls.Calls`, which
+counts them. A sampler that can batch (:meth:`Sampler.batches`) gets its samples in batches,
+one call each: :class:`Generate` gives a :class:`BatchBackend` all of a window's prompts as one
+batch, then one batch per round of re-asks.
+
+An answer :class:`Generate` cannot read (or that ranks fewer items than ``min_coverage`` asks
+for) is re-asked up to ``reasks`` times, with the answer and :data:`REASK` appended.
 
 What a sample costs (``Sample.usage``) is its share: its own attempts (``calls``, retries
 included) and their summed latency; a batch is *one* call, so its calls and retries go to the

@@ -161,6 +161,36 @@ def _shard_factory(
     return new_shards
 
 
+def _base_url(given: str | None, client: Any, http: str) -> str | None:
+    """The endpoint: ``given``, else ``OPENAI_BASE_URL``, else a given client's; checked."""
+    url = given or os.environ.get("OPENAI_BASE_URL") or None
+    if client is not None and not url:
+        url = str(getattr(client, "base_url", "")) or None
+    refuse_masked("base_url", url)
+    checked = _checked_url(url)
+    if http == "aiohttp" and checked and urlsplit(checked).username is not None:
+        raise ConfigurationError(
+            "http='aiohttp' cannot send credentials in base_url beside the API key "
+            f"({redact_url(checked)}); put them in default_headers or use http='httpx'"
+        )
+    return checked
+
+
+def _api_key(given: str | None, client: Any, base_url: str | None) -> str | None:
+    """The key: ``given``, else ``OPENAI_API_KEY``; a placeholder for a local server (a
+    ``base_url`` and no key); none with a client of the caller's."""
+    key = given or os.environ.get("OPENAI_API_KEY") or None
+    refuse_masked("api_key", key)
+    if key is None and client is None:
+        if base_url is None:
+            raise ConfigurationError(
+                "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
+                "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
+            )
+        key = PLACEHOLDER_API_KEY
+    return key
+
+
 class OpenAIBackend:
     """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -206,25 +236,8 @@ class OpenAIBackend:
                 "no model given: use a spec like 'openai:gpt-4o-mini', pass model=, "
                 "or set OPENAI_MODEL"
             )
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if client is not None and not url:
-            url = str(getattr(client, "base_url", "")) or None
-        refuse_masked("base_url", url)
-        self.base_url = _checked_url(url)
-        if http == "aiohttp" and self.base_url and urlsplit(self.base_url).username is not None:
-            raise ConfigurationError(
-                "http='aiohttp' cannot send credentials in base_url beside the API key "
-                f"({redact_url(self.base_url)}); put them in default_headers or use http='httpx'"
-            )
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        refuse_masked("api_key", self._api_key)
-        if self._api_key is None and client is None:
-            if self.base_url is None:
-                raise ConfigurationError(
-                    "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
-                    "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
-                )
-            self._api_key = PLACEHOLDER_API_KEY
+        self.base_url = _base_url(base_url, client, http)
+        self._api_key = _api_key(api_key, client, self.base_url)
         self.organization = organization
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
