@@ -43,7 +43,7 @@ from ..results import Usage
 from ..retry import Attempts, RetryPolicy
 from ..spending import Meter, charged
 from .breaker import Breaker
-from .limiter import Limiter
+from .limiter import CallLimiter
 
 __all__ = ["Calls", "Tab", "Slots", "tokens_of"]
 
@@ -67,7 +67,7 @@ class Calls:
         retry: RetryPolicy,
         timeout: float | None,
         breaker: Breaker,
-        limiters: Sequence[Limiter],
+        limiters: Sequence[CallLimiter],
         meters: Sequence[Meter],
     ) -> None:
         self.source, self.retry, self.timeout = source, retry, timeout
@@ -191,7 +191,7 @@ async def _guarded(call: Callable[[], Awaitable[T]], source: str) -> T:
 class Slots:
     """Hold a slot of each limiter (the request's, then the ranker's), released in reverse."""
 
-    def __init__(self, limiters: Sequence[Limiter]) -> None:
+    def __init__(self, limiters: Sequence[CallLimiter]) -> None:
         self.limiters = tuple(limiters)
 
     async def __aenter__(self) -> None:

@@ -46,7 +46,7 @@ from ..strategies.base import Draw, Strategy
 from .breaker import Breaker
 from .calls import Calls
 from .first_token import FirstToken
-from .limiter import CallLimiter, Limiter
+from .limiter import CallLimiter
 from .sampling import Generate, Sampler
 from .state import RequestState
 
@@ -69,7 +69,7 @@ class Engine:
     aggregator: Aggregator
     sampler: Sampler
     strategy: Strategy
-    limiter: Limiter | None
+    limiter: CallLimiter | None
     breaker: Breaker
 
     @classmethod
@@ -78,7 +78,7 @@ class Engine:
         options: RankingOptions,
         backend: Backend,
         *,
-        limiter: Limiter | None = None,
+        limiter: CallLimiter | None = None,
         breaker: Breaker | None = None,
     ) -> Engine:
         """The engine of ``options`` over ``backend`` (a first-token scoring needs a backend

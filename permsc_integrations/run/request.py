@@ -27,12 +27,13 @@ if sys.version_info < (3, 11):  # pragma: no cover
 
 from ..adaptive import waves
 from ..aggregators import Aggregator
+from ..errors import first_failure
 from ..permutations import sample_permutations
 from ..results import Sample, WindowResult
 from ..strategies.base import Draw, Lead
 from ..window_plan import Window
 from .engine import Engine
-from .sampling import WindowRun, first_failure
+from .sampling import WindowRun
 from .state import RequestState
 
 __all__ = ["RequestRun"]

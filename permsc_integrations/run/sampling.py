@@ -36,7 +36,7 @@ from typing import Protocol
 import anyio
 
 from ..backends.base import Backend, BatchBackend, Completion, Message
-from ..errors import BackendError, ParseError, add_note
+from ..errors import BackendError, ParseError, first_failure
 from ..events import EventKind
 from ..options import RankingOptions
 from ..prompts.base import Prompt
@@ -49,7 +49,7 @@ from .state import RequestState
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowRun", "Ask", "Sampler", "Generate", "REASK", "first_failure"]
+__all__ = ["WindowRun", "Ask", "Sampler", "Generate", "REASK"]
 
 
 @dataclass
@@ -304,18 +304,3 @@ async def _yield_to_started_call() -> None:
     (started all at once, every request of a round was built before the first went out:
     docs/benchmarks.md "send-order")."""
     await anyio.sleep(0)
-
-
-def first_failure(group: BaseExceptionGroup) -> BaseException:
-    """The first real failure in a task-group error (the others are noted on it)."""
-    flat: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            stack[:0] = list(exc.exceptions)
-        else:
-            flat.append(exc)
-    if len(flat) > 1 and isinstance(flat[0], Exception):
-        add_note(flat[0], f"{len(flat) - 1} other sample(s) of this window also failed")
-    return flat[0]

@@ -27,10 +27,10 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -38,11 +38,14 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
+
 from ...checks import positive_int
 from ...errors import (
     BackendError,
     ConfigurationError,
     MissingDependencyError,
+    first_failure,
 )
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
@@ -50,6 +53,9 @@ from ..http_errors import mapped_errors
 from ..logprobs import check_labels, refused_logprobs
 from .chat_json import completion_from_json, first_token_from_json
 from .client_per_loop import LoopClients
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["OpenAIBackend", "completion_from_json"]
 
@@ -369,7 +375,12 @@ class OpenAIBackend:
         """Open ``connections`` keep-alive connections now (``GET /models`` each, at once),
         so the first PSC window does not pay for connection set-up."""
         clients = [await self._next_client() for _ in range(connections)]
-        await asyncio.gather(*(self._ping(client) for client in clients))
+        try:
+            async with anyio.create_task_group() as group:
+                for client in clients:
+                    group.start_soon(self._ping, client)
+        except BaseExceptionGroup as errors:  # one unreachable server: its error, once
+            raise first_failure(errors, "connection(s)") from None
 
     async def _ping(self, client: Any) -> None:
         with self._mapped(None):
