@@ -151,9 +151,9 @@ class Attempts:
 
     @contextlib.asynccontextmanager
     async def _attempt(self, attempt: Any) -> AsyncIterator[None]:
-        with attempt:  # tenacity records the outcome (and swallows a failure it retries)
-            guard = self._guard() if self._guard is not None else contextlib.nullcontext()
-            async with self._budget.waiting(guard):
+        guard = self._guard() if self._guard is not None else contextlib.nullcontext()
+        async with self._budget.waiting(guard):  # a wait cut short (cancelled) is no attempt
+            with attempt:  # tenacity records the outcome (and swallows a failure it retries)
                 timeout = math.inf if self._timeout is None else self._timeout
                 with _cut(min(timeout, self._total - self._budget.spent()), self._timeout):
                     yield
