@@ -218,6 +218,30 @@ async def test_cancelling_the_caller_cancels_every_call_and_leaves_no_task() -> 
     assert asyncio.all_tasks() == before
 
 
+async def test_cancelling_the_caller_while_calls_wait_for_a_slot_leaves_no_task(until) -> None:
+    never = anyio.Event()
+
+    async def hang(request: ChatRequest) -> str:
+        await never.wait()
+        return ""
+
+    backend = oracle(script=hang)
+    ranker = make(backend, num_permutations=10, max_concurrency=2)  # 8 calls wait for a slot
+    before = asyncio.all_tasks()
+
+    async def cancel_once_full(scope: anyio.CancelScope) -> None:
+        await until(lambda: backend.in_flight == 2)
+        scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_once_full, scope)
+            await rank(ranker)
+    assert scope.cancelled_caught and backend.in_flight == 0
+    assert backend.request_count == 2 and outcomes(backend, "cancelled") == 2
+    assert asyncio.all_tasks() == before
+
+
 async def test_retryable_failures_are_retried_and_counted() -> None:
     async def first_call_fails(request: ChatRequest) -> Fault | None:
         return Fault.status(429, retry_after=0.001) if request.index < 8 else None

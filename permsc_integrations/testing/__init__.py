@@ -28,7 +28,9 @@ from .responders import (
     Reply,
     RequestRecord,
     Responder,
+    best_first,
     first_token_responder,
+    grade,
     labelled_items,
     noisy_responder,
     oracle_responder,
@@ -49,6 +51,8 @@ __all__ = [
     "sequence",
     "oracle_responder",
     "noisy_responder",
+    "grade",
+    "best_first",
     "labelled_items",
     "first_token_responder",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..errors import MissingDependencyError, PermscError
+from ..ranker import PSCRanker
 from .responders import ChatRequest, Fault, Reply, RequestRecord, Responder
 
 __all__ = ["ScriptedOpenAIServer"]
@@ -212,6 +213,20 @@ class ScriptedOpenAIServer:
     @property
     def request_count(self) -> int:
         return len(self.requests)
+
+    def ranker(self, model: str = "m", **options: Any) -> PSCRanker:
+        """A :class:`~permsc_integrations.PSCRanker` of ``openai:<model>`` at this server
+        (``options``: its options; ``backend_options`` are added to the ``base_url``).
+
+        >>> from permsc_integrations.testing import oracle_responder
+        >>> with ScriptedOpenAIServer(oracle_responder(len)) as server:  # longest first
+        ...     with server.ranker(num_permutations=2) as ranker:
+        ...         result = ranker.rank("which is longest?", ["a", "ccc", "bb"])
+        >>> result.order, server.request_count
+        ((1, 2, 0), 2)
+        """
+        backend_options = {"base_url": self.base_url, **options.pop("backend_options", {})}
+        return PSCRanker(f"openai:{model}", backend_options=backend_options, **options)
 
     def reset(self) -> None:
         """Forget recorded requests; the server keeps running, calls in flight still count."""
