@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from ..adaptive import waves
+from ..adaptive import Adaptive, waves
 from ..aggregators import Aggregator
 from ..errors import first_failure
 from ..permutations import sample_permutations
@@ -105,30 +105,38 @@ class RequestRun:
         top: int | None,
         start: int = 0,
     ) -> Draw:
-        """Round ``number``: every prompt of ``shown`` one call, all at once; under adaptive m
-        in waves of whole shuffles, each with its ``wave_end``, until the samples establish
-        the consensus (its top ``top``, for a blocks round)."""
+        """Round ``number`` over ``inside`` (``shown``: its shuffles' prompts), with its
+        ``window_start``; under adaptive m its head (top ``top``) decides when to stop."""
         await self.state.emit("window_start", number, **where)
         self.engine.breaker.check()
         policy = self.options.adaptive
         if policy is not None and top is not None and policy.top_k is None:
             policy = replace(policy, top_k=top)
+        local = [self.state.texts[i] for i in inside]
+        samples, drawn = await self._waves(number, local, shown, policy)
+        saved = sum(len(shuffle) for shuffle in shown[drawn:])
+        self.state.calls.saved(saved)
+        per_unit = len(shown[0]) if shown else 1
+        return Draw(number, inside, tuple(samples), per_unit, saved, start, where)
+
+    async def _waves(
+        self,
+        number: int,
+        local: list[str],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        policy: Adaptive | None,
+    ) -> tuple[list[Sample], int]:
+        """The samples of ``shown``'s shuffles, every prompt one call, all at once, and how
+        many shuffles were drawn; under adaptive m in waves of whole shuffles, each with its
+        ``wave_end``, until the samples establish the consensus."""
         prompts = [prompt for shuffle in shown for prompt in shuffle]
         ends = list(accumulate((len(shuffle) for shuffle in shown), initial=0))
-        per_unit = len(shown[0]) if shown else 1
-        local = [self.state.texts[i] for i in inside]
+        per_unit, cap = (len(shown[0]) if shown else 1), len(shown)
         samples: list[Sample] = []
-        drawn = cap = len(shown)
         for wave, (first, end) in enumerate(waves(policy, cap)):
-            run = WindowRun(
-                self.state,
-                self.engine.sampler,
-                local,
-                prompts[ends[first] : ends[end]],
-                number,
-                offset=ends[first],
-                total=len(prompts),
-            )
+            part, offset = prompts[ends[first] : ends[end]], ends[first]
+            sampler = self.engine.sampler
+            run = WindowRun(self.state, sampler, local, part, number, offset, len(prompts))
             samples += await run.run()
             if policy is None:
                 continue
@@ -137,11 +145,8 @@ class RequestRun:
             detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
             await self.state.emit("wave_end", number, total=cap, **detail, why=why)
             if stable:
-                drawn = end
-                break
-        saved = len(prompts) - ends[drawn]
-        self.state.calls.saved(saved)
-        return Draw(number, inside, tuple(samples), per_unit, saved, start, where)
+                return samples, end
+        return samples, cap
 
     async def settle(self, draw: Draw) -> Sequence[int]:
         result = await self.engine.consensus(draw)
@@ -160,7 +165,7 @@ class RequestRun:
         pick = self.engine.head_by(by)
         if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
             order = await self.settle(draw)
-            return Lead(tuple(order[:keep]), _Soon.ready(order))
+            return Lead(tuple(order[:keep]), _Soon(order))
         head = await self.engine.pick_head(draw, keep, pick)
         return Lead(head, self._soon(lambda: self.settle(draw)))
 
@@ -173,18 +178,14 @@ class RequestRun:
 
 
 class _Soon:
-    """The result of work running in the background, awaitable once it is there."""
+    """The result of work running in the background (or of ``value``, already there),
+    awaitable once it is there."""
 
-    def __init__(self) -> None:
+    def __init__(self, value: Sequence[int] | None = None) -> None:
         self._done = anyio.Event()
-        self._value: Sequence[int] = ()
-
-    @classmethod
-    def ready(cls, value: Sequence[int]) -> _Soon:
-        soon = cls()
-        soon._value = value
-        soon._done.set()
-        return soon
+        self._value: Sequence[int] = value or ()
+        if value is not None:
+            self._done.set()
 
     async def run(self, work: Callable[[], Awaitable[Sequence[int]]]) -> None:
         self._value = await work()

@@ -94,7 +94,6 @@ class WindowRun:
         local: Sequence[str],
         perms: Sequence[tuple[int, ...]],
         window: int,
-        *,
         offset: int = 0,
         total: int | None = None,
     ) -> None:

@@ -53,7 +53,7 @@ class _ChatEndpoint:
         try:
             payload = json.loads(body or b"{}")
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            request = self.server._admit(payload, scope.get("path", ""), headers)
+            request = self.server.admit(payload, scope.get("path", ""), headers)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
@@ -63,7 +63,7 @@ class _ChatEndpoint:
         def done(outcome: str) -> None:  # recorded once, just before the answer goes out
             if not finished:
                 finished.append(outcome)
-                self.server._finish(request, start, outcome)
+                self.server.finish(request, start, outcome)
 
         try:
             await self._answer(request, scope, send, done)
@@ -236,9 +236,10 @@ class ScriptedOpenAIServer:
             self.in_flight = getattr(self, "in_flight", 0)
             self.max_in_flight = self.in_flight
 
-    def _admit(
+    def admit(
         self, payload: Mapping[str, Any], path: str = "", headers: Mapping[str, str] | None = None
     ) -> ChatRequest:
+        """Record a request as it arrives (its endpoint calls this), counted in flight."""
         messages = tuple(dict(m) for m in payload["messages"])
         with self._lock:
             request = ChatRequest(
@@ -256,7 +257,8 @@ class ScriptedOpenAIServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         return request
 
-    def _finish(self, request: ChatRequest, start: float, outcome: str) -> None:
+    def finish(self, request: ChatRequest, start: float, outcome: str) -> None:
+        """Record a request's ``outcome`` as it leaves (its endpoint calls this)."""
         with self._lock:
             self.in_flight -= 1
             self.records.append(RequestRecord(request, start, time.perf_counter(), outcome))

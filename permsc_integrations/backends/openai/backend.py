@@ -41,12 +41,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from ...checks import positive_int
-from ...errors import (
-    BackendError,
-    ConfigurationError,
-    MissingDependencyError,
-    first_failure,
-)
+from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..http_errors import mapped_errors
@@ -183,8 +178,7 @@ def _base_url(given: str | None, client: Any, http: str) -> str | None:
 
 
 def _api_key(given: str | None, client: Any, base_url: str | None) -> str | None:
-    """The key: ``given``, else ``OPENAI_API_KEY``; a placeholder for a local server (a
-    ``base_url`` and no key); none with a client of the caller's."""
+    """``given``, else ``OPENAI_API_KEY``; a placeholder for a ``base_url`` without one."""
     key = given or os.environ.get("OPENAI_API_KEY") or None
     refuse_masked("api_key", key)
     if key is None and client is None:
