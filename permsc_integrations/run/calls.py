@@ -50,7 +50,7 @@ __all__ = ["Calls", "Tab", "Slots", "tokens_of"]
 T = TypeVar("T")
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Tab:
     """What one sample (or one batch) has spent so far; :meth:`Calls.send` adds each attempt."""
 
@@ -90,8 +90,9 @@ class Calls:
         self.breaker.check()
         attempts = Attempts(self.retry, self.timeout, guard=self._slot)
         async for attempt in attempts:
-            async with attempt:
-                result = await self._admitted(call, chars, tab, retry=attempts.retries > 0)
+            with attempt:  # a retryable failure is retried, the last one raised by the loop
+                async with attempts:  # the limiter slots and the time limit
+                    result = await self._admitted(call, chars, tab, retry=attempts.retries > 0)
         return result
 
     async def send_batch(

@@ -101,13 +101,13 @@ class FirstToken:
         self.settings = options.generation
         self.calibration = PriorCache() if options.calibrate else None
 
-    def batches(self, asks: Sequence[Ask]) -> list[list[int]] | None:
+    def batches(self, perms: Sequence[tuple[int, ...]]) -> list[list[int]] | None:
         """One batch per prompt size for a batch backend; else one call per sample."""
         if not isinstance(self.backend, FirstTokenBatchBackend):
             return None
         sizes: dict[int, list[int]] = {}
-        for k, ask in enumerate(asks):
-            sizes.setdefault(len(ask.perm), []).append(k)
+        for k, perm in enumerate(perms):
+            sizes.setdefault(len(perm), []).append(k)
         return list(sizes.values())
 
     async def sample(self, query: str, ask: Ask, calls: Calls) -> Sample:

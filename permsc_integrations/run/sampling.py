@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
@@ -52,14 +52,14 @@ if sys.version_info < (3, 11):  # pragma: no cover
 __all__ = ["WindowRun", "Ask", "Sampler", "Generate", "REASK"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Ask(Tab):
     """One sample while it is asked: what it shows (``perm``: window positions in prompt
     order; ``shown``: their texts), the messages sent, the answers read and the last one."""
 
     perm: tuple[int, ...]
     shown: list[str]
-    messages: list[Message] = field(default_factory=list)
+    messages: Sequence[Message] = ()
     asks: int = 0
     raw_text: str = ""
 
@@ -67,9 +67,9 @@ class Ask(Tab):
 class Sampler(Protocol):
     """How a window's samples are asked of the model (the window run's collaborator)."""
 
-    def batches(self, asks: Sequence[Ask]) -> list[list[int]] | None:
-        """The samples (by position in ``asks``) asked together, one call per batch; None:
-        one call per sample."""
+    def batches(self, perms: Sequence[tuple[int, ...]]) -> list[list[int]] | None:
+        """The samples (by position in ``perms``, what each shows) asked together, one call
+        per batch; None: one call per sample."""
         ...
 
     async def sample(self, query: str, ask: Ask, calls: Calls) -> Sample:
@@ -98,17 +98,17 @@ class WindowRun:
         total: int | None = None,
     ) -> None:
         self.state, self.sampler, self.window = state, sampler, window
-        self.asks = [Ask(perm, [local[j] for j in perm]) for perm in perms]
+        self.local, self.perms = local, perms
         self.offset, self.total = offset, len(perms) if total is None else total
         self.samples: list[Sample | None] = [None] * len(perms)
 
     async def run(self) -> list[Sample]:
-        groups = self.sampler.batches(self.asks)
+        groups = self.sampler.batches(self.perms)
         try:
             async with anyio.create_task_group() as tg:
                 for keys in groups or ():
                     tg.start_soon(self._batch, keys)
-                for k in range(len(self.asks)) if groups is None else ():
+                for k in range(len(self.perms)) if groups is None else ():
                     tg.start_soon(self._one, k)
                     await _yield_to_started_call()
         except BaseExceptionGroup as group:  # surface a single failure as itself
@@ -120,32 +120,35 @@ class WindowRun:
             sample, total = self.offset + k, self.total
             await self.state.emit(kind, self.window, sample=sample, total=total, **detail)
 
-    async def _one(self, k: int) -> None:
+    async def _start(self, k: int) -> Ask:
+        """Sample ``k``'s ``sample_start`` and its :class:`Ask`."""
         await self._emit("sample_start", k)
+        perm = self.perms[k]
+        return Ask(perm, [self.local[j] for j in perm])  # made as it starts, dropped as it ends
+
+    async def _one(self, k: int) -> None:
+        ask = await self._start(k)
         try:
-            sample = await self.sampler.sample(self.state.query, self.asks[k], self.state.calls)
+            sample = await self.sampler.sample(self.state.query, ask, self.state.calls)
         except BackendError as exc:
-            sample = self._failed(k, exc)
+            sample = self._failed(ask, exc)
         await self._finish(k, sample)
 
     async def _batch(self, keys: list[int]) -> None:
-        for k in keys:
-            await self._emit("sample_start", k)
-        asks = [self.asks[k] for k in keys]
+        asks = [await self._start(k) for k in keys]
         try:
             outcomes = await self.sampler.sample_batch(self.state.query, asks, self.state.calls)
         except BackendError as exc:  # the batch's call failed: every sample in it fails
             outcomes = [exc] * len(keys)
-        for k, outcome in zip(keys, outcomes, strict=True):
-            sample = outcome if isinstance(outcome, Sample) else self._failed(k, outcome)
+        for k, ask, outcome in zip(keys, asks, outcomes, strict=True):
+            sample = outcome if isinstance(outcome, Sample) else self._failed(ask, outcome)
             await self._finish(k, sample)
 
-    def _failed(self, k: int, exc: BackendError) -> Sample:
+    def _failed(self, ask: Ask, exc: BackendError) -> Sample:
         """The failed sample; a fatal error opens the breaker and is raised instead."""
         if exc.fatal:
             self.state.calls.breaker.trip(exc)
             raise exc
-        ask = self.asks[k]
         error = f"{type(exc).__name__}: {exc}"
         return Sample(
             ask.perm,
@@ -184,8 +187,8 @@ class Generate:
         self.options, self.backend, self.prompt = options, backend, prompt
         self.settings = options.generation
 
-    def batches(self, asks: Sequence[Ask]) -> list[list[int]] | None:
-        return [list(range(len(asks)))] if isinstance(self.backend, BatchBackend) else None
+    def batches(self, perms: Sequence[tuple[int, ...]]) -> list[list[int]] | None:
+        return [list(range(len(perms)))] if isinstance(self.backend, BatchBackend) else None
 
     async def sample(self, query: str, ask: Ask, calls: Calls) -> Sample:
         ask.messages = self.prompt.render(query, ask.shown)
@@ -251,7 +254,7 @@ class Generate:
             calls.hit(ask)
         return hit
 
-    async def _keep(self, messages: list[Message], completion: Completion) -> None:
+    async def _keep(self, messages: Sequence[Message], completion: Completion) -> None:
         cache = self.options.cache
         if cache is not None:
             await cache.aset(cache_key(self.backend, messages, self.settings), completion)
