@@ -7,7 +7,7 @@ whose async engine ranks the rows of several batches at once on the actor's even
 across the actors (so ``concurrency`` actors never exceed it together). A row whose ranking
 fails becomes a row with ``error`` set: rows are never dropped and a bad row never fails the
 job. Permutation seeds derive from the ranker's ``seed`` and the row's own query and items
-(:func:`permsc_integrations.run.engine.derive_seed`), so a re-run, a resumed run, another
+(:func:`permsc_integrations.run.state.derive_seed`), so a re-run, a resumed run, another
 partitioning or the single-process ``permsc rank`` give the same orders.
 
 Needs the ``ray`` extra: ``pip install 'permsc-integrations[ray]'``. See docs/scale.md.

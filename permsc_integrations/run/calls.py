@@ -3,7 +3,7 @@
 :meth:`Calls.send` sends one call (a prompt, a batch of prompts, a first-token read) with
 retries (:mod:`..retry`: tenacity, ``Retry-After`` honoured). Each attempt, in this order:
 
-1. holds a slot of every limiter (the request's, then the ranker's: :class:`Slots`), never
+1. holds a slot of every limiter (the request's, then the ranker's), never
    during a backoff, and the wait for it counts against no timeout;
 2. is admitted by the ranker's :class:`~.breaker.Breaker` (refused while it is open; the one
    probe when it is half-open);
@@ -45,7 +45,7 @@ from ..spending import Meter, charged
 from .breaker import Breaker
 from .limiter import CallLimiter
 
-__all__ = ["Calls", "Tab", "Slots", "tokens_of"]
+__all__ = ["Calls", "Tab"]
 
 T = TypeVar("T")
 
@@ -73,9 +73,9 @@ class Calls:
         self.source, self.retry, self.timeout = source, retry, timeout
         self.breaker = breaker
         self.meters = tuple(meters)
-        self.slots = Slots(limiters)
+        self.slots = _Slots(limiters)
 
-    def _slot(self) -> Slots:
+    def _slot(self) -> _Slots:
         return self.slots
 
     @property
@@ -114,7 +114,7 @@ class Calls:
         share = Usage(latency_s=whole.usage.latency_s / len(tabs))
         tabs[0].usage += Usage(calls=whole.usage.calls, retries=whole.usage.retries)
         for tab, answer in zip(tabs, answers, strict=True):
-            tab.usage += share + tokens_of(answer)
+            tab.usage += share + _tokens_of(answer)
         return answers
 
     async def _admitted(
@@ -143,7 +143,7 @@ class Calls:
                 return answer
             finally:
                 took = time.perf_counter() - began
-                spent = Usage(retries=int(retry), latency_s=took) + tokens_of(answer)
+                spent = Usage(retries=int(retry), latency_s=took) + _tokens_of(answer)
                 reported.append(spent)  # the meters counted the call itself when reserving
                 tab.usage += _CALL + spent
 
@@ -161,7 +161,7 @@ class Calls:
 _CALL, _HIT = Usage(calls=1), Usage(cached_calls=1)
 
 
-def tokens_of(answer: object) -> Usage:
+def _tokens_of(answer: object) -> Usage:
     """The tokens an answer (a completion, a first-token read, or a list of them) reported."""
     if isinstance(answer, Completion):
         u = answer.usage
@@ -170,7 +170,7 @@ def tokens_of(answer: object) -> Usage:
         u = answer.usage
         return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=max(1, u.completion_tokens))
     if isinstance(answer, list):
-        return sum((tokens_of(a) for a in answer), Usage())
+        return sum((_tokens_of(a) for a in answer), Usage())
     return Usage()
 
 
@@ -189,7 +189,7 @@ async def _guarded(call: Callable[[], Awaitable[T]], source: str) -> T:
         ) from exc
 
 
-class Slots:
+class _Slots:
     """Hold a slot of each limiter (the request's, then the ranker's), released in reverse."""
 
     def __init__(self, limiters: Sequence[CallLimiter]) -> None:
