@@ -10,8 +10,12 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup, ExceptionGroup  # noqa: F401 (the example)
 
 if TYPE_CHECKING:
     from .results import Usage
@@ -240,6 +244,28 @@ def add_note(exc: BaseException, note: str) -> None:
     """``exc.add_note(note)`` where Python has it (3.11+); a no-op on 3.10."""
     if hasattr(exc, "add_note"):
         exc.add_note(note)
+
+
+def first_failure(
+    group: BaseExceptionGroup, others: str = "sample(s) of this window"
+) -> BaseException:
+    """The first real failure in a task group's error, to raise as itself (the count of the
+    ``others`` that also failed is noted on it).
+
+    >>> first_failure(ExceptionGroup("x", [KeyError("k"), ValueError("v")]))
+    KeyError('k')
+    """
+    flat: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            stack[:0] = list(exc.exceptions)
+        else:
+            flat.append(exc)
+    if len(flat) > 1 and isinstance(flat[0], Exception):
+        add_note(flat[0], f"{len(flat) - 1} other {others} also failed")
+    return flat[0]
 
 
 class SpendingCapError(PermscError):

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .aggregators import resolve
 from .backends import check_backend_options, resolve_backend
 from .backends.base import Backend
-from .errors import ConfigurationError, PermscError, add_note, grouped
+from .errors import ConfigurationError, PermscError, SpendingCapError, add_note, grouped
 from .events import EventHook
 from .items import normalize_items
 from .option_keywords import RankingKeywords
@@ -39,18 +38,13 @@ from .options import DEFAULT_MAX_CONCURRENCY, RankingOptions
 from .results import RankingResult, Usage, scores_from_order
 from .run.breaker import Breaker
 from .run.bridge import run_sync
-from .run.calibration import PriorCache
-from .run.engine import WindowEngine
-from .run.first_token import require_first_token
+from .run.engine import Engine
 from .run.limiter import CallLimiter
 from .run.request import RequestRun
-from .spending import Meter, admitted, metering
-from .strategies import get as get_strategy
-from .strategies.plan import Plan, planned_tokens
+from .run.state import RequestState
+from .spending import Meter, admitted
+from .strategies.plan import planned_tokens
 from .tracing import RankingSpan
-
-if TYPE_CHECKING:
-    from .strategies.base import Strategy
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -109,27 +103,7 @@ class PSCRanker:
         self.limiter = CallLimiter(o.max_concurrency)
         self.breaker = Breaker(o.breaker_cooldown)
         self.meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
-        self.engine = WindowEngine(
-            backend=self.backend,
-            prompt=o.build_prompt(),
-            aggregator=resolve(o.aggregator),
-            num_permutations=o.num_permutations,
-            include_identity=o.include_identity,
-            settings=o.generation,
-            retry=o.retry,
-            reasks=o.reasks,
-            min_successful=o.min_successful,
-            min_coverage=o.min_coverage,
-            adaptive=o.adaptive,
-            cache=o.cache,
-            limiter=self.limiter,
-            breaker=self.breaker,
-            scoring=o.scoring,
-            calibration=PriorCache() if o.calibrate else None,
-            first_stage_weight=o.first_stage_weight,
-        )
-        if o.scoring == "first_token":
-            require_first_token(self.backend)
+        self.engine = Engine.build(o, self.backend, limiter=self.limiter, breaker=self.breaker)
         self._built = True  # from here on, __setattr__ refuses what the ranker would ignore
 
     def _set(self, name: str, value: object) -> None:
@@ -173,55 +147,21 @@ class PSCRanker:
         if not isinstance(query, str):
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
-        o = self.options
-        strategy = get_strategy(o.strategy)
-        plan = strategy.plan(len(texts), o)
-        cap = o.request_concurrency
-        req = RequestRun(
-            self.engine,
-            o,
-            query,
-            texts,
-            (self.on_event, on_event),
-            request_id,
-            len(plan.rounds),
-            CallLimiter(cap) if cap else None,
+        hooks = (self.on_event, on_event)
+        plan = self.engine.strategy.plan(len(texts), self.options)
+        need = functools.partial(
+            planned_tokens, plan, functools.partial(self.engine.prompt.render, query), texts
         )
-        await req.emit("request_start", n_items=len(texts))
-        try:
-            order = await self._capped(strategy, req, plan)
-        except Exception as exc:
-            spent = self._priced(req.usage() + (getattr(exc, "usage", None) or Usage()))
-            if isinstance(exc, PermscError):
-                exc.usage = spent
-            await req.emit(
-                "request_end", n_items=len(texts), status="error", error=repr(exc), usage=spent
-            )
+        try:  # a ranker's cap first holds what the plan needs (admission.py), or refuses
+            async with admitted(self.meter, (plan.calls.low, plan.calls.high), need) as hold:
+                state = self.engine.open(
+                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold
+                )
+                return await _run(self.engine, state)
+        except SpendingCapError as exc:
+            if exc.usage is None:  # refused before it started: it spent nothing
+                exc.usage = Usage()
             raise
-        usage = self._priced(req.usage())
-        confidence = (
-            sum(w.confidence for w in req.windows) / len(req.windows) if req.windows else 1.0
-        )
-        await req.emit(
-            "request_end", n_items=len(texts), status="ok", confidence=confidence, usage=usage
-        )
-        scores = _scores(order, req.windows, len(texts))
-        return RankingResult(order, scores, tuple(req.windows), confidence, usage)
-
-    async def _capped(self, strategy: Strategy, req: RequestRun, plan: Plan) -> tuple[int, ...]:
-        """The strategy's order under the caps: the request's, and the ranker's, which first
-        holds what the plan needs (:mod:`.admission`: wait for room, or be refused)."""
-        o = self.options
-        mine = Meter(o.request_cap, "request", o.prices) if o.request_cap else None
-        render = functools.partial(self.engine.prompt.render, req.query)
-        need = functools.partial(planned_tokens, plan, render, req.texts)
-        async with admitted(self.meter, (plan.calls.low, plan.calls.high), need) as hold:
-            with metering(hold, mine):
-                return tuple(await strategy(req))
-
-    def _priced(self, usage: Usage) -> Usage:
-        prices = self.options.prices
-        return prices.priced(usage) if prices is not None else usage
 
     @property
     def spent(self) -> Usage | None:
@@ -378,6 +318,31 @@ def _refusal(ranker: PSCRanker, name: str) -> str:
         f"PSCRanker has no attribute {name!r}{hint}; its options are given when it is built "
         f"(PSCRanker(backend, num_permutations=...)) and fixed after"
     )
+
+
+async def _run(engine: Engine, state: RequestState) -> RankingResult:
+    """One request from its ``request_start`` to its ``request_end`` event; an error out of it
+    carries what it spent (a read of its meter)."""
+    n = len(state.texts)
+    await state.emit("request_start", n_items=n)
+    try:
+        async with RequestRun(engine, state) as req:
+            order = tuple(await engine.strategy(req))
+    except Exception as exc:
+        spent = state.usage()  # every call the request made, cancelled ones included
+        if isinstance(exc, PermscError):
+            exc.usage = spent
+        await state.emit("request_end", n_items=n, status="error", error=repr(exc), usage=spent)
+        raise
+    return await _finished(req, order)
+
+
+async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
+    """The request's result, once its ``request_end`` event is out."""
+    windows, n, usage = req.windows, req.n, req.state.usage()
+    confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
+    await req.state.emit("request_end", n_items=n, status="ok", confidence=confidence, usage=usage)
+    return RankingResult(order, _scores(order, windows, n), tuple(windows), confidence, usage)
 
 
 def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:

@@ -8,7 +8,7 @@ across the actors (so ``concurrency`` actors never exceed it together). A row wh
 fails becomes a row with ``error`` set (and its ``usage``, what it spent): rows are never
 dropped and a bad row never fails the job. Permutation seeds derive from the ranker's
 ``seed`` and the row's own query and items
-(:func:`permsc_integrations.run.engine.derive_seed`), so a re-run, a resumed run, another
+(:func:`permsc_integrations.run.state.derive_seed`), so a re-run, a resumed run, another
 partitioning or the single-process ``permsc rank`` give the same orders.
 
 What every ranking actor holds, here and in :mod:`permsc_integrations.ray_rows` (the engine

@@ -20,11 +20,10 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,7 +34,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from .checks import positive_int
 from .errors import BackendError, BackendTimeoutError, ConfigurationError
 
-__all__ = ["RetryPolicy", "Budget", "call_with_retry", "is_retryable"]
+__all__ = ["RetryPolicy", "Budget", "Attempts", "call_with_retry", "is_retryable"]
 
 T = TypeVar("T")
 
@@ -111,7 +110,9 @@ class RetryPolicy:
 
 class Budget:
     """Seconds a call has spent on its own attempts and backoff: time spent waiting for a
-    slot (:meth:`waiting`) is left out."""
+    slot (:meth:`skip`) is left out."""
+
+    __slots__ = ("_started", "_waited")
 
     def __init__(self) -> None:
         self._started = time.monotonic()
@@ -120,13 +121,72 @@ class Budget:
     def spent(self) -> float:
         return time.monotonic() - self._started - self._waited
 
-    @contextlib.asynccontextmanager
-    async def waiting(self, guard: AbstractAsyncContextManager[Any]) -> AsyncIterator[None]:
-        """Hold ``guard`` (a limiter slot), not counting the wait for it."""
+    def skip(self, seconds: float) -> None:
+        """Leave ``seconds`` (a wait for a slot) out of what the call has spent."""
+        self._waited += seconds
+
+
+class Attempts:
+    """The attempts of one call under ``policy``, made in the caller's own frame::
+
+        attempts = Attempts(policy, timeout, guard=slot)
+        async for attempt in attempts:
+            with attempt:  # tenacity: a retryable failure is retried after the backoff
+                async with attempts:  # this attempt's guard and time limit
+                    result = await call()
+
+    Each attempt holds ``guard()`` (a capacity-limiter slot, say) but not during backoff, and
+    is cut at the per-call ``timeout`` (raising the retryable :class:`BackendTimeoutError`);
+    waiting for the guard counts against neither the timeout nor the policy's
+    ``max_total_time``: the budget covers the call's own attempts and backoff, never queueing.
+    The final failure is raised by the loop, as is; ``retries`` counts the attempts after the
+    first.
+    """
+
+    __slots__ = ("_budget", "_inner", "_total", "_timeout", "_guard", "_held", "_cut", "retries")
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        timeout: float | None,
+        *,
+        guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+    ) -> None:
+        self._budget = Budget()
+        self._inner = policy.retrying(self._budget).__aiter__()
+        self._total = math.inf if policy.max_total_time is None else policy.max_total_time
+        self._timeout, self._guard = timeout, guard
+        self._held: AbstractAsyncContextManager[Any] | None = None
+        self._cut: _Cut | None = None
+        self.retries = -1
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> Any:
+        attempt = await self._inner.__anext__()  # tenacity's: enter it with ``with``
+        self.retries += 1
+        return attempt
+
+    async def __aenter__(self) -> None:
+        """Hold the guard (the wait left out of the budget), then start the time limit."""
         began = time.monotonic()
-        async with guard:
-            self._waited += time.monotonic() - began
-            yield
+        self._held = self._guard() if self._guard is not None else None
+        if self._held is not None:
+            await self._held.__aenter__()
+        self._budget.skip(time.monotonic() - began)
+        timeout = math.inf if self._timeout is None else self._timeout
+        limit = min(timeout, self._total - self._budget.spent())
+        self._cut = _Cut(limit, self._timeout) if limit != math.inf else None
+        if self._cut is not None:
+            self._cut.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        try:
+            return self._cut.__exit__(*exc) if self._cut is not None else None
+        finally:
+            if self._held is not None:
+                await self._held.__aexit__(*exc)
 
 
 async def call_with_retry(
@@ -136,39 +196,41 @@ async def call_with_retry(
     *,
     guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
 ) -> tuple[T, int]:
-    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries).
-
-    ``guard()`` (a capacity-limiter slot, say) is held around each attempt but not during
-    backoff, and waiting for it counts against neither the per-call timeout nor the policy's
-    ``max_total_time``: the budget covers the call's own attempts and backoff, never queueing.
-    The final failure is re-raised as is (a :class:`BackendError` subclass for backend
-    failures, :class:`BackendTimeoutError` when the timeout cut the last attempt).
-    """
-    budget = Budget()
-    total = math.inf if policy.max_total_time is None else policy.max_total_time
-    attempts = 0
-    async for attempt in policy.retrying(budget):
+    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries)
+    (:class:`Attempts` says how; the final failure is re-raised as is: a
+    :class:`BackendError` subclass for backend failures, :class:`BackendTimeoutError` when
+    the timeout cut the last attempt)."""
+    attempts = Attempts(policy, timeout, guard=guard)
+    async for attempt in attempts:
         with attempt:
-            attempts += 1
-            async with budget.waiting(guard() if guard is not None else contextlib.nullcontext()):
-                limit = min(math.inf if timeout is None else timeout, total - budget.spent())
-                result = await _attempt(fn, limit, timeout)
-    return result, attempts - 1
+            async with attempts:
+                result = await fn()
+    return result, attempts.retries
 
 
-async def _attempt(fn: Callable[[], Awaitable[T]], limit: float, timeout: float | None) -> T:
-    if limit == math.inf:
-        return await fn()
-    try:
-        with anyio.fail_after(max(limit, 0.0)):
-            return await fn()
-    except TimeoutError:
-        what = (
-            f"the per-call timeout of {timeout:g} s"
-            if limit == timeout
-            else "the retry time budget"
-        )
-        raise BackendTimeoutError(
-            f"the backend call exceeded {what}; raise timeout= (or RetryPolicy.max_total_time) "
-            "or check that the server is answering"
-        ) from None
+class _Cut:
+    """An attempt cut at ``limit`` seconds: the per-call ``timeout``, or what is left of the
+    retry time budget (a :class:`BackendTimeoutError` then)."""
+
+    __slots__ = ("limit", "timeout", "_scope")
+
+    def __init__(self, limit: float, timeout: float | None) -> None:
+        self.limit, self.timeout = limit, timeout
+        self._scope = anyio.fail_after(max(limit, 0.0))
+
+    def __enter__(self) -> None:
+        self._scope.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        try:
+            return self._scope.__exit__(*exc)
+        except TimeoutError:
+            what = (
+                f"the per-call timeout of {self.timeout:g} s"
+                if self.limit == self.timeout
+                else "the retry time budget"
+            )
+            raise BackendTimeoutError(
+                f"the backend call exceeded {what}; raise timeout= (or "
+                "RetryPolicy.max_total_time) or check that the server is answering"
+            ) from None

@@ -37,8 +37,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
@@ -52,8 +51,8 @@ __all__ = [
     "Meter",
     "Hold",
     "Amount",
+    "Charged",
     "admitted",
-    "metering",
     "charged",
     "parse_cap",
     "parse_prices",
@@ -176,7 +175,7 @@ def parse_prices(name: str, value: Any) -> Prices | None:
     )
 
 
-class _Charged(Protocol):
+class Charged(Protocol):
     """What :func:`charged` asks of a scope: a :class:`Meter`, or a request's :class:`Hold`."""
 
     def reserve(self, prompt_chars: int) -> _Ticket: ...
@@ -196,11 +195,17 @@ class _Ticket:
 
 
 class Meter(Admitting):
-    """What one scope (a request, a ranker) has spent, has in flight and holds, against its cap.
+    """What one scope (a request, a ranker) has spent, has in flight and holds, against its cap
+    (``None``: counted, never refused). A request's meter is the one count of its usage: every
+    attempt (:meth:`reserve`, then :meth:`settle` with its tokens, latency and whether it was a
+    retry), cache hits and the calls adaptive m saved (:meth:`add`); an error raised out of the
+    request carries a read of it (:attr:`spent`).
 
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
 
-    def __init__(self, cap: SpendingCap, scope: str, prices: Prices | None = None) -> None:
+    cap: SpendingCap | None  # type: ignore[assignment]  # Admitting's cap: set when it admits
+
+    def __init__(self, cap: SpendingCap | None, scope: str, prices: Prices | None = None) -> None:
         self.cap, self.scope, self.prices = cap, scope, prices
         self._lock = threading.Lock()
         self._spent = Usage()
@@ -211,7 +216,8 @@ class Meter(Admitting):
 
     @property
     def spent(self) -> Usage:
-        """Calls sent and tokens reported so far (with ``cost`` when prices are known)."""
+        """Calls sent, tokens reported, retries and latency so far (with ``cost`` when prices
+        are known); a request's meter also counts cache hits and saved calls."""
         with self._lock:
             return self._priced(self._spent)
 
@@ -233,6 +239,10 @@ class Meter(Admitting):
         """Count a call about to be sent, or raise :class:`SpendingCapError` if it would pass
         the cap (then nothing is counted and the call must not be sent). A call of an
         admitted request (``hold``) is paid from what is held for it while that lasts."""
+        if self.cap is None:  # counted, never refused: nothing in flight to track
+            with self._lock:
+                self._spent += _ONE_CALL
+            return _NOTHING
         guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
         with self._lock:
             est = _Ticket(
@@ -240,7 +250,7 @@ class Meter(Admitting):
                 max(self._largest.cost, self.cost_of(Usage(prompt_tokens=guess))),
                 hold,
             )
-            self._spent += Usage(calls=1)
+            self._spent += _ONE_CALL
             self._flight.append(est)
             self._use(est, Amount(1, est.tokens, est.cost))
             over = self.over(self.committed())
@@ -254,13 +264,16 @@ class Meter(Admitting):
             ticket.hold.used += amount
 
     def _undo(self, ticket: _Ticket) -> None:
-        self._flight.remove(ticket)
+        if ticket is not _NOTHING:
+            self._flight.remove(ticket)
+            self._use(ticket, Amount(-1, -ticket.tokens, -ticket.cost))
         self._spent += Usage(calls=-1)
-        self._use(ticket, Amount(-1, -ticket.tokens, -ticket.cost))
 
     def over(self, amount: Amount) -> tuple[str, float] | None:
         """The limit ``amount`` passes, with its value, or None."""
         c = self.cap
+        if c is None:
+            return None
         if c.calls is not None and amount.calls > c.calls:
             return "calls", c.calls
         if c.tokens is not None and amount.tokens > c.tokens:
@@ -275,26 +288,32 @@ class Meter(Admitting):
             self._undo(ticket)
 
     def settle(self, ticket: _Ticket, usage: Usage) -> None:
-        """The call of ``ticket`` finished (or failed) having reported ``usage``'s tokens."""
+        """The call of ``ticket`` finished (or failed): ``usage`` holds the tokens it reported,
+        its latency and whether it was a retry (its call was counted by :meth:`reserve`)."""
         with self._lock:
+            self._spent += usage
+            if ticket is _NOTHING:
+                return
             with contextlib.suppress(ValueError):
                 self._flight.remove(ticket)
-            tokens = Usage(
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            )
-            self._spent += tokens
-            actual = Amount(0, tokens.total_tokens, self.cost_of(tokens))
+            tokens = usage.total_tokens
+            actual = Amount(0, tokens, self.cost_of(usage))
             self._use(ticket, actual - Amount(0, ticket.tokens, ticket.cost))
             self._largest = _Ticket(
-                max(self._largest.tokens, tokens.total_tokens),
-                max(self._largest.cost, self.cost_of(tokens)),
+                max(self._largest.tokens, tokens), max(self._largest.cost, self.cost_of(usage))
             )
+
+    def add(self, usage: Usage) -> None:
+        """Count what no attempt carries: cache hits, calls adaptive m did not need."""
+        with self._lock:
+            self._spent += usage
 
     def cost_of(self, usage: Usage) -> float:
         return self.prices.cost(usage) if self.prices else 0.0
 
 
-_METERS: ContextVar[tuple[_Charged, ...]] = ContextVar("permsc_meters", default=())
+_NOTHING = _Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
+_ONE_CALL = Usage(calls=1)
 
 
 @contextlib.asynccontextmanager
@@ -302,7 +321,7 @@ async def admitted(
     meter: Meter | None, calls: tuple[int, int], tokens: Callable[[], tuple[int, int]]
 ) -> AsyncIterator[Hold | None]:
     """Around one request under a ranker's cap: admitted with :meth:`Meter.admit` (waiting for
-    room, or refused), its hold yielded to charge its calls to (:func:`metering`) and closed
+    room, or refused), its hold yielded to charge its calls to (:func:`charged`) and closed
     at the end; without a ``meter``, None."""
     hold = await meter.admit(calls, tokens) if meter is not None else None
     try:
@@ -312,29 +331,18 @@ async def admitted(
             hold.close()
 
 
-@contextlib.contextmanager
-def metering(*meters: Meter | Hold | None) -> Iterator[None]:
-    """Charge every call made inside (this task and the tasks it starts) to ``meters`` (a
-    meter, or the :class:`Hold` of an admitted request on its meter)."""
-    token = _METERS.set(tuple(m for m in meters if m is not None))
-    try:
-        yield
-    finally:
-        _METERS.reset(token)
-
-
 def prompt_chars(messages: Any) -> int:
     """A prompt's size in characters, what :func:`charged` estimates its tokens from."""
     return sum(len(m["content"]) for m in messages)
 
 
 @contextlib.contextmanager
-def charged(prompt_chars: int) -> Iterator[list[Usage]]:
-    """Around one call: reserve it on every current meter (raising
-    :class:`SpendingCapError` before it is sent if one would be passed), then settle the
-    usage the caller appends to the yielded list (nothing appended: no tokens reported)."""
-    meters = _METERS.get()
-    tickets: list[tuple[_Charged, _Ticket]] = []
+def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage]]:
+    """Around one attempt: reserve it on every meter (a :class:`Meter`, or an admitted
+    request's :class:`Hold` on one), raising :class:`SpendingCapError` before it is sent if
+    one would be passed; then settle what the caller appends to the yielded list (its tokens,
+    latency, retry) on each."""
+    tickets: list[tuple[Charged, _Ticket]] = []
     try:
         for meter in meters:
             tickets.append((meter, meter.reserve(prompt_chars)))

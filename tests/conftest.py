@@ -1,9 +1,12 @@
 """Shared fixtures: real loopback OpenAI-compatible servers for any test that needs one,
-``until``, to wait for the state a test asserts instead of for a time, and ``permsc serve``
-processes with what their tests send (``serve_case``)."""
+``until`` (async) and ``wait_until`` (sync), to wait for the state a test asserts instead of
+for a time, ``closed_port``, where nothing listens, and ``permsc serve`` processes with what
+their tests send (``serve_case``)."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +26,43 @@ def until() -> Callable[..., Awaitable[None]]:
             while not condition():
                 await anyio.sleep(0.001)
             return
-        pytest.fail(f"still false after {timeout} s: {condition.__doc__ or condition}")
+        _timed_out(condition, timeout)
 
     return wait
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., None]:
+    """:func:`until` for sync tests (threads, server processes): ``wait_until(condition)``
+    blocks until ``condition()`` holds, checked every ``every`` seconds; past ``timeout``
+    seconds, the test fails naming ``what`` (or the condition)."""
+
+    def wait(
+        condition: Callable[[], bool],
+        what: str | None = None,
+        *,
+        timeout: float = 10.0,
+        every: float = 0.001,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                _timed_out(condition, timeout, what)
+            time.sleep(every)
+
+    return wait
+
+
+def _timed_out(condition: Callable[[], bool], timeout: float, what: str | None = None) -> None:
+    pytest.fail(f"still false after {timeout} s: {what or condition.__doc__ or condition}")
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from permsc_integrations import PSCRanker, RankingOptions
+from permsc_integrations import RankingOptions
 from permsc_integrations.adaptive import Adaptive, sign_test
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.events import Event
@@ -28,16 +28,12 @@ ITEMS = [
 TRUTH = tuple(sorted(range(20), key=lambda i: -len(ITEMS[i])))
 
 
-def ranker(server, **options) -> PSCRanker:
-    return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
-
-
 def test_a_self_consistent_model_stops_after_the_first_wave_with_the_right_answer(
     scripted_server,
 ) -> None:
     server = scripted_server(oracle_responder(len))
     events: list[Event] = []
-    with ranker(server, num_permutations=20, adaptive=True, on_event=events.append) as r:
+    with server.ranker(num_permutations=20, adaptive=True, on_event=events.append) as r:
         result = r.rank("longest?", ITEMS)
     assert result.order == TRUTH
     assert server.request_count <= 8 and len(result.samples) == server.request_count
@@ -50,9 +46,9 @@ def test_a_self_consistent_model_stops_after_the_first_wave_with_the_right_answe
 
 def test_a_stopped_run_is_a_prefix_of_the_full_run(scripted_server) -> None:
     server = scripted_server(noisy_responder(len, keep=0.7, seed=2))
-    with ranker(server, num_permutations=20) as r:
+    with server.ranker(num_permutations=20) as r:
         full = r.rank("q", ITEMS)
-    with ranker(server, num_permutations=20, adaptive=Adaptive(first_wave=4, wave=4)) as r:
+    with server.ranker(num_permutations=20, adaptive=Adaptive(first_wave=4, wave=4)) as r:
         early = r.rank("q", ITEMS)
     k = len(early.samples)
     assert 4 <= k <= 20
@@ -64,7 +60,7 @@ def test_a_noisy_model_gets_more_samples_than_a_quiet_one(scripted_server) -> No
     drawn = {}
     for keep in (1.0, 0.3):
         server = scripted_server(noisy_responder(len, keep=keep, seed=4))
-        with ranker(server, num_permutations=20, adaptive=True, window_size=10, step=5) as r:
+        with server.ranker(num_permutations=20, adaptive=True, window_size=10, step=5) as r:
             results = [r.rank(f"q{k}", ITEMS) for k in range(3)]
         drawn[keep] = sum(len(res.samples) for res in results) / sum(
             len(res.windows) for res in results
@@ -89,7 +85,7 @@ def test_a_model_that_swaps_neighbours_is_not_stopped_by_a_stable_looking_first_
         return " > ".join(f"[{p + 1}]" for p in order)
 
     server = scripted_server(swap_noise)
-    with ranker(server, num_permutations=20, adaptive=True) as r:
+    with server.ranker(num_permutations=20, adaptive=True) as r:
         drawn = [len(r.rank(f"q{k}", ITEMS).samples) for k in range(3)]
     assert min(drawn) > 8, drawn
 
@@ -98,7 +94,7 @@ def test_top_k_stability_stops_sooner_than_the_whole_order(scripted_server) -> N
     server = scripted_server(noisy_responder(len, keep=0.6, seed=7))
     sizes = {}
     for policy in (Adaptive(), Adaptive(top_k=3)):
-        with ranker(server, num_permutations=20, adaptive=policy) as r:
+        with server.ranker(num_permutations=20, adaptive=policy) as r:
             sizes[policy.top_k] = sum(len(r.rank(f"q{k}", ITEMS).samples) for k in range(4))
     assert sizes[3] <= sizes[None]
 
@@ -150,7 +146,7 @@ def scripted_answers(*answers: str, then: str = "alpha beta gamma") -> object:
 
 def wave_log(server, policy: Adaptive, cap: int = 10, items=ABC) -> tuple[list, object]:
     events: list[Event] = []
-    with ranker(server, num_permutations=cap, adaptive=policy, on_event=events.append) as r:
+    with server.ranker(num_permutations=cap, adaptive=policy, on_event=events.append) as r:
         result = r.rank("which first?", items)
     return [(e.detail["samples"], e.detail["why"]) for e in events if e.kind == "wave_end"], result
 

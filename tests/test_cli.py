@@ -16,15 +16,9 @@ from permsc_integrations.cli._common import load_queries
 from permsc_integrations.cli.rank import planned_samples
 from permsc_integrations.errors import MissingDependencyError
 from permsc_integrations.options import RankingOptions
-from permsc_integrations.testing import oracle_responder
+from permsc_integrations.testing import grade, oracle_responder
 
 pytest.importorskip("openai")
-
-
-def relevance(text: str) -> float:
-    """Passages end in their true relevance: 'passage about goldfish, grade 7'."""
-    match = re.search(r"grade (\d+)", text)
-    return float(match.group(1)) if match else -1.0
 
 
 def query_line(qid: str, grades: list[int]) -> dict:
@@ -50,7 +44,7 @@ def queries(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def oracle(scripted_server):
-    return scripted_server(oracle_responder(relevance))
+    return scripted_server(oracle_responder(grade))
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +140,7 @@ def test_bad_lines_are_reported_skipped_and_fail_the_run_at_the_end(tmp_path, or
 
 def test_a_failing_query_loses_nothing_else(tmp_path, scripted_server, capsys):
     def responder(request):  # answers garbage for q2 only
-        return "no idea" if "question q2" in request.text else oracle_responder(relevance)(request)
+        return "no idea" if "question q2" in request.text else oracle_responder(grade)(request)
 
     server = scripted_server(responder)
     path = tmp_path / "q.jsonl"

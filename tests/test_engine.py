@@ -1,11 +1,11 @@
-"""The PSC engine over one window, against small real Backend implementations."""
+"""The PSC engine over one window (a list that fits one, through the ranker), against small
+real Backend implementations."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-import re
 from collections.abc import Mapping, Sequence
 
 import anyio
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from permsc_integrations import PSCRanker
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.errors import (
+    AuthenticationError,
     BackendError,
     ConfigurationError,
     InsufficientSamplesError,
@@ -24,23 +26,16 @@ from permsc_integrations.events import Event
 from permsc_integrations.results import ParseStatus, Usage
 from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.run.cache import MemoryCache
-from permsc_integrations.run.engine import WindowEngine, derive_seed
 from permsc_integrations.run.sampling import REASK
-from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend
+from permsc_integrations.run.state import derive_seed
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, shown_passages
 
 pytestmark = pytest.mark.timeout(30)
 
-PASSAGE = re.compile(r"^\[(\d+)\] (.*)$", re.S)
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.002, jitter=0.0)
 
 
-def shown(messages: Sequence[Mapping[str, str]]) -> list[str]:
-    """The passages of a RankGPT prompt, in prompt order."""
-    return [
-        PASSAGE.match(m["content"]).group(2)
-        for m in messages
-        if m["role"] == "user" and PASSAGE.match(m["content"])
-    ]
+shown = shown_passages  # the passages of a RankGPT prompt, in prompt order
 
 
 def answer(order: Sequence[int]) -> str:
@@ -104,16 +99,19 @@ TRUTH = (5, 2, 7, 0, 3, 6, 1, 4)  # item indices, best first
 RELEVANCE = {ITEMS[i]: float(len(TRUTH) - rank) for rank, i in enumerate(TRUTH)}
 
 
-def make(backend, **options) -> WindowEngine:
+def make(backend, **options) -> PSCRanker:
+    """A ranker whose lists (up to 20 items) are one PSC window."""
     options.setdefault("num_permutations", 8)
     options.setdefault("retry", FAST_RETRY)
-    return WindowEngine.create(backend, aggregator=options.pop("aggregator", "kemeny"), **options)
+    options.setdefault("seed", 1)
+    return PSCRanker(backend, **options)
 
 
-async def rank(engine: WindowEngine, seed: int = 1, **kwargs):
-    return await engine.rank_window(
-        "which letter?", ITEMS, tuple(range(len(ITEMS))), seed, **kwargs
-    )
+async def rank(ranker: PSCRanker, **kwargs):
+    """The one window of ranking ``ITEMS``."""
+    result = await ranker.arank("which letter?", ITEMS, **kwargs)
+    (window,) = result.windows
+    return window
 
 
 async def test_oracle_answers_aggregate_to_the_truth_whatever_the_completion_order() -> None:
@@ -147,9 +145,9 @@ async def test_same_seed_same_prompts_and_another_seed_others() -> None:
         oracle(RELEVANCE, delay=0.01, seed=2),
         oracle(RELEVANCE),
     )
-    await rank(make(a), seed=42)
-    await rank(make(b), seed=42)
-    await rank(make(c), seed=43)
+    await rank(make(a, seed=42))
+    await rank(make(b, seed=42))
+    await rank(make(c, seed=43))
     assert sent(a) == sent(b)
     assert sent(a) != sent(c)
     assert derive_seed(0, "q", ITEMS, (0, 10)) != derive_seed(0, "q", ITEMS, (0, 0))
@@ -169,9 +167,10 @@ async def test_concurrency_never_exceeds_the_limiters(
         await until(lambda: backend.max_in_flight >= expected)
 
     backend = oracle(RELEVANCE, script=together)
-    engine = make(backend, num_permutations=12, limiter=anyio.CapacityLimiter(shared))
-    limiter = anyio.CapacityLimiter(per_request) if per_request else None
-    await rank(engine, request_limiter=limiter)
+    ranker = make(
+        backend, num_permutations=12, max_concurrency=shared, request_concurrency=per_request
+    )
+    await rank(ranker)
     assert backend.max_in_flight == expected
 
 
@@ -216,6 +215,30 @@ async def test_cancelling_the_caller_cancels_every_call_and_leaves_no_task() -> 
             await rank(engine)
     assert scope.cancelled_caught
     assert backend.in_flight == 0 and outcomes(backend, "cancelled") == 10
+    assert asyncio.all_tasks() == before
+
+
+async def test_cancelling_the_caller_while_calls_wait_for_a_slot_leaves_no_task(until) -> None:
+    never = anyio.Event()
+
+    async def hang(request: ChatRequest) -> str:
+        await never.wait()
+        return ""
+
+    backend = oracle(script=hang)
+    ranker = make(backend, num_permutations=10, max_concurrency=2)  # 8 calls wait for a slot
+    before = asyncio.all_tasks()
+
+    async def cancel_once_full(scope: anyio.CancelScope) -> None:
+        await until(lambda: backend.in_flight == 2)
+        scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_once_full, scope)
+            await rank(ranker)
+    assert scope.cancelled_caught and backend.in_flight == 0
+    assert backend.request_count == 2 and outcomes(backend, "cancelled") == 2
     assert asyncio.all_tasks() == before
 
 
@@ -333,13 +356,30 @@ async def test_cache_hits_skip_the_backend() -> None:
     assert usage.cached_calls == 8 and usage.calls == 0 and again.order == TRUTH
 
 
+async def test_a_failed_request_carries_every_call_and_cache_hit_it_made() -> None:
+    """The request's usage is one count (its meter): an error raised out of it carries the
+    cache hits and the calls of the window that failed, not only of the windows done."""
+    cache = MemoryCache()
+    await rank(make(oracle(RELEVANCE), cache=cache))  # the first 8 shuffles' answers, cached
+
+    async def bad_key(request: ChatRequest) -> Fault:
+        return Fault.status(401, message="invalid api key")
+
+    backend = oracle(script=bad_key)  # the 4 shuffles not cached meet a bad key
+    with pytest.raises(AuthenticationError) as caught:
+        await rank(make(backend, cache=cache, num_permutations=12))
+    usage = caught.value.usage
+    assert usage is not None and usage.calls == backend.request_count >= 1
+    assert usage.cached_calls == 8
+
+
 async def test_per_call_timeout_fails_the_sample_without_hanging() -> None:
     async def slow(request: ChatRequest) -> None:
         await anyio.sleep(30)
 
     engine = make(
         oracle(script=slow),
-        settings=GenerationSettings(timeout=0.1),
+        timeout=0.1,
         retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0),
     )
     with anyio.fail_after(5), pytest.raises(InsufficientSamplesError, match="BackendTimeoutError"):
@@ -372,13 +412,12 @@ async def test_events_per_sample_with_status() -> None:
         if request.index == 0:
             raise BackendError("nope")
 
-    await rank(
-        make(oracle(RELEVANCE, script=one_fails)), hooks=(record, broken), request_id="r1", window=2
-    )
+    ranker = make(oracle(RELEVANCE, script=one_fails), on_event=record)
+    await rank(ranker, on_event=broken, request_id="r1")
     starts = [e for e in events if e.kind == "sample_start"]
     ends = [e for e in events if e.kind == "sample_end"]
     assert sorted(e.sample for e in starts) == sorted(e.sample for e in ends) == list(range(8))
-    assert {e.request_id for e in events} == {"r1"} and {e.window for e in events} == {2}
+    assert {e.request_id for e in events} == {"r1"} and {e.window for e in starts} == {0}
     assert sorted(e.detail["status"] for e in ends) == ["error"] + ["ok"] * 7
 
 
@@ -390,11 +429,14 @@ def test_any_window_maps_every_answer_back_to_the_right_items(n, m, seed, data) 
     relevance = {items[i]: float(values[i]) for i in range(n)}
     truth = tuple(sorted(range(n), key=lambda i: -values[i]))
     indices = tuple(data.draw(st.permutations(range(n))))  # the window's input order
-    engine = make(oracle(relevance, delay=0.002, seed=seed), num_permutations=m)
-    result = anyio.run(engine.rank_window, "q", items, indices, seed)
-    assert result.order == truth and result.indices == indices
+    ranker = make(oracle(relevance, delay=0.002, seed=seed), num_permutations=m, seed=seed)
+    result = anyio.run(ranker.arank, "q", [items[i] for i in indices])
+    (window,) = result.windows
+    as_items = lambda order: tuple(indices[j] for j in order)  # noqa: E731
+    assert as_items(result.order) == truth and window.indices == tuple(range(n))
     assert all(
-        s.ranking == truth and sorted(s.permutation) == list(range(n)) for s in result.samples
+        as_items(s.ranking) == truth and sorted(s.permutation) == list(range(n))
+        for s in window.samples
     )
 
 

@@ -62,14 +62,8 @@ def test_a_masked_key_from_the_environment_is_refused(scripted_server, monkeypat
         PSCRanker("openai:m", backend_options={"base_url": server.base_url})
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_identical_failures_are_grouped_with_a_count(tmp_path, capsys) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}/v1"
+def test_identical_failures_are_grouped_with_a_count(tmp_path, capsys, closed_port) -> None:
+    url = f"http://127.0.0.1:{closed_port}/v1"
     quick = RetryPolicy(max_attempts=2, initial_backoff=0.01, jitter=0.0)
     with PSCRanker("openai:m", backend_options={"base_url": url}, retry=quick) as r:
         with pytest.raises(InsufficientSamplesError) as caught:

@@ -8,7 +8,6 @@ embedded model in tests/test_first_token_local.py."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import pytest
 
@@ -23,6 +22,7 @@ from permsc_integrations.eval.trec import Candidate, Query
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.prompts.first_token import FirstTokenPrompt, first_token_prompt
 from permsc_integrations.results import Usage
+from permsc_integrations.testing import best_first
 
 ITEM = re.compile(r"^\[([A-Z])\] value (\d+)", re.M)
 
@@ -70,10 +70,6 @@ def items(n: int, seed: int = 1) -> list[str]:
     values = list(range(n))
     random.Random(seed).shuffle(values)
     return [f"value {v}" for v in values]
-
-
-def truth(texts: Sequence[str]) -> list[int]:
-    return sorted(range(len(texts)), key=lambda i: -int(texts[i].split()[1]))
 
 
 # --- the option ---------------------------------------------------------------------------
@@ -148,7 +144,7 @@ def test_a_window_is_one_batch_and_samples_keep_their_probabilities():
     ) as ranker:
         result = ranker.rank("largest?", texts)
     assert backend.batches == 1 and backend.calls == 0
-    assert list(result.order) == truth(texts)
+    assert list(result.order) == best_first(texts)
     assert result.usage.calls == 1 and result.usage.completion_tokens == 5
     assert result.usage.prompt_tokens == 250
     for s in result.samples:
@@ -187,7 +183,7 @@ def test_both_strategies_rank_long_lists(strategy, aggregator):
         top_k=5,
     ) as ranker:
         result = ranker.rank("largest?", texts)
-    assert list(result.order[:5]) == truth(texts)[:5]
+    assert list(result.order[:5]) == best_first(texts)[:5]
     assert sorted(result.order) == list(range(30))
     assert all(len(labels) <= 8 for labels in backend.seen_labels)
     assert result.usage.completion_tokens == len(result.samples)
@@ -217,7 +213,7 @@ def test_adaptive_m_stops_early_on_probabilities():
         result = ranker.rank("largest?", items(8))
     assert 4 <= len(result.samples) < 20
     assert result.usage.saved_calls == 20 - len(result.samples)
-    assert list(result.order) == truth(items(8))
+    assert list(result.order) == best_first(items(8))
 
 
 def test_a_backend_without_batches_gets_one_call_a_sample():
@@ -427,8 +423,8 @@ def test_calibration_undoes_a_position_bias_in_one_call():
     with PSCRanker(Biased(), scoring="first_token", num_permutations=1, calibrate=True) as cal:
         fixed = cal.rank("largest?", texts)
     shown_first = plain.samples[0].permutation[0]
-    assert plain.order[0] == shown_first != truth(texts)[0]  # the bias wins uncalibrated
-    assert list(fixed.order) == truth(texts)
+    assert plain.order[0] == shown_first != best_first(texts)[0]  # the bias wins uncalibrated
+    assert list(fixed.order) == best_first(texts)
     assert sum(fixed.samples[0].probabilities) == pytest.approx(1.0)
     with pytest.raises(ConfigurationError, match="calibrate=True calibrates first-token"):
         RankingOptions(calibrate=True)
@@ -538,7 +534,7 @@ def test_the_sliding_trec_evaluation_runs_in_first_token_mode():
             [query], qrels, backend, m=3, window_size=6, step=3, scoring="first_token"
         )
     )
-    assert runs["psc-kemeny"]["q"][:3] == [f"d{i}" for i in truth(texts)[:3]]
+    assert runs["psc-kemeny"]["q"][:3] == [f"d{i}" for i in best_first(texts)[:3]]
     assert report.config["scoring"] == "first_token" and backend.batches > 0
 
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from permsc_integrations import PSCRanker
 from permsc_integrations.cli import main
 from permsc_integrations.errors import LogprobsUnavailableError
 from permsc_integrations.metrics import kendall_tau
@@ -23,18 +22,11 @@ def relevance(text: str) -> float:
     return 0.5 * text.count("tanks")
 
 
-def ranker(server, **options) -> PSCRanker:
-    return PSCRanker(
-        "openai:scripted",
-        backend_options={"base_url": server.base_url},
-        scoring="first_token",
-        **options,
-    )
-
-
 def test_a_served_model_s_logprobs_rank_the_window(scripted_server):
     server = scripted_server(first_token_responder(relevance))
-    result = ranker(server, num_permutations=5, window_size=8).rank("goldfish", ITEMS)
+    result = server.ranker(scoring="first_token", num_permutations=5, window_size=8).rank(
+        "goldfish", ITEMS
+    )
     assert list(result.order) == TRUTH
     assert result.usage.calls == 5 == server.request_count
     assert result.usage.completion_tokens == 5  # one output token a call
@@ -47,15 +39,21 @@ def test_psc_averages_out_a_primacy_bias_that_fools_one_pass(scripted_server):
     """A model that favours what it reads first: one shuffled pass keeps that bias; PSC's
     shuffles put each item in many positions and recover the true order."""
     server = scripted_server(first_token_responder(relevance, position_bias=2.0))
-    single = ranker(server, num_permutations=1, window_size=8).rank("goldfish", ITEMS)
-    psc = ranker(server, num_permutations=20, window_size=8).rank("goldfish", ITEMS)
+    single = server.ranker(scoring="first_token", num_permutations=1, window_size=8).rank(
+        "goldfish", ITEMS
+    )
+    psc = server.ranker(scoring="first_token", num_permutations=20, window_size=8).rank(
+        "goldfish", ITEMS
+    )
     assert kendall_tau(single.order, TRUTH) < 0.9 and list(psc.order) == TRUTH
 
 
 def test_a_server_without_logprobs_fails_the_ranking_with_the_typed_error(scripted_server):
     server = scripted_server(lambda request: Reply("A"))
     with pytest.raises(LogprobsUnavailableError, match='scoring="generate"'):
-        ranker(server, num_permutations=4, window_size=8).rank("goldfish", ITEMS)
+        server.ranker(scoring="first_token", num_permutations=4, window_size=8).rank(
+            "goldfish", ITEMS
+        )
     assert 1 <= server.request_count <= 4  # fatal: never retried
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import sys
 import time
 import weakref
@@ -187,15 +186,9 @@ def test_slow_answer_times_out_at_the_settings_timeout(scripted_server, http):
     assert caught.value.retryable
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed when the block ends: nothing listens there
-
-
 @pytest.mark.parametrize("http", HTTP)
-def test_unreachable_server_fails_fast_with_a_connection_error(http):
-    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1", http=http)
+def test_unreachable_server_fails_fast_with_a_connection_error(http, closed_port):
+    backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port}/v1", http=http)
     # named by the transport's own error (aiohttp's transport calls it a connect timeout)
     cause = {"httpx": "ConnectError", "aiohttp": "ClientConnectorError"}[http]
     with pytest.raises(BackendConnectionError, match=cause) as caught:
@@ -353,7 +346,7 @@ def test_a_given_client_is_used_and_left_open(scripted_server):
     assert backend.name == f"openai:m@127.0.0.1:{server.port}"
 
 
-def test_awarmup_opens_connections_and_reports_unreachable(scripted_server):
+def test_awarmup_opens_connections_and_reports_unreachable(scripted_server, closed_port):
     server = scripted_server(lambda request: "ok")
     backend = OpenAIBackend("m", base_url=server.base_url)
 
@@ -362,7 +355,7 @@ def test_awarmup_opens_connections_and_reports_unreachable(scripted_server):
         await backend.aclose()
 
     anyio.run(warm)
-    bad = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port()}/v1")
+    bad = OpenAIBackend("m", base_url=f"http://127.0.0.1:{closed_port}/v1")
     with pytest.raises(BackendConnectionError):
         anyio.run(bad.awarmup)
 

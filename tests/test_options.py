@@ -80,9 +80,8 @@ def test_cross_option_rules() -> None:
 
 
 def test_a_cross_option_rule_has_one_message_wherever_it_is_checked() -> None:
-    """The options, the window plan and the engine (both callable with raw values) share the
-    rule's check (checks.py): one message, naming the bound and why."""
-    from permsc_integrations.run.engine import WindowEngine
+    """The options, the window plan (callable with raw values) and the ranker share the rule's
+    check (checks.py): one message, naming the bound and why."""
     from permsc_integrations.testing import ScriptedBackend
     from permsc_integrations.window_plan import plan_windows
 
@@ -100,7 +99,7 @@ def test_a_cross_option_rule_has_one_message_wherever_it_is_checked() -> None:
     needed = "min_successful must be in 1..num_permutations (4), got 5"
     for make in (
         lambda: RankingOptions(num_permutations=4, min_successful=5),
-        lambda: WindowEngine.create(ScriptedBackend(), num_permutations=4, min_successful=5),
+        lambda: PSCRanker(ScriptedBackend(), num_permutations=4, min_successful=5),
     ):
         with pytest.raises(ConfigurationError) as info:
             make()
@@ -120,7 +119,7 @@ def test_options_object_and_keywords_combine() -> None:
     base = RankingOptions(num_permutations=4, seed=7)
     ranker = PSCRanker(Answers(), options=base, seed=8)
     assert ranker.options == dataclasses.replace(base, seed=8)
-    assert ranker.engine.num_permutations == 4
+    assert ranker.engine.options.num_permutations == 4
     with pytest.raises(ConfigurationError, match="RankingOptions"):
         PSCRanker(Answers(), options={"num_permutations": 4})
 

@@ -4,7 +4,6 @@ PSC result approaches the true order as the number of permutations m grows."""
 from __future__ import annotations
 
 import random
-import re
 import statistics
 
 import anyio
@@ -14,15 +13,11 @@ from permsc_integrations import PSCRanker
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.metrics import kendall_tau
 from permsc_integrations.ranker import RankRequest
-from permsc_integrations.testing import noisy_responder
+from permsc_integrations.testing import best_first, grade, noisy_responder
 
 pytestmark = pytest.mark.timeout(60)
 
 N_LISTS, N_ITEMS, MS = 8, 10, (1, 5, 20)
-
-
-def grade(text: str) -> int:
-    return int(re.search(r"grade (\d+)", text).group(1))
 
 
 def lists() -> list[RankRequest]:
@@ -34,16 +29,12 @@ def lists() -> list[RankRequest]:
     return out
 
 
-def truth(items: list[str]) -> list[int]:
-    return sorted(range(len(items)), key=lambda i: -grade(items[i]))
-
-
 async def mean_tau(base_url: str, m: int) -> float:
     backend = OpenAIBackend("noisy", base_url=base_url)
     taus = []
     async with PSCRanker(backend, num_permutations=m, max_concurrency=32, seed=m) as ranker:
         async for result in ranker.arank_many(lists()):
-            taus.append(kendall_tau(result.order, truth(list(result.request.items))))
+            taus.append(kendall_tau(result.order, best_first(list(result.request.items))))
     await backend.aclose()
     return statistics.fmean(taus)
 

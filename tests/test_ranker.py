@@ -21,7 +21,13 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.run.cache import SQLiteCache
-from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, shown_passages
+from permsc_integrations.testing import (
+    ChatRequest,
+    Fault,
+    ScriptedBackend,
+    best_first,
+    shown_passages,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,10 +65,6 @@ def docs(n: int, seed: int = 0) -> list[str]:
     return [f"doc {v}" for v in values]
 
 
-def truth(items: list[str]) -> list[int]:
-    return sorted(range(len(items)), key=lambda i: -int(items[i].split()[1]))
-
-
 FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, jitter=0.0)
 
 
@@ -76,7 +78,7 @@ def test_rank_sorts_a_short_list_and_reports_usage() -> None:
     items = docs(8)
     backend = oracle()
     result = ranker(backend).rank("rank docs", items)
-    assert list(result.order) == truth(items)
+    assert list(result.order) == best_first(items)
     assert result.scores[result.order[0]] == 1.0
     assert all(
         result.scores[a] > result.scores[b]
@@ -93,7 +95,7 @@ async def test_sliding_window_brings_the_best_to_the_top() -> None:
         "rank docs", items
     )
     assert sorted(result.order) == list(range(35))
-    assert list(result.order[:5]) == truth(items)[:5]
+    assert list(result.order[:5]) == best_first(items)[:5]
     assert [w.start for w in result.windows] == [25, 20, 15, 10, 5, 0]
     assert result.usage.calls == 6 * 4
     for w in result.windows:  # window samples are in the caller's item indices
@@ -106,7 +108,7 @@ async def test_top_k_settles_more_than_one_pass_does() -> None:
     items = docs(30, seed=2)
     sliding = ranker(oracle(), window_size=10, step=5, top_k=12, strategy="sliding")
     result = await sliding.arank("rank docs", items)
-    assert list(result.order[:12]) == truth(items)[:12]
+    assert list(result.order[:12]) == best_first(items)[:12]
 
 
 async def test_documents_with_ids_and_mappings_are_accepted() -> None:
@@ -138,7 +140,7 @@ def test_rank_works_inside_a_running_event_loop() -> None:
     async def notebook_cell():
         return r.rank("rank docs", items)
 
-    assert list(asyncio.run(notebook_cell()).order) == truth(items)
+    assert list(asyncio.run(notebook_cell()).order) == best_first(items)
 
 
 async def test_arank_many_yields_as_completed_and_tags_requests() -> None:
@@ -150,7 +152,7 @@ async def test_arank_many_yields_as_completed_and_tags_requests() -> None:
     seen, release = [], anyio.Event()
     async for result in ranker(oracle(slow=release.wait)).arank_many(requests):
         seen.append(result)
-        assert list(result.order) == truth(list(result.request.items))
+        assert list(result.order) == best_first(list(result.request.items))
         if len(seen) == 2:  # both fast ones are out: now the slow one may answer
             release.set()
     assert seen[-1].request is requests[0], "the slow request completes last"
@@ -226,7 +228,7 @@ def test_rank_many_keeps_request_order(until) -> None:
     with pytest.raises(InvalidRankingError):
         r.rank_many([("q", docs(3)), ("q", [])])
     out = r.rank_many([("q", docs(3)), ("q", [])], return_exceptions=True)
-    assert isinstance(out[1], InvalidRankingError) and list(out[0].order) == truth(docs(3))
+    assert isinstance(out[1], InvalidRankingError) and list(out[0].order) == best_first(docs(3))
 
 
 async def test_breaking_out_of_arank_many_cancels_the_rest() -> None:
@@ -306,8 +308,10 @@ def test_names_and_callables_are_accepted_alike() -> None:
         return list(rankings[-1]) + rest
 
     items = docs(5)
-    assert list(ranker(oracle(), aggregator=last_sample).rank("q", items).order) == truth(items)
-    assert list(ranker(oracle(), aggregator="kemeny").rank("q", items).order) == truth(items)
+    assert list(ranker(oracle(), aggregator=last_sample).rank("q", items).order) == best_first(
+        items
+    )
+    assert list(ranker(oracle(), aggregator="kemeny").rank("q", items).order) == best_first(items)
     with pytest.raises(UnknownNameError):
         ranker(oracle(), aggregator="nope")
     with pytest.raises(UnknownNameError):
@@ -354,5 +358,5 @@ def test_real_openai_client_over_a_loopback_server() -> None:
         result = r.rank("rank docs", items)
         run_sync(backend.aclose)
         assert server.request_count == result.usage.calls == 2 * 6  # windows (4, 12), (0, 8)
-    assert list(result.order[:4]) == truth(items)[:4]
+    assert list(result.order[:4]) == best_first(items)[:4]
     assert result.usage.prompt_tokens > 0 and result.usage.latency_s > 0

@@ -19,15 +19,6 @@ pytest.importorskip("pydantic")
 from permsc_integrations.testing import Fault, Reply  # noqa: E402
 
 
-def wait_for(condition: Any, what: str, limit: float = 30.0) -> None:
-    """Poll ``condition()`` until true (a state, not a time); fail after ``limit`` s."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
 @pytest.fixture
 def keyed(scripted_server, serve_process, serve_case):
     upstream = scripted_server(serve_case.responder)
@@ -325,7 +316,7 @@ class Gate:
 
 
 def test_a_client_that_disconnects_cancels_its_upstream_calls(
-    scripted_server, serve_process, serve_case
+    scripted_server, serve_process, serve_case, wait_until
 ) -> None:
     gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
@@ -335,21 +326,23 @@ def test_a_client_that_disconnects_cancels_its_upstream_calls(
     head += b"Content-Length: %d\r\n\r\n" % len(body)
     with socket.create_connection(("127.0.0.1", proc.port)) as sock:
         sock.sendall(head + body)
-        wait_for(lambda: upstream.in_flight == 2, "two upstream calls in flight")
+        wait_until(lambda: upstream.in_flight == 2, "two upstream calls in flight", timeout=30)
 
     def abandoned() -> bool:  # counted once the ranking has ended: no call can start after
         return 'status="499"} 1.0' in httpx.get(f"{proc.url}/metrics").text
 
-    wait_for(abandoned, "the server to give the request up")
+    wait_until(abandoned, "the server to give the request up", timeout=30)
     # the upstream still holds both calls: the ranking ended only because they were cancelled
     assert upstream.in_flight == 2 and upstream.request_count == 2
     assert "permsc_serve_requests_in_flight 0.0" in httpx.get(f"{proc.url}/metrics").text
     gate.released.set()
-    wait_for(lambda: upstream.in_flight == 0, "the upstream to finish")
+    wait_until(lambda: upstream.in_flight == 0, "the upstream to finish", timeout=30)
     assert upstream.request_count == 2  # none of the other four calls was ever sent
 
 
-def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process, serve_case) -> None:
+def test_per_key_cap_lets_other_clients_in(
+    scripted_server, serve_process, serve_case, wait_until
+) -> None:
     alpha, beta = serve_case.key, serve_case.other_key
     gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
@@ -366,16 +359,16 @@ def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process, serve
     threads = [threading.Thread(target=send, args=(alpha,)) for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_for(lambda: upstream.request_count == 2, "the first request's two calls")
+    wait_until(lambda: upstream.request_count == 2, "the first request's two calls", timeout=30)
 
     def waiting() -> bool:
         text = httpx.get(f"{proc.url}/metrics", headers={"Authorization": f"Bearer {alpha}"}).text
         return "permsc_serve_requests_waiting 2.0" in text
 
-    wait_for(waiting, "the first key's other two requests to wait their turn")
+    wait_until(waiting, "the first key's other two requests to wait their turn", timeout=30)
     other = threading.Thread(target=send, args=(beta,))
     other.start()
-    wait_for(lambda: upstream.request_count == 4, "the other key's calls")
+    wait_until(lambda: upstream.request_count == 4, "the other key's calls", timeout=30)
     assert upstream.in_flight == 4  # the first key's queued requests sent nothing
     gate.released.set()
     for thread in [*threads, other]:
@@ -384,7 +377,7 @@ def test_per_key_cap_lets_other_clients_in(scripted_server, serve_process, serve
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(
-    scripted_server, serve_process, serve_case
+    scripted_server, serve_process, serve_case, wait_until
 ) -> None:
     gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
@@ -395,7 +388,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(
         target=lambda: answers.append(httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=60))
     )
     client.start()
-    wait_for(lambda: upstream.in_flight == 3, "the request's calls in flight")
+    wait_until(lambda: upstream.in_flight == 3, "the request's calls in flight", timeout=30)
     proc.proc.send_signal(signal.SIGTERM)
 
     def refused() -> bool:
@@ -405,7 +398,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(
             return True
         return False
 
-    wait_for(refused, "the server to stop accepting")
+    wait_until(refused, "the server to stop accepting", timeout=30)
     assert proc.proc.poll() is None  # still draining
     gate.released.set()
     client.join(60)

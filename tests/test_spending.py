@@ -25,13 +25,9 @@ ORACLE = oracle_responder(lambda text: text.count("gold"))
 ITEMS = ["gold gold", "tin", "gold", "iron"]
 
 
-def ranker(server, **options) -> PSCRanker:
-    return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
-
-
 def test_a_request_cap_on_calls_stops_sending_and_says_which_cap(scripted_server) -> None:
     server = scripted_server(ORACLE)
-    with ranker(server, num_permutations=6, request_cap="calls=3") as r:
+    with server.ranker(num_permutations=6, request_cap="calls=3") as r:
         with pytest.raises(SpendingCapError) as caught:
             r.rank("gold?", ITEMS)
         assert r.rank("gold?", ITEMS[:1]).usage.calls == 0  # one item needs no call
@@ -46,10 +42,10 @@ def test_a_request_cap_on_calls_stops_sending_and_says_which_cap(scripted_server
 
 def test_a_token_cap_counts_what_the_server_reported(scripted_server) -> None:
     server = scripted_server(ORACLE)
-    with ranker(server, num_permutations=1, max_concurrency=1) as r:
+    with server.ranker(num_permutations=1, max_concurrency=1) as r:
         one = r.rank("gold?", ITEMS).usage.total_tokens  # one call's tokens
     cap = SpendingCap(tokens=int(2.5 * one))
-    with ranker(server, num_permutations=6, max_concurrency=1, request_cap=cap) as r:
+    with server.ranker(num_permutations=6, max_concurrency=1, request_cap=cap) as r:
         with pytest.raises(SpendingCapError) as caught:
             r.rank("gold?", ITEMS)
     assert server.request_count == 1 + 2  # the third call would pass 2.5 calls' tokens
@@ -60,7 +56,7 @@ def test_the_ranker_cap_is_shared_by_threads_and_event_loops(scripted_server) ->
     server = scripted_server(ORACLE)
     outcomes: list[object] = []
     # one slot: a call is charged once it holds it, so none is cancelled after charging
-    with ranker(server, num_permutations=4, ranker_cap="calls=10", max_concurrency=1) as r:
+    with server.ranker(num_permutations=4, ranker_cap="calls=10", max_concurrency=1) as r:
 
         def sync_rank() -> None:
             try:
@@ -93,13 +89,13 @@ def test_the_ranker_cap_is_shared_by_threads_and_event_loops(scripted_server) ->
 def test_prices_give_usage_a_cost_and_a_cost_cap_stops_calls(scripted_server) -> None:
     server = scripted_server(ORACLE)
     prices = Prices(prompt=2.0, completion=10.0)
-    with ranker(server, num_permutations=2, prices=prices) as r:
+    with server.ranker(num_permutations=2, prices=prices) as r:
         usage = r.rank("gold?", ITEMS).usage
     expected = (usage.prompt_tokens * 2.0 + usage.completion_tokens * 10.0) / 1e6
     assert usage.cost == pytest.approx(expected) and usage.cost > 0
     per_call = usage.cost / 2
     cap = f"cost={per_call * 3.5!r}"
-    with ranker(server, num_permutations=8, max_concurrency=1, request_cap=cap, prices="2,10") as r:
+    with server.ranker(num_permutations=8, max_concurrency=1, request_cap=cap, prices="2,10") as r:
         with pytest.raises(SpendingCapError) as caught:
             r.rank("gold?", ITEMS)
     assert server.request_count == 2 + 3
@@ -165,7 +161,7 @@ def test_a_capped_run_ranks_what_the_cap_pays_for_and_resume_ranks_the_rest(
 def test_rank_many_under_a_ranker_cap_starts_only_what_it_can_finish(scripted_server) -> None:
     server = scripted_server(ORACLE)
     items = [f"{'gold ' * k}item {k}" for k in range(30)]
-    with ranker(server, num_permutations=4, ranker_cap="calls=30") as r:
+    with server.ranker(num_permutations=4, ranker_cap="calls=30") as r:
         outcomes = r.rank_many([("gold?", items)] * 5, return_exceptions=True)
         assert r.spent is not None and r.spent.calls == 24
     done = [o for o in outcomes if not isinstance(o, BaseException)]
@@ -183,9 +179,9 @@ def test_a_request_that_needs_less_than_its_plan_leaves_room_for_the_next(
     server = scripted_server(ORACLE)
     items = [f"{'gold ' * k}item {k}" for k in range(30)]
     cache = MemoryCache()
-    with ranker(server, num_permutations=4, cache=cache) as r:
+    with server.ranker(num_permutations=4, cache=cache) as r:
         r.rank("gold?", items)  # 12 calls, answers cached
-    with ranker(server, num_permutations=4, ranker_cap="calls=12", cache=cache) as r:
+    with server.ranker(num_permutations=4, ranker_cap="calls=12", cache=cache) as r:
         outcomes = r.rank_many([("gold?", items)] * 3 + [("other?", items)])
         assert r.spent is not None and r.spent.calls == 12
     # each cached request held 12 calls, used none and gave them back: all four ranked
@@ -195,7 +191,7 @@ def test_a_request_that_needs_less_than_its_plan_leaves_room_for_the_next(
 def test_a_token_cap_admits_by_the_estimate(scripted_server) -> None:
     server = scripted_server(ORACLE)
     items = [f"{'gold ' * k}item {k}" for k in range(30)]
-    with ranker(server, num_permutations=4, ranker_cap="tokens=100") as r:
+    with server.ranker(num_permutations=4, ranker_cap="tokens=100") as r:
         with pytest.raises(SpendingCapError) as caught:
             r.rank("gold?", items)
     assert server.request_count == 0 and caught.value.limit == "tokens"

@@ -4,6 +4,7 @@ failure semantics, and names resolved by the registry."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 
@@ -19,7 +20,7 @@ from permsc_integrations.errors import (
 from permsc_integrations.events import Event
 from permsc_integrations.options import RankingOptions
 from permsc_integrations.permutations import cut_blocks
-from permsc_integrations.strategies import Blocks
+from permsc_integrations.strategies import Blocks, Plan, Round
 from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
@@ -29,10 +30,6 @@ ITEMS = [f"doc {'x' * ((k * 37) % 50 + 1)}" for k in range(50)]  # distinct leng
 TRUTH = sorted(range(50), key=lambda i: -len(ITEMS[i]))
 
 
-def ranker(server, **options) -> PSCRanker:
-    return PSCRanker("openai:m", backend_options={"base_url": server.base_url}, **options)
-
-
 def test_blocks_rank_a_long_list_in_two_rounds(scripted_server, until) -> None:
     async def once_the_round_is_in_flight(request):  # no answer before all 20 calls arrived
         await until(lambda: server.max_in_flight >= 20)
@@ -40,8 +37,7 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server, until) -> None:
 
     server = scripted_server(once_the_round_is_in_flight)
     events: list[Event] = []
-    with ranker(
-        server,
+    with server.ranker(
         strategy="blocks",
         num_permutations=4,
         window_size=10,
@@ -63,12 +59,54 @@ def test_blocks_rank_a_long_list_in_two_rounds(scripted_server, until) -> None:
     assert kinds["window_start"] == kinds["window_end"] == 2
 
 
+def test_a_strategy_draws_any_windows_over_chosen_items_and_reads_every_sample(
+    scripted_server, until
+) -> None:
+    """RankContext.draw: prompts of the strategy's own choosing (two overlapping windows over
+    the even items, each shuffled three times), every one a call, all at once, and every
+    sample back in the round's positions; settle orders the round."""
+    draws = []
+
+    class Overlapping:
+        async def __call__(self, ctx):
+            inside = tuple(range(0, 30, 2))  # 15 chosen items
+            rng = random.Random(ctx.seed(inside, "overlapping"))
+            shown = [
+                [tuple(rng.sample(range(10), 10)), tuple(rng.sample(range(5, 15), 10))]
+                for _ in range(3)
+            ]
+            draws.append(await ctx.draw(0, inside, shown))
+            order = await ctx.settle(draws[0])
+            return [*order, *(i for i in range(ctx.n) if i not in set(inside))]
+
+        def plan(self, n, options):
+            return Plan(n, (Round.of(0, 15, (10, 10), 3, options),))
+
+    async def once_all_are_in_flight(request):
+        await until(lambda: server.max_in_flight >= 6)
+        return oracle_responder(len)(request)
+
+    server = scripted_server(once_all_are_in_flight)
+    with server.ranker(strategy=Overlapping(), num_permutations=3) as r:
+        result = r.rank("longest?", ITEMS)
+    assert server.request_count == result.usage.calls == 6 == server.max_in_flight
+    (draw,) = draws
+    assert len(draw.samples) == 6 and all(s.ok for s in draw.samples)
+    windows = [set(range(0, 20, 2)), set(range(10, 30, 2))]  # items of positions 0-9, 5-14
+    for k, sample in enumerate(draw.samples):
+        shown = draw.items(sample.permutation)
+        assert set(shown) == windows[k % 2]
+        assert list(draw.items(sample.ranking)) == sorted(shown, key=TRUTH.index)
+    assert sorted(result.order[:15]) == list(range(0, 30, 2))
+    assert result.windows[0].samples[1].permutation == draw.items(draw.samples[1].permutation)
+
+
 def test_a_wider_head_is_ranked_in_blocks_in_the_second_round(scripted_server) -> None:
     server = scripted_server(oracle_responder(len))
     events: list[Event] = []
     wide = Blocks(head_windows=2)
-    with ranker(
-        server, strategy=wide, num_permutations=4, window_size=10, step=5, on_event=events.append
+    with server.ranker(
+        strategy=wide, num_permutations=4, window_size=10, step=5, on_event=events.append
     ) as r:
         result = r.rank("longest?", ITEMS)
     assert list(result.order[:20]) == TRUTH[:20] and sorted(result.order) == list(range(50))
@@ -114,8 +152,7 @@ def test_a_long_list_is_screened_then_ranked_in_full_rounds(scripted_server) -> 
     server = scripted_server(oracle_responder(len))
     events: list[Event] = []
     screened = Blocks(screen_to=5, screen_shuffles=2, head_by="kemeny")
-    with ranker(
-        server,
+    with server.ranker(
         strategy=screened,
         num_permutations=4,
         window_size=10,
@@ -144,8 +181,8 @@ def test_the_head_is_the_one_head_by_picks_and_is_ranked_once(scripted_server) -
         return aggregate(rankings, method="borda", n_items=n_items)[::-1]
 
     server = scripted_server(oracle_responder(len))
-    with ranker(
-        server, strategy=Blocks(head_by=worst_first), num_permutations=4, window_size=10, step=5
+    with server.ranker(
+        strategy=Blocks(head_by=worst_first), num_permutations=4, window_size=10, step=5
     ) as r:
         result = r.rank("longest?", ITEMS)
     first, head = result.windows
@@ -164,8 +201,7 @@ def test_a_failed_head_round_fails_the_request_with_every_call_counted(scripted_
 
     server = scripted_server(head_fails)
     ends: list[Event] = []
-    with ranker(
-        server,
+    with server.ranker(
         num_permutations=4,
         window_size=10,
         step=5,
@@ -187,7 +223,7 @@ def test_the_default_head_is_the_aggregators_quick_stand_in_or_its_consensus(
     server = scripted_server(noisy_responder(len, keep=0.3, seed=1))
     heads = {}
     for name in ("kemeny", "borda"):
-        with ranker(server, aggregator=name, num_permutations=4, window_size=10, step=5) as r:
+        with server.ranker(aggregator=name, num_permutations=4, window_size=10, step=5) as r:
             result = r.rank("longest?", ITEMS)
         first, head = result.windows
         rankings = [s.ranking for s in first.samples if s.ok]  # items 0..49: ids as is
@@ -213,8 +249,7 @@ def test_the_next_round_starts_while_the_consensus_is_computed(scripted_server) 
 
     server = scripted_server(respond)
     events: list[tuple[str, int | None]] = []
-    with ranker(
-        server,
+    with server.ranker(
         strategy=Blocks(head_by="borda"),  # not the ranker's aggregator: picked at once
         aggregator=slow_borda,
         num_permutations=4,
@@ -240,7 +275,7 @@ def test_a_failed_later_round_raises_its_own_error(scripted_server) -> None:
 
     server = scripted_server(head_fails)
     exact = Blocks(head_by="kemeny")  # the consensus's head: the head round waits for it
-    with ranker(server, strategy=exact, num_permutations=4, window_size=10, step=5) as r:
+    with server.ranker(strategy=exact, num_permutations=4, window_size=10, step=5) as r:
         with pytest.raises(InsufficientSamplesError) as caught:
             r.rank("q", ITEMS)
     assert caught.value.required == 2 and server.request_count == 24
@@ -248,9 +283,9 @@ def test_a_failed_later_round_raises_its_own_error(scripted_server) -> None:
 
 def test_a_list_that_fits_one_window_is_plain_psc(scripted_server) -> None:
     server = scripted_server(oracle_responder(len))
-    with ranker(server, strategy="blocks", num_permutations=3) as r:
+    with server.ranker(strategy="blocks", num_permutations=3) as r:
         blocks = r.rank("q", ITEMS[:12])
-    with ranker(server, strategy="sliding", num_permutations=3) as r:
+    with server.ranker(strategy="sliding", num_permutations=3) as r:
         sliding = r.rank("q", ITEMS[:12])
     assert blocks.order == sliding.order and server.request_count == 6
     assert [s.permutation for s in blocks.samples] == [s.permutation for s in sliding.samples]
@@ -263,11 +298,11 @@ def test_blocks_need_half_of_their_answers(scripted_server) -> None:
         return oracle_responder(len)(request)
 
     server = scripted_server(flaky)
-    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+    with server.ranker(strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
         result = r.rank("q", ITEMS)
     assert len(result.failures) > 0 and sorted(result.order) == list(range(50))
     server.responder = lambda request: Fault.status(400, message="no")
-    with ranker(server, strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
+    with server.ranker(strategy="blocks", num_permutations=4, window_size=10, step=5) as r:
         with pytest.raises(InsufficientSamplesError) as caught:
             r.rank("q", ITEMS)
     assert caught.value.required == 10  # half of the 4 x 5 block answers
@@ -275,8 +310,8 @@ def test_blocks_need_half_of_their_answers(scripted_server) -> None:
 
 def test_blocks_with_adaptive_m_stop_early_on_a_consistent_model(scripted_server) -> None:
     server = scripted_server(oracle_responder(len))
-    with ranker(
-        server, strategy="blocks", num_permutations=12, window_size=10, step=5, adaptive=True
+    with server.ranker(
+        strategy="blocks", num_permutations=12, window_size=10, step=5, adaptive=True
     ) as r:
         result = r.rank("q", ITEMS)
     assert list(result.order[:10]) == TRUTH[:10]

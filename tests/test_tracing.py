@@ -41,8 +41,7 @@ def upstream(scripted_server):
 
 
 def ranker_for(server: Any, **options: Any) -> PSCRanker:
-    backend_options = {"base_url": server.base_url, "api_key": "sk-test-upstream"}
-    return PSCRanker("openai:scripted", backend_options=backend_options, **options)
+    return server.ranker("scripted", backend_options={"api_key": "sk-test-upstream"}, **options)
 
 
 def by_kind(spans: Any) -> tuple[Any, list[Any]]:

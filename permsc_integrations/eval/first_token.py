@@ -29,7 +29,7 @@ import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..aggregators import aggregate, fuse_first_stage, resolve
@@ -204,74 +204,89 @@ def score_first_token(
         raise ConfigurationError("no lists to score")
     calib = {size: PositionPrior(tuple(p)) for size, p in priors.items()}
     every = [_orders(s, window) for s in lists]
-    n_items = [len(s.example.items) for s in lists]
     first = 1 if passages else 0  # passages: the first order is the first-stage order
+    t = _Rows(lists, metric, window, every, [len(s.example.items) for s in lists], calib, first)
     available = min(len(o) for o in every) - first
-    rows: dict[str, tuple[float, ...]] = {}
-    costs: dict[str, dict[str, float]] = {}
-    if passages:
-        rows["first stage"] = tuple(
-            metric(range(n), s) for n, s in zip(n_items, lists, strict=True)
-        )
-        rows["random order"] = tuple(
-            _chance(n, s, metric) for n, s in zip(n_items, lists, strict=True)
-        )
-        single = "single pass"
-        rows[single] = tuple(
-            metric(_by_probability(o[0], n, None), s)
-            for o, n, s in zip(every, n_items, lists, strict=True)
-        )
-        if calib:
-            rows["single pass, calibrated"] = tuple(
-                metric(_by_probability(o[0], n, calib), s)
-                for o, n, s in zip(every, n_items, lists, strict=True)
-            )
-        costs[single] = _cost(lists, window, 1)
-        if calib:
-            costs["single pass, calibrated"] = costs[single]
-    else:
-        single = "single (mean of the orders)"
-        rows[single] = tuple(
-            statistics.fmean(metric(_by_probability(x, n, None), s) for x in o)
-            for o, n, s in zip(every, n_items, lists, strict=True)
-        )
-        costs[single] = _cost(lists, window, 1)
-    for m in [m for m in m_values if 1 <= m <= available]:
-        chosen = [o[first : first + m] for o in every]
-        for method in aggregators:
-            name = f"PSC m={m} {method}"
-            orders = [_psc(c, n, method) for c, n in zip(chosen, n_items, strict=True)]
-            rows[name] = tuple(metric(o, s) for o, s in zip(orders, lists, strict=True))
-            costs[name] = _cost(lists, window, m)
-        if calib:
-            name = f"PSC m={m} mean_probability, calibrated"
-            orders = [
-                _psc(c, n, "mean_probability", calib) for c, n in zip(chosen, n_items, strict=True)
-            ]
-            rows[name] = tuple(metric(o, s) for o, s in zip(orders, lists, strict=True))
-            costs[name] = _cost(lists, window, m)
-    weights: dict[str, float] = {}
-    if passages:
-        top = max((m for m in m_values if 1 <= m <= available), default=0)
-        fused = [r for r in rows if r.startswith("single pass") or r.startswith(f"PSC m={top} ")]
-        for name in fused:
-            scores, w = _loo_fused(_orders_of(name, every, n_items, first, calib), lists, metric)
-            rows[f"{name} + first stage (LOO w)"] = scores
-            weights[name] = w
+    single = t.passage_singles() if passages else t.sorting_single()
+    ms = [m for m in m_values if 1 <= m <= available]
+    for m in ms:
+        t.psc(m, aggregators)
+    weights = t.fused(max(ms, default=0)) if passages else {}
+    facts = dict(config or {}, orders=available, window=window, first_stage_weights=weights)
+    facts["top_label"] = _top_label(lists, first, window)
     return FirstTokenTable(
-        metric_name,
-        rows,
-        costs,
-        "first stage" if passages else None,
-        single,
-        dict(
-            config or {},
-            orders=available,
-            window=window,
-            first_stage_weights=weights,
-            top_label=_top_label(lists, first, window),
-        ),
+        metric_name, t.rows, t.costs, "first stage" if passages else None, single, facts
     )
+
+
+@dataclass
+class _Rows:
+    """One table's rows and costs while :func:`score_first_token` builds them: the lists, the
+    metric, each list's orders and items, the priors, the first shuffled order."""
+
+    lists: Sequence[ListSamples]
+    metric: Metric
+    window: int
+    every: list[list[Order]]
+    n_items: list[int]
+    calib: dict[int, PositionPrior]
+    first: int
+    rows: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    costs: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def add(self, name: str, orders: Sequence[Sequence[int]], m: int | None) -> None:
+        """Row ``name``: each list's ``orders`` scored; it costs ``m`` orders (None: none)."""
+        self.rows[name] = tuple(self.metric(o, s) for o, s in zip(orders, self.lists, strict=True))
+        if m is not None:
+            self.costs[name] = _cost(self.lists, self.window, m)
+
+    def by_probability(self, priors: Mapping[int, PositionPrior] | None) -> list[list[int]]:
+        """Each list's first order, by probability (calibrated by ``priors``)."""
+        sized = zip(self.every, self.n_items, strict=True)
+        return [_by_probability(o[0], n, priors) for o, n in sized]
+
+    def passage_singles(self) -> str:
+        """The first stage, a random order and the single pass (also calibrated)."""
+        sized = list(zip(self.n_items, self.lists, strict=True))
+        self.rows["first stage"] = tuple(self.metric(range(n), s) for n, s in sized)
+        self.rows["random order"] = tuple(_chance(n, s, self.metric) for n, s in sized)
+        self.add("single pass", self.by_probability(None), 1)
+        if self.calib:
+            self.add("single pass, calibrated", self.by_probability(self.calib), 1)
+        return "single pass"
+
+    def sorting_single(self) -> str:
+        """A sorting list's single pass: the mean over its orders of each order alone."""
+        name = "single (mean of the orders)"
+        self.rows[name] = tuple(
+            statistics.fmean(self.metric(_by_probability(x, n, None), s) for x in o)
+            for o, n, s in zip(self.every, self.n_items, self.lists, strict=True)
+        )
+        self.costs[name] = _cost(self.lists, self.window, 1)
+        return name
+
+    def psc(self, m: int, aggregators: Sequence[str]) -> None:
+        """PSC over the first ``m`` shuffled orders, per aggregator, and calibrated."""
+        chosen = [o[self.first : self.first + m] for o in self.every]
+        sized = list(zip(chosen, self.n_items, strict=True))
+        for method in aggregators:
+            self.add(f"PSC m={m} {method}", [_psc(c, n, method) for c, n in sized], m)
+        if self.calib:
+            orders = [_psc(c, n, "mean_probability", self.calib) for c, n in sized]
+            self.add(f"PSC m={m} mean_probability, calibrated", orders, m)
+
+    def fused(self, top: int) -> dict[str, float]:
+        """The single passes and PSC at m = ``top``, fused with the first stage at the weight
+        chosen leave-one-out; returns each row's mean weight."""
+        weights: dict[str, float] = {}
+        names = [
+            r for r in self.rows if r.startswith("single pass") or r.startswith(f"PSC m={top} ")
+        ]
+        for name in names:
+            orders = _orders_of(name, self.every, self.n_items, self.first, self.calib)
+            scores, weights[name] = _loo_fused(orders, self.lists, self.metric)
+            self.rows[f"{name} + first stage (LOO w)"] = scores
+        return weights
 
 
 def _top_label(lists: Sequence[ListSamples], first: int, window: int) -> tuple[str, float, int]:

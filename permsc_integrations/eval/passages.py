@@ -28,9 +28,9 @@ from ..aggregators import aggregate
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
 from ..metrics import ndcg_at_k
-from ..permutations import cut_blocks
+from ..permutations import cut_blocks, sample_permutations
 from ..run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
-from ..run.engine import derive_seed
+from ..run.request import RequestRun
 from .datasets import SortingExample
 from .report import EvalReport
 from .samples import ListSamples, SampleLog, collected
@@ -57,20 +57,17 @@ async def _one(ranker: Any, q: Query, m: int) -> ListSamples:
 async def _blocks(ranker: Any, q: Query, window: int, skip: int) -> ListSamples:
     """The m orders (the first-stage order first) but the first ``skip`` (drawn before), each
     cut into blocks of at most ``window`` passages, one call a block; every block is one
-    saved sample."""
+    saved sample (a round of the ranker's request: its limits, seed and events)."""
     example = _example(q)
     texts = list(example.items)
-    seed = derive_seed(ranker.options.seed, q.query, texts, "blocks")
-    draw = await ranker.engine.draw_blocks(
-        q.query,
-        texts,
-        range(len(texts)),
-        seed,
-        block_size=window,
-        request_id=q.qid,
-        include_identity=True,
-        skip=skip,
-    )
+    inside = tuple(range(len(texts)))
+    engine = ranker.engine
+    state = engine.open(q.query, texts, request_id=q.qid, ranker_meter=ranker.meter)
+    seed = state.seed_for(inside, "blocks")
+    m = engine.options.num_permutations
+    perms = sample_permutations(len(texts), m, seed=seed, include_identity=True)[skip:]
+    shown = [cut_blocks(perm, window) for perm in perms]
+    draw = await RequestRun(engine, state).draw(0, inside, shown, top=window)
     return collected(example, draw.samples, q.query)
 
 
@@ -106,7 +103,8 @@ async def _record_priors(ranker: Any, log: SampleLog, sizes: set[int]) -> None:
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
         engine = ranker.engine
-        prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=engine.settings)
+        settings = engine.options.generation
+        prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=settings)
         log.write_prior(
             size, prior.probabilities, placeholders=PLACEHOLDERS, query=PLACEHOLDER_QUERY
         )

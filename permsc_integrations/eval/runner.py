@@ -120,16 +120,8 @@ async def acollect_samples(
     out: dict[int, ListSamples] = {
         i: done[e.id] for i, e in enumerate(dataset.examples) if done and e.id in done
     }
-    ranker = _ranker(
-        backend,
-        task,
-        n,
-        m,
-        seed=seed,
-        temperature=temperature,
-        max_concurrency=max_concurrency,
-        **ranker_options,
-    )
+    settings = {"seed": seed, "temperature": temperature, "max_concurrency": max_concurrency}
+    ranker = _ranker(backend, task, n, m, **settings, **ranker_options)
 
     async def run(index: int, example: SortingExample) -> None:
         out[index] = await _one(ranker, example, m)

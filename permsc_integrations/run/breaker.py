@@ -31,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import threading
 import time
@@ -40,6 +39,7 @@ from typing import Literal
 
 from ..checks import number
 from ..errors import BackendError
+from .limiter import Turn
 
 __all__ = ["Breaker", "BreakerState", "Probe"]
 
@@ -65,7 +65,7 @@ class Breaker:
         self._opened = 0.0
         self._probe: Probe | None = None
         self._lock = threading.Lock()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[Turn] = []
 
     def __repr__(self) -> str:
         return f"Breaker({self.state}, cooldown={self.cooldown:g})"
@@ -117,7 +117,6 @@ class Breaker:
         """Just before a call is sent: None when closed; the :class:`Probe` for the first call
         when half-open (hand it to :meth:`settle` with the call's outcome), while later calls
         wait for that outcome; a copy of the error while open."""
-        loop = asyncio.get_running_loop()
         while True:
             with self._lock:
                 state, error = self._state(), self._error
@@ -125,8 +124,8 @@ class Breaker:
                     if self._probe is None:
                         self._probe = Probe()
                         return self._probe
-                    turn: asyncio.Future[None] = loop.create_future()
-                    self._waiters.append((loop, turn))  # the probe's outcome wakes it
+                    turn = Turn()
+                    self._waiters.append(turn)  # the probe's outcome wakes it
             if state == "closed" or error is None:
                 return None
             if state == "open":
@@ -134,7 +133,7 @@ class Breaker:
             try:
                 await turn
             finally:
-                self._withdraw(loop, turn)
+                self._withdraw(turn)
 
     def settle(self, probe: Probe | None, outcome: BaseException | None) -> None:
         """The probe's outcome (None: an answer): close, open again, or let the next call
@@ -174,21 +173,13 @@ class Breaker:
         clone.__notes__ = [note]  # type: ignore[attr-defined]
         return clone
 
-    def _withdraw(self, loop: asyncio.AbstractEventLoop, turn: asyncio.Future[None]) -> None:
+    def _withdraw(self, turn: Turn) -> None:
         with self._lock:
-            if (loop, turn) in self._waiters:
-                self._waiters.remove((loop, turn))
+            if turn in self._waiters:
+                self._waiters.remove(turn)
 
     def _wake_all(self) -> None:
         with self._lock:
             waiters, self._waiters = self._waiters, []
-        for loop, turn in waiters:
-            try:
-                loop.call_soon_threadsafe(_wake, turn)
-            except RuntimeError:  # that waiter's loop is closed
-                continue
-
-
-def _wake(turn: asyncio.Future[None]) -> None:
-    if not turn.done():
-        turn.set_result(None)
+        for turn in waiters:
+            turn.wake()  # (a closed loop's waiter: no one to wake)

@@ -1,304 +1,158 @@
-"""PSC over one window: m shuffled prompts, concurrent calls, parse, aggregate.
+"""PSC's parts for one ranker: the :class:`Engine`, built once from the options.
 
-For each of the m input orders (drawn from a seed derived from the ranker's seed, the
-query, the window's items and its place in the plan) the engine renders a prompt, calls
-the backend under the shared :class:`~.limiter.CallLimiter` (and an optional per-request
-one), retries retryable failures (:mod:`..retry`), re-asks unparseable answers up to
-``reasks`` times, maps each answer back to the original items and aggregates the samples
-that succeeded. A :class:`BatchBackend` gets each round of a window's prompts as one batch.
-``Sample.attempts`` counts asks (1 + re-asks); its ``usage.calls`` counts every backend
-attempt, retries included.
+The engine holds the ranker's :class:`~permsc_integrations.options.RankingOptions` and the live
+parts built from them once (the backend, the prompt object, the aggregator, the
+:class:`~.sampling.Sampler` that asks each sample, the strategy, the shared limiter and
+breaker); every other
+option is read from the options themselves. It opens each request's
+:class:`~.state.RequestState` (:meth:`Engine.open`: its meter, its limiter, its calls), says
+when adaptive m may stop drawing a round (:meth:`Engine.settled`), and turns a round's samples
+into their consensus (:meth:`Engine.consensus`) or their head, quickly
+(:meth:`Engine.pick_head`). The rounds themselves are drawn by the request (:mod:`.request`).
 
 Example:
     >>> import anyio
-    >>> from permsc_integrations.backends.base import Completion
-    >>> class Reverse:  # answers "[n] > ... > [1]": the last item shown is best
-    ...     name = "reverse"
-    ...     async def acomplete(self, messages, settings):
-    ...         n = sum(m["content"].startswith("[") for m in messages if m["role"] == "user")
-    ...         return Completion(text=" > ".join(f"[{i}]" for i in range(n, 0, -1)))
-    ...     async def aclose(self):
-    ...         pass
-    >>> engine = WindowEngine.create(Reverse(), num_permutations=1, include_identity=True)
-    >>> result = anyio.run(engine.rank_window, "q", ["a", "b", "c"], (0, 1, 2), 0)
-    >>> result.order, result.samples[0].status.value
-    ((2, 1, 0), 'ok')
+    >>> from permsc_integrations.results import ParseStatus, Sample
+    >>> from permsc_integrations.testing import ScriptedBackend
+    >>> engine = Engine.build(RankingOptions(num_permutations=4), ScriptedBackend())
+    >>> state = engine.open("q", ["a", "b", "c"])
+    >>> state.total, state.usage().calls, engine.good_needed(drawn=4)
+    (1, 0, 2)
+    >>> answer = Sample((0, 1, 2), (2, 1, 0), "[3] > [2] > [1]", ParseStatus.OK)
+    >>> anyio.run(engine.consensus, Draw(0, (5, 7, 9), (answer, answer))).order
+    (9, 7, 5)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
-from ..adaptive import Adaptive, waves
+from ..adaptive import Adaptive
 from ..aggregators import Aggregator, aggregate, fuse_first_stage, resolve
-from ..backends.base import Backend, GenerationSettings
-from ..checks import at_least, positive_int, successes_needed
+from ..backends.base import Backend
 from ..errors import InsufficientSamplesError, PermscError, add_note
-from ..events import Event, EventHook, emit
+from ..events import EventHook
 from ..metrics import consensus_confidence
-from ..permutations import cut_blocks, sample_permutations
-from ..prompts import get_prompt
+from ..options import RankingOptions
 from ..prompts.base import Prompt
-from ..results import Sample, Usage, WindowResult
-from ..retry import RetryPolicy
+from ..results import Sample, WindowResult
+from ..spending import Charged, Meter
+from ..strategies import get as get_strategy
+from ..strategies.base import Draw, Strategy
 from .breaker import Breaker
-from .cache import ResponseCache
-from .calibration import PriorCache
-from .limiter import Limiter
-from .sampling import SamplingSetup, WindowRun
+from .calls import Calls
+from .first_token import FirstToken
+from .limiter import CallLimiter
+from .sampling import Generate, Sampler
+from .state import RequestState
 
-__all__ = ["WindowEngine", "BlocksDraw", "derive_seed"]
+__all__ = ["Engine", "SAMPLERS"]
 
-
-def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) -> int:
-    """A 63-bit seed from the ranker's seed, the request and the window (stable across runs).
-
-    >>> derive_seed(0, "q", ["a", "b"]) == derive_seed(0, "q", ["a", "b"])
-    True
-    """
-    blob = json.dumps([seed, query, list(texts), repr(window)], ensure_ascii=False)
-    return int.from_bytes(hashlib.blake2b(blob.encode("utf-8"), digest_size=8).digest(), "big") >> 1
-
-
-@dataclass(frozen=True, slots=True)
-class BlocksDraw:
-    """A blocks round's samples before their consensus (:meth:`WindowEngine.draw_blocks`)."""
-
-    indices: tuple[int, ...]
-    samples: list[Sample]
-    spent: Usage
-    saved: int
-    per_unit: int
+SAMPLERS: dict[str, Callable[[RankingOptions, Backend, Prompt], Sampler]] = {
+    "generate": Generate,
+    "first_token": FirstToken,
+}
+"""The sampler of each ``scoring`` (:data:`~permsc_integrations.options.SCORINGS`)."""
 
 
 @dataclass(frozen=True)
-class WindowEngine:
-    """Everything needed to run PSC on one window; built once per ranker."""
+class Engine:
+    """The ranker's options and the live parts built from them (module docstring)."""
 
+    options: RankingOptions
     backend: Backend
     prompt: Prompt
     aggregator: Aggregator
-    num_permutations: int = 20
-    include_identity: bool = False
-    settings: GenerationSettings = field(default_factory=GenerationSettings)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    reasks: int = 1
-    min_successful: int | None = None
-    min_coverage: float = 0.0
-    adaptive: Adaptive | None = None
-    cache: ResponseCache | None = None
-    limiter: Limiter | None = None
-    breaker: Breaker = field(default_factory=Breaker)
-    scoring: str = "generate"  # or "first_token" (first_token.py)
-    calibration: PriorCache | None = None  # first_token: divide by the position prior
-    first_stage_weight: float = 0.0  # the input order's weight in the window's consensus
+    sampler: Sampler
+    strategy: Strategy
+    limiter: CallLimiter | None
+    breaker: Breaker
 
     @classmethod
-    def create(
+    def build(
         cls,
+        options: RankingOptions,
         backend: Backend,
         *,
-        prompt: str | Prompt = "rankgpt",
-        aggregator: str | Aggregator = "kemeny",
-        **options: Any,
-    ) -> WindowEngine:
-        """An engine from a backend object and names or objects for the rest."""
-        return cls(backend, get_prompt(prompt), resolve(aggregator), **options)
+        limiter: CallLimiter | None = None,
+        breaker: Breaker | None = None,
+    ) -> Engine:
+        """The engine of ``options`` over ``backend`` (a first-token scoring needs a backend
+        that reads first-token probabilities: refused here otherwise)."""
+        prompt = options.build_prompt()
+        sampler = SAMPLERS[options.scoring](options, backend, prompt)
+        aggregator, strategy = resolve(options.aggregator), get_strategy(options.strategy)
+        breaker = breaker or Breaker(options.breaker_cooldown)
+        return cls(options, backend, prompt, aggregator, sampler, strategy, limiter, breaker)
 
-    def __post_init__(self) -> None:
-        positive_int("num_permutations", self.num_permutations)
-        at_least(0)("reasks", self.reasks)
-        successes_needed(self.min_successful, self.num_permutations)
+    def open(
+        self,
+        query: str,
+        texts: Sequence[str],
+        *,
+        hooks: tuple[EventHook | None, ...] = (),
+        request_id: Any = None,
+        ranker_meter: Charged | None = None,
+    ) -> RequestState:
+        """A request's state: its meter (``request_cap``), its limiter
+        (``request_concurrency``) before the ranker's, its events' total (the plan's rounds)."""
+        o = self.options
+        cap = o.request_concurrency
+        limiters = [lim for lim in (CallLimiter(cap) if cap else None, self.limiter) if lim]
+        mine = Meter(o.request_cap, "request", o.prices)
+        calls = Calls(
+            self.backend.name, o.retry, o.timeout, self.breaker, limiters, mine, ranker_meter
+        )
+        total = len(self.strategy.plan(len(texts), o).rounds)
+        return RequestState(query, texts, hooks, request_id, o.seed, total, calls)
 
     def good_needed(self, drawn: int, per_unit: int = 1) -> int:
-        """Good samples a window needs among the ``drawn`` ones (a blocks round: ``per_unit``
-        answers per shuffle): ``min_successful`` per shuffle when set, else half of them, at
-        least one; a fixed-m window (no adaptive m, not blocks) counts all m as drawn."""
-        if self.min_successful is not None:
-            return self.min_successful * per_unit
-        if not self.adaptive and per_unit == 1:
-            drawn = self.num_permutations
+        """Good samples a round needs among the ``drawn`` ones (blocks: ``per_unit`` answers
+        per shuffle): ``min_successful`` per shuffle when set, else half of them, at least
+        one; a fixed-m window (no adaptive m, one prompt per shuffle) counts all m as drawn."""
+        o = self.options
+        if o.min_successful is not None:
+            return int(o.min_successful) * per_unit
+        if not o.adaptive and per_unit == 1:
+            drawn = o.num_permutations
         return max(1, drawn // 2)
 
-    def sampling_setup(self) -> SamplingSetup:
-        """What a window's calls need of this engine (:class:`~.sampling.WindowRun`)."""
-        return SamplingSetup(
-            self.backend,
-            self.prompt,
-            self.settings,
-            self.retry,
-            self.cache,
-            self.limiter,
-            self.breaker,
-            self.reasks,
-            self.min_coverage,
-            self.scoring,
-            self.calibration,
-        )
-
-    async def rank_window(
-        self,
-        query: str,
-        texts: Sequence[str],
-        indices: Sequence[int],
-        seed: int,
-        *,
-        start: int = 0,
-        hooks: Sequence[EventHook | None] = (),
-        request_id: Any = None,
-        window: int = 0,
-        request_limiter: Limiter | None = None,
-    ) -> WindowResult:
-        """PSC over ``indices`` (item indices into ``texts``, in the window's input order)."""
-        self.breaker.check()
-        local = [texts[i] for i in indices]
-        perms = sample_permutations(
-            len(local), self.num_permutations, seed=seed, include_identity=self.include_identity
-        )
-        samples, spent, units = await self._draw(
-            query, local, [[p] for p in perms], hooks, request_id, window, request_limiter
-        )
-        return await self._result(indices, start, samples, spent, len(perms) - units)
-
-    async def draw_blocks(
-        self,
-        query: str,
-        texts: Sequence[str],
-        indices: Sequence[int],
-        seed: int,
-        *,
-        block_size: int,
-        shuffles: int | None = None,
-        hooks: Sequence[EventHook | None] = (),
-        request_id: Any = None,
-        window: int = 0,
-        request_limiter: Limiter | None = None,
-        include_identity: bool = False,
-        skip: int = 0,
-    ) -> BlocksDraw:
-        """The samples of a blocks round: each of ``shuffles`` (at most m, default m) shuffles of
-        ``indices`` is cut into balanced blocks of at most ``block_size`` items and every block
-        of every shuffle is one call, all at once (``include_identity``: the first shuffle is
-        the input order; ``skip``: leave out the first ``skip`` shuffles, drawn before).
-        :meth:`settle` aggregates them, :meth:`lead`
-        picks their head quickly (see strategies.py)."""
-        self.breaker.check()
-        local = [texts[i] for i in indices]
-        count = min(shuffles or self.num_permutations, self.num_permutations)
-        perms = sample_permutations(len(local), count, seed=seed, include_identity=include_identity)
-        perms = perms[skip:]
-        units = [cut_blocks(p, block_size) for p in perms]
-        head = self.adaptive and replace(self.adaptive, top_k=self.adaptive.top_k or block_size)
-        samples, spent, drawn = await self._draw(
-            query, local, units, hooks, request_id, window, request_limiter, head or None
-        )
-        saved = sum(len(u) for u in units[drawn:])
-        return BlocksDraw(tuple(indices), samples, spent, saved, len(units[0]))
-
-    async def settle(self, draw: BlocksDraw) -> WindowResult:
-        """The consensus of a blocks round's samples (the ranker's aggregator)."""
-        return await self._result(
-            draw.indices, 0, draw.samples, draw.spent, draw.saved, draw.per_unit
-        )
+    async def consensus(self, draw: Draw) -> WindowResult:
+        """The consensus of a round's samples (the ranker's aggregator, in a worker thread:
+        exact Kemeny can take a while, and the loop stays free for other calls)."""
+        result = await anyio.to_thread.run_sync(self._aggregate, draw)
+        return replace(result, saved_calls=draw.saved)
 
     def head_by(self, method: str | Aggregator | None) -> Aggregator:
-        """The consensus that picks a blocks round's head: ``method``, or by default the
+        """The consensus that picks a round's head: ``method``, or by default the
         aggregator's ``quick`` stand-in (Kemeny's: its local search), else the aggregator."""
         if method is None:
             return getattr(self.aggregator, "quick", self.aggregator)  # type: ignore[no-any-return]
         return resolve(method)
 
-    async def pick_head(self, draw: BlocksDraw, k: int, method: Aggregator) -> tuple[int, ...]:
-        """The top ``k`` of a blocks round's items by ``method`` (see :meth:`head_by`), so
-        that the next round can start while :meth:`settle` runs; raises as :meth:`settle`
-        would when too few samples succeeded."""
-        good = self._good_rankings(draw.indices, 0, draw.samples, draw.per_unit)
-        n = len(draw.indices)
+    async def pick_head(self, draw: Draw, k: int, method: Aggregator) -> tuple[int, ...]:
+        """The top ``k`` of a round's items by ``method`` (see :meth:`head_by`), so that the
+        next round can start while :meth:`consensus` runs; raises as :meth:`consensus` would
+        when too few samples succeeded."""
+        good = self._good_rankings(draw)
+        n = len(draw.inside)
         extra = _probabilities(method, draw.samples)
         order = await anyio.to_thread.run_sync(
             lambda: aggregate(good, method=method, n_items=n, **extra)
         )
-        return _to_items(order[:k], draw.indices)
+        return draw.items(order[:k])
 
-    async def _draw(
-        self,
-        query: str,
-        local: list[str],
-        units: list[list[tuple[int, ...]]],
-        hooks: Sequence[EventHook | None],
-        request_id: Any,
-        window: int,
-        request_limiter: Limiter | None,
-        policy: Adaptive | None = None,
-    ) -> tuple[list[Sample], Usage, int]:
-        """The samples of ``units`` (a shuffle: one shown list, or its blocks), in waves when
-        adaptive (``policy``, else the engine's); returns the samples, what they cost and how
-        many units were drawn. The blocks round waits for a stable head (its top
-        ``block_size``), the part the second round refines."""
-        policy = policy or self.adaptive
-        shown = [s for u in units for s in u]
-        per_unit = len(units[0])
-        samples: list[Sample] = []
-        spent = Usage()
-        for wave, (first, end) in enumerate(waves(policy, len(units))):
-            run = WindowRun(
-                self.sampling_setup(),
-                query,
-                local,
-                shown[first * per_unit : end * per_unit],
-                hooks,
-                request_id,
-                window,
-                request_limiter,
-                offset=first * per_unit,
-                total=len(shown),
-            )
-            try:
-                samples += await run.run()
-            except PermscError as error:
-                error.usage = spent + (error.usage or Usage())
-                raise
-            spent += run.spent
-            if end < len(units) and await self._settled(samples, len(local), per_unit, policy):
-                await _emit_wave(hooks, request_id, window, wave, end, len(units), "stable")
-                return samples, spent, end
-            if policy is not None:
-                why = "cap" if end == len(units) else "unsettled"
-                await _emit_wave(hooks, request_id, window, wave, end, len(units), why)
-        return samples, spent, len(units)
-
-    async def _result(
-        self,
-        indices: Sequence[int],
-        start: int,
-        samples: list[Sample],
-        spent: Usage,
-        saved: int,
-        per_unit: int = 1,
-    ) -> WindowResult:
-        # exact Kemeny can take a while: keep the event loop free for other requests' calls
-        try:
-            result = await anyio.to_thread.run_sync(
-                self._aggregate, indices, start, samples, per_unit
-            )
-        except PermscError as error:
-            error.usage = spent
-            raise
-        return replace(result, saved_calls=saved)
-
-    async def _settled(
-        self, samples: list[Sample], n: int, per_unit: int, policy: Adaptive | None
+    async def settled(
+        self, samples: Sequence[Sample], n: int, per_unit: int, policy: Adaptive | None
     ) -> bool:
-        """Whether adaptive m may stop: enough good samples and a consensus the samples
-        establish (:meth:`Adaptive.stable`: a sign test per pair, or for blocks rounds a
-        head that no one shuffle's samples change)."""
-        if policy is None or self._good(samples) < self.good_needed(len(samples), per_unit):
+        """Whether adaptive m may stop drawing a round of ``n`` items: enough good samples and
+        a consensus the samples establish (:meth:`Adaptive.stable`: a sign test per pair, or
+        for blocks rounds a head that no one shuffle's samples change)."""
+        if policy is None or sum(s.ok for s in samples) < self.good_needed(len(samples), per_unit):
             return False
         units = [samples[u : u + per_unit] for u in range(0, len(samples), per_unit)]
         groups = [[s.ranking for s in unit if s.ok] for unit in units]
@@ -314,53 +168,42 @@ class WindowEngine:
             )
         )
 
-    @staticmethod
-    def _good(samples: Sequence[Sample]) -> int:
-        return sum(s.ok for s in samples)
-
-    def _good_rankings(
-        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int
-    ) -> list[tuple[int, ...]]:
+    def _good_rankings(self, draw: Draw) -> list[tuple[int, ...]]:
         """The good samples' rankings; :class:`InsufficientSamplesError` when too few."""
-        good = [s.ranking for s in samples if s.ok]
-        required = self.good_needed(len(samples), per_unit)
+        good = [s.ranking for s in draw.samples if s.ok]
+        required = self.good_needed(len(draw.samples), draw.per_unit)
         if len(good) < required:
             failures = [
-                s.exception or PermscError(s.error or "failed") for s in samples if not s.ok
+                s.exception or PermscError(s.error or "failed") for s in draw.samples if not s.ok
             ]
             error = InsufficientSamplesError(len(good), required, failures)
-            add_note(error, f"in the window at positions {start}..{start + len(indices) - 1}")
+            end = draw.start + len(draw.inside) - 1
+            add_note(error, f"in the window at positions {draw.start}..{end}")
             raise error
         return good
 
-    def _aggregate(
-        self, indices: Sequence[int], start: int, samples: list[Sample], per_unit: int = 1
-    ) -> WindowResult:
-        good = self._good_rankings(indices, start, samples, per_unit)
-        extra = _probabilities(self.aggregator, samples)
-        consensus = aggregate(good, method=self.aggregator, n_items=len(indices), **extra)
-        confidence = _confidence(good, consensus)
+    def _aggregate(self, draw: Draw) -> WindowResult:
+        good = self._good_rankings(draw)
+        n = len(draw.inside)
+        extra = _probabilities(self.aggregator, draw.samples)
+        consensus = aggregate(good, method=self.aggregator, n_items=n, **extra)
+        confidence = float(consensus_confidence(good, consensus))
         scores = getattr(self.aggregator, "item_scores", None)
-        if self.first_stage_weight > 0:  # caller's item indices are the first-stage order
-            stage = sorted(range(len(indices)), key=lambda j: indices[j])
-            consensus = fuse_first_stage(consensus, self.first_stage_weight, stage)
+        weight = self.options.first_stage_weight
+        if weight > 0:  # the caller's item indices are the first-stage order
+            stage = sorted(range(n), key=lambda j: draw.inside[j])
+            consensus = fuse_first_stage(consensus, weight, stage)
             scores = None
         return WindowResult(
-            start=start,
-            indices=tuple(indices),
-            order=_to_items(consensus, indices),
+            start=draw.start,
+            indices=draw.inside,
+            order=draw.items(consensus),
             samples=tuple(
-                replace(
-                    s,
-                    permutation=_to_items(s.permutation, indices),
-                    ranking=_to_items(s.ranking, indices),
-                )
-                for s in samples
+                replace(s, permutation=draw.items(s.permutation), ranking=draw.items(s.ranking))
+                for s in draw.samples
             ),
             confidence=confidence,
-            scores=tuple(scores(extra["probabilities"], n_items=len(indices)))
-            if extra and scores
-            else (),
+            scores=tuple(scores(extra["probabilities"], n_items=n)) if extra and scores else (),
         )
 
 
@@ -370,26 +213,3 @@ def _probabilities(method: Any, samples: Sequence[Sample]) -> dict[str, Any]:
     if not getattr(resolve(method), "uses_probabilities", False):
         return {}
     return {"probabilities": [s.item_probabilities() for s in samples if s.ok]}
-
-
-async def _emit_wave(
-    hooks: Sequence[EventHook | None],
-    request_id: Any,
-    window: int,
-    wave: int,
-    drawn: int,
-    cap: int,
-    why: str,
-) -> None:
-    """``wave_end``: samples drawn so far and why sampling stops (stable, cap) or goes on."""
-    detail = {"wave": wave, "samples": drawn, "cap": cap, "stopped": why != "unsettled"}
-    await emit(hooks, Event("wave_end", request_id, window, None, cap, {**detail, "why": why}))
-
-
-def _to_items(local: Sequence[int], indices: Sequence[int]) -> tuple[int, ...]:
-    """Window positions to the caller's item indices (``indices[j]`` is position ``j``)."""
-    return tuple(indices[j] for j in local)
-
-
-def _confidence(rankings: Sequence[Sequence[int]], consensus: Sequence[int]) -> float:
-    return float(consensus_confidence(rankings, consensus))

@@ -6,8 +6,8 @@ With ``scoring="first_token"`` each sample of a window is one call to the backen
 prompts of a size); the answer is a distribution over the labels of the items shown. The
 sample's ranking orders the items by probability (ties: the earlier prompt position first)
 and keeps the probabilities (``Sample.probabilities``, aligned with ``Sample.permutation``).
-There is never a fallback to generation: a backend without the protocol is refused. (``run``
-below is a :class:`~.sampling.WindowRun`, which imports this module.)
+There is never a fallback to generation: a backend without the protocol is refused.
+:class:`FirstToken` is the window run's sampler for it (:mod:`.sampling`).
 
 Example:
     >>> from permsc_integrations.backends.base import LabelProbabilities
@@ -21,20 +21,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from functools import partial
 
-import anyio
-
-from ..backends.base import FirstTokenBackend, FirstTokenBatchBackend, LabelProbabilities, Message
+from ..backends.base import (
+    Backend,
+    FirstTokenBackend,
+    FirstTokenBatchBackend,
+    LabelProbabilities,
+)
 from ..errors import BackendError, ConfigurationError
+from ..options import RankingOptions
+from ..prompts.base import Prompt
 from ..results import ParseStatus, Sample, Usage
 from ..spending import prompt_chars
+from .calibration import PriorCache
+from .calls import Calls
+from .sampling import Ask
 
-__all__ = ["require_first_token", "scored_sample", "start_first_token"]
+__all__ = ["FirstToken", "require_first_token", "scored_sample"]
 
 
-def require_first_token(backend: Any) -> None:
-    """Refuse a backend that cannot read first-token probabilities (no silent fallback)."""
+def require_first_token(backend: object) -> FirstTokenBackend:
+    """``backend``, refused if it cannot read first-token probabilities (no silent fallback)."""
     if not isinstance(backend, FirstTokenBackend):
         raise ConfigurationError(
             f"scoring='first_token' needs a backend that reads the first token's probabilities "
@@ -42,6 +50,7 @@ def require_first_token(backend: Any) -> None:
             "Use 'transformers:...', 'embedded', 'llamacpp:...' or an OpenAI-compatible server "
             "that returns logprobs, or scoring='generate'"
         )
+    return backend
 
 
 def scored_sample(
@@ -79,103 +88,68 @@ def _checked(scored: LabelProbabilities, n: int) -> tuple[float, ...]:
     return tuple(p / total for p in probs) if total > 0 else (1.0 / n,) * n
 
 
-def _tokens(scored: LabelProbabilities) -> Usage:
-    u = scored.usage
-    return Usage(prompt_tokens=u.prompt_tokens, completion_tokens=max(1, u.completion_tokens))
+class FirstToken:
+    """The window run's :class:`~.sampling.Sampler` for ``scoring="first_token"`` (see the
+    module docstring): ``options`` give the decoding settings and ``calibrate`` (then each
+    answer is divided by the position prior, estimated once per window size:
+    :class:`~.calibration.PriorCache`)."""
 
+    def __init__(self, options: RankingOptions, backend: Backend, prompt: Prompt) -> None:
+        self.backend = require_first_token(backend)
+        self.prompt = prompt
+        self.labels = prompt.window_labels  # type: ignore[attr-defined]
+        self.settings = options.generation
+        self.calibration = PriorCache() if options.calibrate else None
 
-async def start_first_token(run: Any, group: Any) -> None:
-    """Start the window's first-token calls in ``group``: one batch per prompt size for a
-    batch backend, else one call per sample."""
-    require_first_token(run.setup.backend)
-    if isinstance(run.setup.backend, FirstTokenBatchBackend):
+    def batches(self, perms: Sequence[tuple[int, ...]]) -> list[list[int]] | None:
+        """One batch per prompt size for a batch backend; else one call per sample."""
+        if not isinstance(self.backend, FirstTokenBatchBackend):
+            return None
         sizes: dict[int, list[int]] = {}
-        for k, perm in enumerate(run.perms):
+        for k, perm in enumerate(perms):
             sizes.setdefault(len(perm), []).append(k)
-        for keys in sizes.values():
-            group.start_soon(_batch, run, keys)
-        return
-    for k in range(len(run.perms)):
-        group.start_soon(_one, run, k)
-        await _yield()
+        return list(sizes.values())
 
+    async def sample(self, query: str, ask: Ask, calls: Calls) -> Sample:
+        ask.messages = self.prompt.render(query, ask.shown)
+        labels = self.labels(len(ask.shown))
+        messages = ask.messages
+        call = partial(self.backend.afirst_token, messages, labels, self.settings)
+        scored = await calls.send(call, prompt_chars(messages), ask)
+        [scored] = await self._calibrated([scored], len(labels))
+        return scored_sample(ask.perm, scored, labels, ask.usage)
 
-async def _yield() -> None:
-    await anyio.sleep(0)
-
-
-def _prompt(run: Any, k: int) -> tuple[list[Message], tuple[str, ...]]:
-    shown = run._shown(k)
-    labels = run.setup.prompt.window_labels(len(shown))  # type: ignore[attr-defined]
-    return run.setup.prompt.render(run.query, shown), labels
-
-
-async def _one(run: Any, k: int) -> None:
-    await run._emit("sample_start", k)
-    messages, labels = _prompt(run, k)
-    backend: Any = run.setup.backend
-    try:
-        scored, usage = await run._timed(
-            lambda: backend.afirst_token(messages, labels, run.setup.settings),
-            prompt_chars(messages),
-        )
-        [scored] = await _calibrated(run, [scored], len(labels))
-        tokens = _tokens(scored)
-        run.spent += tokens
-        sample = scored_sample(run.perms[k], scored, labels, usage + tokens)
-    except BackendError as exc:
-        sample = _failed(run, k, messages, exc)
-    await run._finish(k, sample)
-
-
-async def _batch(run: Any, keys: list[int]) -> None:
-    prompts = []
-    for k in keys:
-        await run._emit("sample_start", k)
-        prompts.append(_prompt(run, k))
-    labels = prompts[0][1]
-    backend: Any = run.setup.backend
-    batch = [messages for messages, _ in prompts]
-    try:
-        answers, usage = await run._timed(
-            lambda: backend.afirst_token_batch(batch, labels, run.setup.settings),
+    async def sample_batch(
+        self, query: str, asks: Sequence[Ask], calls: Calls
+    ) -> list[Sample | BackendError]:
+        for ask in asks:
+            ask.messages = self.prompt.render(query, ask.shown)
+        labels = self.labels(len(asks[0].shown))
+        batch = [ask.messages for ask in asks]
+        backend = self.backend
+        assert isinstance(backend, FirstTokenBatchBackend)
+        answers = await calls.send_batch(
+            partial(backend.afirst_token_batch, batch, labels, self.settings),
             sum(prompt_chars(messages) for messages in batch),
+            asks,
         )
-        if len(answers) != len(keys):
-            raise BackendError(
-                f"{backend.name}: batch of {len(keys)} gave {len(answers)}", retryable=False
-            )
-        answers = await _calibrated(run, answers, len(labels))
+        answers = await self._calibrated(answers, len(labels))
+        return [_scored(ask, answer, labels) for ask, answer in zip(asks, answers, strict=True)]
+
+    async def _calibrated(
+        self, answers: list[LabelProbabilities], n: int
+    ) -> list[LabelProbabilities]:
+        """The answers divided by the position prior of ``n`` labels (``calibrate=True``)."""
+        if self.calibration is None:
+            return answers
+        prior = await self.calibration.aget(self.backend, self.prompt, n, self.settings)
+        if any(len(a.probabilities) != n for a in answers):
+            return answers  # malformed: scored_sample fails the sample
+        return [replace(a, probabilities=prior.correct(a.probabilities)) for a in answers]
+
+
+def _scored(ask: Ask, answer: LabelProbabilities, labels: Sequence[str]) -> Sample | BackendError:
+    try:
+        return scored_sample(ask.perm, answer, labels, ask.usage)
     except BackendError as exc:
-        for k, (messages, _) in zip(keys, prompts, strict=True):
-            await run._finish(k, _failed(run, k, messages, exc))
-        return
-    share = usage.latency_s / len(keys)  # the batch's latency, split; its calls counted once
-    for n, (k, scored) in enumerate(zip(keys, answers, strict=True)):
-        tokens = _tokens(scored)
-        run.spent += tokens
-        first = Usage(calls=usage.calls, retries=usage.retries) if n == 0 else Usage()
-        try:
-            sample = scored_sample(
-                run.perms[k], scored, labels, first + Usage(latency_s=share) + tokens
-            )
-        except BackendError as exc:
-            sample = _failed(run, k, prompts[n][0], exc)
-        await run._finish(k, sample)
-
-
-async def _calibrated(
-    run: Any, answers: list[LabelProbabilities], n: int
-) -> list[LabelProbabilities]:
-    """The answers divided by the position prior of ``n`` labels (``calibrate=True``)."""
-    cache = run.setup.calibration
-    if cache is None:
-        return answers
-    prior = await cache.aget(run.setup.backend, run.setup.prompt, n, run.setup.settings)
-    if any(len(a.probabilities) != n for a in answers):
-        return answers  # malformed: scored_sample fails the sample
-    return [replace(a, probabilities=prior.correct(a.probabilities)) for a in answers]
-
-
-def _failed(run: Any, k: int, messages: list[Message], exc: BackendError) -> Sample:
-    return run.failed_call(k, messages, exc)
+        return exc

@@ -22,19 +22,41 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from typing import Protocol
+from collections.abc import Callable, Generator
+from typing import Any
 
 from ..checks import positive_int
 
-__all__ = ["CallLimiter", "Limiter"]
+__all__ = ["CallLimiter", "Turn"]
 
 
-class Limiter(Protocol):
-    """What the engine needs of a limiter (``CallLimiter`` or ``anyio.CapacityLimiter``)."""
+class Turn:
+    """One task's wait on its own event loop, which any thread can end (:meth:`wake`): how
+    :class:`CallLimiter` and :class:`~.breaker.Breaker` wake waiters across threads and loops."""
 
-    async def acquire(self) -> None: ...
+    __slots__ = ("loop", "future")
 
-    def release(self) -> None: ...
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = self.loop.create_future()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self.future.__await__()
+
+    def wake(self, gone: Callable[[], None] | None = None) -> bool:
+        """End the wait; ``gone()`` runs (on the waiter's loop) instead if the waiter stopped
+        waiting meanwhile. False when that loop is closed: no one to wake."""
+        try:
+            self.loop.call_soon_threadsafe(self._end, gone)
+        except RuntimeError:
+            return False
+        return True
+
+    def _end(self, gone: Callable[[], None] | None) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+        elif gone is not None:
+            gone()
 
 
 class CallLimiter:
@@ -48,7 +70,7 @@ class CallLimiter:
         self.total_tokens = total_tokens
         self._borrowed = 0
         self._lock = threading.Lock()
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._waiters: deque[Turn] = deque()
 
     def __repr__(self) -> str:
         return f"CallLimiter({self.borrowed_tokens}/{self.total_tokens} in use)"
@@ -60,30 +82,27 @@ class CallLimiter:
 
     async def acquire(self) -> None:
         """Wait for a slot (cancellable: a cancelled waiter holds nothing)."""
-        loop = asyncio.get_running_loop()
         with self._lock:
             if self._borrowed < self.total_tokens and not self._waiters:
                 self._borrowed += 1
                 return
-            turn: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((loop, turn))
+            turn = Turn()
+            self._waiters.append(turn)
         try:
             await turn
         except BaseException:
-            self._withdraw(loop, turn)
+            self._withdraw(turn)
             raise
 
-    def _withdraw(self, loop: asyncio.AbstractEventLoop, turn: asyncio.Future[None]) -> None:
-        """A waiter gave up: leave the queue, or pass on the slot it was already handed."""
+    def _withdraw(self, turn: Turn) -> None:
+        """A waiter gave up: leave the queue, or pass on the slot it was already handed (a
+        slot handed after it gave up is passed on by :meth:`Turn.wake`)."""
         with self._lock:
-            try:
-                self._waiters.remove((loop, turn))
+            if turn in self._waiters:
+                self._waiters.remove(turn)
                 return
-            except ValueError:
-                pass  # release() already handed it a slot
-        if turn.done() and not turn.cancelled():
+        if turn.future.done() and not turn.future.cancelled():
             self.release()
-        # else: _hand_over will see the cancelled future and pass the slot on
 
     def release(self) -> None:
         """Give a slot back: to the longest waiter (on its own loop), else to the pool."""
@@ -95,19 +114,9 @@ class CallLimiter:
                         self._borrowed = 0
                         raise RuntimeError("CallLimiter.release() without a matching acquire()")
                     return
-                loop, turn = self._waiters.popleft()
-            try:
-                loop.call_soon_threadsafe(self._hand_over, turn)
-                return
-            except RuntimeError:  # that waiter's loop is closed: try the next one
-                continue
-
-    def _hand_over(self, turn: asyncio.Future[None]) -> None:
-        """On the waiter's loop: wake it with the slot, or pass the slot on if it left."""
-        if turn.done():
-            self.release()
-        else:
-            turn.set_result(None)
+                turn = self._waiters.popleft()
+            if turn.wake(gone=self.release):
+                return  # else that waiter's loop is closed: the next one
 
     async def __aenter__(self) -> None:
         await self.acquire()

@@ -1,179 +1,199 @@
-"""One request while it runs: its texts, its events, and the PSC windows a strategy asks for.
+"""One request while it runs: the rounds a strategy asks for, with their events and results.
 
 :class:`RequestRun` is the :class:`~permsc_integrations.strategies.base.RankContext` the ranker
-hands its strategy: ``window`` runs PSC over a window of the list, ``blocks`` PSC over blocks of it,
-each with its ``window_start``/``window_end`` events, its own derived seed, and its result kept
-for the request's usage and confidence.
+hands its strategy (``async with RequestRun(engine, state) as ctx: await strategy(ctx)``). It
+pairs the ranker's :class:`~.engine.Engine` with the request's :class:`~.state.RequestState`
+and keeps each finished round's result (the request's windows, in plan order). ``window``
+runs PSC over a window of the list; ``draw``, ``settle`` and ``lead`` are the parts of a round
+a strategy composes: ``draw`` sends any prompts over chosen items (in waves under adaptive m)
+and returns every sample, ``lead`` picks a round's head at once and computes its consensus
+meanwhile, in the request's task group, while the strategy starts its next round. Each round
+gets its ``window_start``/``window_end`` events and a seed derived from the request.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import replace
+from itertools import accumulate
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from ..errors import PermscError
-from ..events import Event, EventHook, EventKind, emit
-from ..options import RankingOptions
-from ..results import Usage, WindowResult
-from ..strategies.base import NextRounds
+from ..adaptive import Adaptive, waves
+from ..aggregators import Aggregator
+from ..errors import first_failure
+from ..permutations import sample_permutations
+from ..results import Sample, WindowResult
+from ..strategies.base import Draw, Lead
 from ..window_plan import Window
-from .engine import BlocksDraw, WindowEngine, derive_seed
-from .limiter import CallLimiter
-from .sampling import first_failure
+from .engine import Engine
+from .sampling import WindowRun
+from .state import RequestState
 
 __all__ = ["RequestRun"]
 
 
-@dataclass
 class RequestRun:
     """One request in flight (see the module docstring)."""
 
-    engine: WindowEngine
-    options: RankingOptions
-    query: str
-    texts: list[str]
-    hooks: tuple[EventHook | None, ...]
-    request_id: Any
-    total: int
-    limiter: CallLimiter | None
-    done: dict[int, WindowResult] = field(default_factory=dict)
+    def __init__(self, engine: Engine, state: RequestState) -> None:
+        self.engine, self.state = engine, state
+        self.options = o = engine.options
+        # what a strategy reads (RankContext), as plain attributes
+        self.n = len(state.texts)
+        self.window_size, self.step, self.top_k = o.window_size, o.step, o.top_k
+        self.num_permutations = o.num_permutations
+        self.seed = state.seed_for
+        self.done: dict[int, WindowResult] = {}
+        self._group: TaskGroup | None = None
 
     @property
     def windows(self) -> list[WindowResult]:
-        """The windows done so far, in plan order (blocks rounds can finish out of order)."""
+        """The rounds done so far, in plan order (blocks rounds can finish out of order)."""
         return [self.done[k] for k in sorted(self.done)]
 
-    @property
-    def n(self) -> int:
-        return len(self.texts)
+    async def __aenter__(self) -> RequestRun:
+        """Open the request's task group: the consensus a strategy leaves to be computed
+        meanwhile (:meth:`lead`) runs in it, and a failure there fails the request."""
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        return self
 
-    @property
-    def window_size(self) -> int:
-        return self.options.window_size
-
-    @property
-    def step(self) -> int:
-        return self.options.step
-
-    @property
-    def top_k(self) -> int | None:
-        return self.options.top_k
-
-    def usage(self) -> Usage:
-        """What the windows done so far cost."""
-        saved = Usage(saved_calls=sum(w.saved_calls for w in self.windows))
-        return sum((s.usage for w in self.windows for s in w.samples), saved)
-
-    async def emit(self, kind: EventKind, window: int | None = None, **detail: Any) -> None:
-        await emit(self.hooks, Event(kind, self.request_id, window, None, self.total, detail))
-
-    def _seed(self, inside: Sequence[int], where: Any) -> int:
-        return derive_seed(self.options.seed, self.query, [self.texts[i] for i in inside], where)
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        group, self._group = self._group, None
+        assert group is not None
+        try:
+            return await group.__aexit__(*exc)
+        except BaseExceptionGroup as errors:  # surface the failure itself
+            raise first_failure(errors) from None
 
     async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
         """PSC over one window (``inside``: its items in input order), with its events."""
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
-        await self.emit("window_start", number, **where, items=inside)
-        result = await self.engine.rank_window(
-            self.query,
-            self.texts,
-            inside,
-            self._seed(inside, (window.pass_index, window.start)),
-            start=window.start,
-            hooks=self.hooks,
-            request_id=self.request_id,
-            window=number,
-            request_limiter=self.limiter,
+        perms = sample_permutations(
+            len(inside),
+            self.options.num_permutations,
+            seed=self.seed(inside, (window.pass_index, window.start)),
+            include_identity=self.options.include_identity,
         )
-        return await self._done(number, result, where)
+        draw = await self._draw(number, inside, [[p] for p in perms], where, None, window.start)
+        return await self.settle(draw)
 
-    async def blocks(
+    async def draw(
         self,
         number: int,
         inside: tuple[int, ...],
+        shown: Sequence[Sequence[tuple[int, ...]]],
         *,
-        shuffles: int | None = None,
-        then: NextRounds | None = None,
-    ) -> Sequence[int]:
-        """PSC over blocks of ``inside`` (a round of the blocks strategy), with its events.
-
-        ``shuffles``: how many shuffles of ``inside`` (default m). ``then``: the later rounds
-        (:class:`NextRounds`) over this round's head; the answer is their order followed by this
-        round's consensus of the rest."""
+        top: int | None = None,
+    ) -> Draw:
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
-        await self.emit("window_start", number, **where, items=inside)
-        draw = await self.engine.draw_blocks(
-            self.query,
-            self.texts,
-            inside,
-            self._seed(inside, "blocks"),
-            block_size=self.window_size,
-            shuffles=shuffles,
-            hooks=self.hooks,
-            request_id=self.request_id,
-            window=number,
-            request_limiter=self.limiter,
-        )
-        if then is None:
-            return await self._settle(number, draw, where)
-        return await self._then(number, draw, where, then)
+        return await self._draw(number, inside, shown, where, top)
 
-    async def _then(
-        self, number: int, draw: BlocksDraw, where: dict[str, Any], then: NextRounds
-    ) -> Sequence[int]:
-        """The later rounds over this round's head (:class:`NextRounds`), beside its consensus
-        unless the consensus itself picks the head."""
-        pick = self.engine.head_by(then.head_by)
-        if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
-            order = await self._settle(number, draw, where)
-            head = tuple(order[: then.keep])
-            ranked = await then.rank(self, head)
-        else:
-            head = await self.engine.pick_head(draw, then.keep, pick)
-            outcome: list[Sequence[int] | PermscError] = []
-            try:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_attempt, then.rank(self, head), outcome)
-                    order = await self._settle(number, draw, where)
-            except BaseExceptionGroup as errors:  # surface the failure itself
-                raise first_failure(errors) from None
-            if isinstance(outcome[0], PermscError):
-                raise outcome[0]
-            ranked = outcome[0]
-        chosen = set(head)
-        return [*ranked, *(i for i in order if i not in chosen)]
+    async def _draw(
+        self,
+        number: int,
+        inside: tuple[int, ...],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        where: dict[str, Any],
+        top: int | None,
+        start: int = 0,
+    ) -> Draw:
+        """Round ``number`` over ``inside`` (``shown``: its shuffles' prompts), with its
+        ``window_start``; under adaptive m its head (top ``top``) decides when to stop."""
+        await self.state.emit("window_start", number, **where, items=tuple(inside))
+        self.engine.breaker.check()
+        policy = self.options.adaptive
+        if policy is not None and top is not None and policy.top_k is None:
+            policy = replace(policy, top_k=top)
+        local = [self.state.texts[i] for i in inside]
+        samples, drawn = await self._waves(number, local, shown, policy)
+        saved = sum(len(shuffle) for shuffle in shown[drawn:])
+        self.state.calls.saved(saved)
+        per_unit = len(shown[0]) if shown else 1
+        return Draw(number, inside, tuple(samples), per_unit, saved, start, where)
 
-    async def _settle(self, number: int, draw: BlocksDraw, where: dict[str, Any]) -> Sequence[int]:
-        return await self._done(number, await self.engine.settle(draw), where)
+    async def _waves(
+        self,
+        number: int,
+        local: list[str],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        policy: Adaptive | None,
+    ) -> tuple[list[Sample], int]:
+        """The samples of ``shown``'s shuffles, every prompt one call, all at once, and how
+        many shuffles were drawn; under adaptive m in waves of whole shuffles, each with its
+        ``wave_end``, until the samples establish the consensus."""
+        prompts = [prompt for shuffle in shown for prompt in shuffle]
+        ends = list(accumulate((len(shuffle) for shuffle in shown), initial=0))
+        per_unit, cap = (len(shown[0]) if shown else 1), len(shown)
+        samples: list[Sample] = []
+        for wave, (first, end) in enumerate(waves(policy, cap)):
+            part, offset = prompts[ends[first] : ends[end]], ends[first]
+            sampler = self.engine.sampler
+            run = WindowRun(self.state, sampler, local, part, number, offset, len(prompts))
+            samples += await run.run()
+            if policy is None:
+                continue
+            stable = end < cap and await self.engine.settled(samples, len(local), per_unit, policy)
+            why = "stable" if stable else "cap" if end == cap else "unsettled"
+            detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
+            await self.state.emit("wave_end", number, total=cap, **detail, why=why)
+            if stable:
+                return samples, end
+        return samples, cap
 
-    async def _done(
-        self, number: int, result: WindowResult, where: dict[str, Any]
-    ) -> Sequence[int]:
-        self.done[number] = result
-        await self.emit(
+    async def settle(self, draw: Draw) -> Sequence[int]:
+        result = await self.engine.consensus(draw)
+        self.done[draw.number] = result
+        await self.state.emit(
             "window_end",
-            number,
-            **where,
+            draw.number,
+            **draw.where,
             confidence=result.confidence,
             failed=len(result.failed),
             samples=len(result.samples),
         )
         return result.order
 
+    async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:
+        pick = self.engine.head_by(by)
+        if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
+            order = await self.settle(draw)
+            return Lead(tuple(order[:keep]), _Soon(order))
+        head = await self.engine.pick_head(draw, keep, pick)
+        return Lead(head, self._soon(lambda: self.settle(draw)))
 
-async def _attempt(
-    work: Awaitable[Sequence[int]], outcome: list[Sequence[int] | PermscError]
-) -> None:
-    """``work``'s result or its library error, kept in ``outcome`` (so that the round beside
-    it finishes and its calls are counted before the error is raised)."""
-    try:
-        outcome.append(await work)
-    except PermscError as error:
-        outcome.append(error)
+    def _soon(self, work: Callable[[], Awaitable[Sequence[int]]]) -> _Soon:
+        """``work()`` started now in the request's task group; await the answer for its result."""
+        soon = _Soon()
+        assert self._group is not None, "a round's consensus runs inside `async with` the request"
+        self._group.start_soon(soon.run, work)
+        return soon
+
+
+class _Soon:
+    """The result of work running in the background (or of ``value``, already there),
+    awaitable once it is there."""
+
+    def __init__(self, value: Sequence[int] | None = None) -> None:
+        self._done = anyio.Event()
+        self._value: Sequence[int] = value or ()
+        if value is not None:
+            self._done.set()
+
+    async def run(self, work: Callable[[], Awaitable[Sequence[int]]]) -> None:
+        self._value = await work()
+        self._done.set()
+
+    def __await__(self) -> Generator[Any, None, Sequence[int]]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> Sequence[int]:
+        await self._done.wait()
+        return self._value

@@ -18,8 +18,9 @@
   over the top two windows' worth instead.
 
 A list that fits one window is one PSC window under either strategy. A strategy is a callable
-``await strategy(ctx) -> order`` over a :class:`RankContext` with a ``plan(n, options)`` method
-that gives its rounds and calls before it runs (:class:`Plan`);
+``await strategy(ctx) -> order`` over a :class:`RankContext` (PSC over a window, or a round it
+composes: ``draw`` any prompts over chosen items at once, then ``settle`` or ``lead``) with a
+``plan(n, options)`` method that gives its rounds and calls before it runs (:class:`Plan`);
 ``strategies.register(name, obj)`` (or the entry-point group
 ``permsc_integrations.strategies``) adds one.
 
@@ -36,7 +37,7 @@ Example:
 from __future__ import annotations
 
 from ..registry import Registry
-from .base import NextRounds, RankContext, Strategy
+from .base import Draw, Lead, RankContext, Strategy
 from .blocks import Blocks
 from .plan import Calls, Plan, PlanOptions, Round, WindowShape
 from .sliding import Sliding
@@ -46,7 +47,8 @@ __all__ = [
     "Strategy",
     "Sliding",
     "Blocks",
-    "NextRounds",
+    "Draw",
+    "Lead",
     "Plan",
     "Round",
     "Calls",

@@ -2,59 +2,102 @@
 
 A strategy is a callable ``await strategy(ctx) -> order`` over a :class:`RankContext` (the
 request in flight, :class:`~permsc_integrations.run.request.RequestRun`), with a ``plan``
-method that says what a request costs before it runs (:mod:`.plan`). :class:`NextRounds` is
-what a blocks round hands on: the rounds that follow it over its head. The strategies themselves
-are in :mod:`.sliding` and :mod:`.blocks`; the registry is :mod:`permsc_integrations.strategies`.
+method that says what a request costs before it runs (:mod:`.plan`). The context offers PSC
+over a window, and the parts of a round a strategy composes itself: :meth:`RankContext.draw`
+(any prompts over chosen items, every one a call, all at once: a :class:`Draw` of every
+sample), :meth:`RankContext.settle` (their consensus) and :meth:`RankContext.lead` (their
+head at once, the consensus of the rest computed meanwhile: a :class:`Lead`). The strategies
+themselves are in :mod:`.sliding` and :mod:`.blocks`; the registry is
+:mod:`permsc_integrations.strategies`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..aggregators import Aggregator
+from ..results import Sample
 from ..window_plan import Window
 from .plan import Plan, PlanOptions, WindowShape
 
-__all__ = ["RankContext", "Strategy", "NextRounds"]
+__all__ = ["RankContext", "Strategy", "Draw", "Lead"]
 
 
 @dataclass(frozen=True, slots=True)
-class NextRounds:
-    """What follows a blocks round: ``rank(ctx, head)`` orders its top ``keep`` items, as
-    picked by ``head_by`` (an aggregator name or callable; ``None``: the ranker's quick
-    stand-in, see :meth:`~permsc_integrations.run.engine.WindowEngine.head_by`). Unless that is
-    the ranker's aggregator itself, the head is known at once and ``rank`` runs while the
-    round's consensus is computed."""
+class Draw:
+    """A round's samples before their consensus (:meth:`RankContext.draw`).
 
-    keep: int
-    head_by: str | Aggregator | None
-    rank: Callable[[RankContext, tuple[int, ...]], Awaitable[Sequence[int]]]
+    ``inside`` are the round's items (the caller's indices); position ``j`` of a sample's
+    ``permutation`` and ``ranking`` is item ``inside[j]`` (:meth:`items` maps them).
+    ``per_unit`` is the prompts of one shuffle, ``saved`` the prompts adaptive m did not send;
+    ``number``, ``start`` and ``where`` place the round in the request (its events)."""
+
+    number: int
+    inside: tuple[int, ...]
+    samples: tuple[Sample, ...]
+    per_unit: int = 1
+    saved: int = 0
+    start: int = 0
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+    def items(self, positions: Sequence[int]) -> tuple[int, ...]:
+        """Positions in the round to the caller's item indices."""
+        return tuple(self.inside[j] for j in positions)
+
+
+@dataclass(frozen=True, slots=True)
+class Lead:
+    """A round's ``head`` (picked at once) and ``rest``: the round's whole consensus, computed
+    meanwhile (await it once the head is ranked)."""
+
+    head: tuple[int, ...]
+    rest: Awaitable[Sequence[int]]
 
 
 class RankContext(WindowShape, Protocol):
     """What a strategy can ask of the ranker for one request: its ``n`` items, the options
-    that shape its windows (:class:`~.plan.WindowShape`), and PSC over a window or blocks."""
+    that shape its windows (:class:`~.plan.WindowShape`) and ``num_permutations`` (m), and
+    PSC over a window or a round it composes (module docstring)."""
 
     @property
     def n(self) -> int: ...
+
+    @property
+    def num_permutations(self) -> int: ...
+
+    def seed(self, inside: Sequence[int], where: Any) -> int:
+        """The request's seed for permutations of the items ``inside`` at ``where``."""
+        ...
 
     async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
         """PSC over the items ``inside`` (in that input order): the same items, best first."""
         ...
 
-    async def blocks(
+    async def draw(
         self,
         number: int,
         inside: tuple[int, ...],
+        shown: Sequence[Sequence[tuple[int, ...]]],
         *,
-        shuffles: int | None = None,
-        then: NextRounds | None = None,
-    ) -> Sequence[int]:
-        """PSC over blocks of ``inside`` (``shuffles`` of them, default m): the consensus
-        order of those items; with ``then``, the head ``then.head_by`` picks ranked by
-        ``then.rank(ctx, head)`` first (see :class:`NextRounds`)."""
+        top: int | None = None,
+    ) -> Draw:
+        """Round ``number`` over the items ``inside``: ``shown`` holds its shuffles, each a
+        list of prompts, each prompt the positions (in ``inside``) it shows in prompt order;
+        every prompt is one call, all at once. Under adaptive m the shuffles are drawn in
+        waves until the consensus (its top ``top`` when given) is established."""
+        ...
+
+    async def settle(self, draw: Draw) -> Sequence[int]:
+        """The consensus order of a round's items (kept in the result, with its events)."""
+        ...
+
+    async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:
+        """A round's top ``keep`` items as ``by`` picks them (an aggregator; ``None``: the
+        ranker's aggregator's quick stand-in, see
+        :meth:`~permsc_integrations.run.engine.Engine.head_by`), and its consensus, computed
+        meanwhile unless ``by`` is the ranker's aggregator itself (then the head waits)."""
         ...
 
 

@@ -10,14 +10,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from ..aggregators import Aggregator, resolve
 from ..checks import positive_int
-from ..permutations import cut_blocks
+from ..permutations import cut_blocks, sample_permutations
 from ..window_plan import Window
-from .base import NextRounds, RankContext
+from .base import RankContext
 from .plan import Plan, PlanOptions, Round
 
 __all__ = ["Blocks"]
@@ -62,9 +62,41 @@ class Blocks:
                 resolve(method)  # an unknown name fails here, not in the middle of a request
 
     async def __call__(self, ctx: RankContext) -> Sequence[int]:
+        """Each round over the head of the one before: a round's head is picked at once
+        (:meth:`RankContext.lead`) and the next round starts while the round's consensus is
+        computed; the answer is the last round's order, then each earlier round's consensus
+        of the items it did not pass on."""
         stages = self._shape(ctx.n, ctx.window_size)
-        everything = tuple(range(ctx.n))
-        return await self._run(ctx, stages, 0, everything) if stages else everything
+        items = tuple(range(ctx.n))
+        later: list[Awaitable[Sequence[int]]] = []
+        ranked: Sequence[int] = items
+        for number, stage in enumerate(stages):
+            if stage.window:
+                ranked = await ctx.window(number, Window(0, len(items), pass_index=number), items)
+                break
+            shuffles = self._shuffles(ctx, items, stage)
+            draw = await ctx.draw(number, items, shuffles, top=ctx.window_size)
+            if number + 1 == len(stages):
+                ranked = await ctx.settle(draw)
+                break
+            lead = await ctx.lead(draw, stages[number + 1].items, stage.pick)
+            later.append(lead.rest)
+            items = lead.head
+        for rest in reversed(later):
+            order, chosen = await rest, set(ranked)
+            ranked = [*ranked, *(i for i in order if i not in chosen)]
+        return ranked
+
+    @staticmethod
+    def _shuffles(
+        ctx: RankContext, items: tuple[int, ...], stage: _Stage
+    ) -> list[list[tuple[int, ...]]]:
+        """The round's shuffles of ``items`` (``stage.shuffles``, at most m), each cut into
+        balanced blocks of at most ``window_size`` positions."""
+        m = ctx.num_permutations
+        count = min(stage.shuffles or m, m)
+        perms = sample_permutations(len(items), count, seed=ctx.seed(items, "blocks"))
+        return [cut_blocks(perm, ctx.window_size) for perm in perms]
 
     def _shape(self, n: int, size: int) -> tuple[_Stage, ...]:
         """The rounds over ``n`` items, the one source of :meth:`__call__` and :meth:`plan`:
@@ -82,22 +114,6 @@ class Blocks:
         stages.append(_Stage(n, None, None, window=n <= size))
         return tuple(stages)
 
-    async def _run(
-        self, ctx: RankContext, stages: tuple[_Stage, ...], number: int, items: tuple[int, ...]
-    ) -> Sequence[int]:
-        """Round ``number`` over ``items``, then the rounds after it over its head."""
-        stage = stages[number]
-        if stage.window:
-            return await ctx.window(number, Window(0, len(items), pass_index=number), items)
-        then = None
-        if number + 1 < len(stages):
-            then = NextRounds(
-                stages[number + 1].items,
-                stage.pick,
-                lambda run, head: self._run(run, stages, number + 1, head),
-            )
-        return await ctx.blocks(number, items, shuffles=stage.shuffles, then=then)
-
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
         ``top_k``: the last round settles the top ``window_size``)."""
@@ -114,7 +130,7 @@ class Blocks:
 class _Stage:
     """One round of :meth:`Blocks._shape`: over ``items`` items (the head of the round
     before), blocks of ``shuffles`` shuffles (None: m) or one ``window``; ``pick`` picks
-    its head for the next round (:class:`NextRounds`)."""
+    its head for the next round (:meth:`RankContext.lead`)."""
 
     items: int
     shuffles: int | None

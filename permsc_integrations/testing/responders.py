@@ -27,6 +27,8 @@ __all__ = [
     "shown_passages",
     "sequence",
     "oracle_responder",
+    "grade",
+    "best_first",
     "noisy_responder",
     "labelled_items",
     "first_token_responder",
@@ -198,6 +200,29 @@ def _rng(seed: int, request: ChatRequest) -> random.Random:
 
 def _format(order: Sequence[int]) -> str:
     return " > ".join(f"[{p + 1}]" for p in order)
+
+
+def grade(text: str) -> float:
+    """The relevance a test text carries: its last number (``"doc 7"``,
+    ``"passage about goldfish, grade 7"``: 7.0), -1 without one; a relevance for the responders.
+
+    >>> grade("item 3 of list 5, grade 42"), grade("no number")
+    (42.0, -1.0)
+    """
+    numbers = _NUMBER.findall(text)
+    return float(numbers[-1]) if numbers else -1.0
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def best_first(texts: Sequence[str], relevance: Callable[[str], float] = grade) -> list[int]:
+    """The indices of ``texts``, most relevant first (ties in input order): a perfect answer.
+
+    >>> best_first(["doc 1", "doc 7", "doc 3"])
+    [1, 2, 0]
+    """
+    return sorted(range(len(texts)), key=lambda i: -relevance(texts[i]))
 
 
 def oracle_responder(relevance: Callable[[str], float], *, delay: float = 0.0) -> Responder:

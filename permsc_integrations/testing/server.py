@@ -15,6 +15,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..errors import MissingDependencyError, PermscError
+from ..ranker import PSCRanker
 from .responders import ChatRequest, Fault, Reply, RequestRecord, Responder
 
 __all__ = ["ScriptedOpenAIServer"]
@@ -52,7 +53,7 @@ class _ChatEndpoint:
         try:
             payload = json.loads(body or b"{}")
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            request = self.server._admit(payload, scope.get("path", ""), headers)
+            request = self.server.admit(payload, scope.get("path", ""), headers)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
             return
@@ -62,7 +63,7 @@ class _ChatEndpoint:
         def done(outcome: str) -> None:  # recorded once, just before the answer goes out
             if not finished:
                 finished.append(outcome)
-                self.server._finish(request, start, outcome)
+                self.server.finish(request, start, outcome)
 
         try:
             await self._answer(request, scope, send, done)
@@ -213,6 +214,20 @@ class ScriptedOpenAIServer:
     def request_count(self) -> int:
         return len(self.requests)
 
+    def ranker(self, model: str = "m", **options: Any) -> PSCRanker:
+        """A :class:`~permsc_integrations.PSCRanker` of ``openai:<model>`` at this server
+        (``options``: its options; ``backend_options`` are added to the ``base_url``).
+
+        >>> from permsc_integrations.testing import oracle_responder
+        >>> with ScriptedOpenAIServer(oracle_responder(len)) as server:  # longest first
+        ...     with server.ranker(num_permutations=2) as ranker:
+        ...         result = ranker.rank("which is longest?", ["a", "ccc", "bb"])
+        >>> result.order, server.request_count
+        ((1, 2, 0), 2)
+        """
+        backend_options = {"base_url": self.base_url, **options.pop("backend_options", {})}
+        return PSCRanker(f"openai:{model}", backend_options=backend_options, **options)
+
     def reset(self) -> None:
         """Forget recorded requests; the server keeps running, calls in flight still count."""
         with self._lock:
@@ -221,9 +236,10 @@ class ScriptedOpenAIServer:
             self.in_flight = getattr(self, "in_flight", 0)
             self.max_in_flight = self.in_flight
 
-    def _admit(
+    def admit(
         self, payload: Mapping[str, Any], path: str = "", headers: Mapping[str, str] | None = None
     ) -> ChatRequest:
+        """Record a request as it arrives (its endpoint calls this), counted in flight."""
         messages = tuple(dict(m) for m in payload["messages"])
         with self._lock:
             request = ChatRequest(
@@ -241,7 +257,8 @@ class ScriptedOpenAIServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         return request
 
-    def _finish(self, request: ChatRequest, start: float, outcome: str) -> None:
+    def finish(self, request: ChatRequest, start: float, outcome: str) -> None:
+        """Record a request's ``outcome`` as it leaves (its endpoint calls this)."""
         with self._lock:
             self.in_flight -= 1
             self.records.append(RequestRecord(request, start, time.perf_counter(), outcome))

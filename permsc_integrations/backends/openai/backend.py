@@ -27,10 +27,10 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -38,18 +38,19 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
+
 from ...checks import positive_int
-from ...errors import (
-    BackendError,
-    ConfigurationError,
-    MissingDependencyError,
-)
+from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
 from ...redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..http_errors import mapped_errors
 from ..logprobs import check_labels, refused_logprobs
 from .chat_json import completion_from_json, first_token_from_json
 from .client_per_loop import LoopClients
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["OpenAIBackend", "completion_from_json"]
 
@@ -161,6 +162,35 @@ def _shard_factory(
     return new_shards
 
 
+def _base_url(given: str | None, client: Any, http: str) -> str | None:
+    """The endpoint: ``given``, else ``OPENAI_BASE_URL``, else a given client's; checked."""
+    url = given or os.environ.get("OPENAI_BASE_URL") or None
+    if client is not None and not url:
+        url = str(getattr(client, "base_url", "")) or None
+    refuse_masked("base_url", url)
+    checked = _checked_url(url)
+    if http == "aiohttp" and checked and urlsplit(checked).username is not None:
+        raise ConfigurationError(
+            "http='aiohttp' cannot send credentials in base_url beside the API key "
+            f"({redact_url(checked)}); put them in default_headers or use http='httpx'"
+        )
+    return checked
+
+
+def _api_key(given: str | None, client: Any, base_url: str | None) -> str | None:
+    """``given``, else ``OPENAI_API_KEY``; a placeholder for a ``base_url`` without one."""
+    key = given or os.environ.get("OPENAI_API_KEY") or None
+    refuse_masked("api_key", key)
+    if key is None and client is None:
+        if base_url is None:
+            raise ConfigurationError(
+                "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
+                "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
+            )
+        key = PLACEHOLDER_API_KEY
+    return key
+
+
 class OpenAIBackend:
     """A backend for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -206,25 +236,8 @@ class OpenAIBackend:
                 "no model given: use a spec like 'openai:gpt-4o-mini', pass model=, "
                 "or set OPENAI_MODEL"
             )
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if client is not None and not url:
-            url = str(getattr(client, "base_url", "")) or None
-        refuse_masked("base_url", url)
-        self.base_url = _checked_url(url)
-        if http == "aiohttp" and self.base_url and urlsplit(self.base_url).username is not None:
-            raise ConfigurationError(
-                "http='aiohttp' cannot send credentials in base_url beside the API key "
-                f"({redact_url(self.base_url)}); put them in default_headers or use http='httpx'"
-            )
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        refuse_masked("api_key", self._api_key)
-        if self._api_key is None and client is None:
-            if self.base_url is None:
-                raise ConfigurationError(
-                    "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
-                    "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
-                )
-            self._api_key = PLACEHOLDER_API_KEY
+        self.base_url = _base_url(base_url, client, http)
+        self._api_key = _api_key(api_key, client, self.base_url)
         self.organization = organization
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
@@ -356,7 +369,12 @@ class OpenAIBackend:
         """Open ``connections`` keep-alive connections now (``GET /models`` each, at once),
         so the first PSC window does not pay for connection set-up."""
         clients = [await self._next_client() for _ in range(connections)]
-        await asyncio.gather(*(self._ping(client) for client in clients))
+        try:
+            async with anyio.create_task_group() as group:
+                for client in clients:
+                    group.start_soon(self._ping, client)
+        except BaseExceptionGroup as errors:  # one unreachable server: its error, once
+            raise first_failure(errors, "connection(s)") from None
 
     async def _ping(self, client: Any) -> None:
         with self._mapped(None):
