@@ -77,8 +77,11 @@ def test_snippet_runs(
     try:
         exec(compile(code, name, "exec"), namespace)  # noqa: S102 - the documented code itself
     except ModuleNotFoundError as exc:  # a framework client of docs/serve.md, test-only
-        if name.startswith("docs/serve.md") and (exc.name or "").split(".")[0] in SERVE_CLIENTS:
+        root = (exc.name or "").split(".")[0]
+        if name.startswith("docs/serve.md") and root in SERVE_CLIENTS:
             pytest.skip(f"{exc.name} is not installed (the serve-test extra)")
+        if name.startswith("docs/agents.md") and root in ("mcp", "opentelemetry"):
+            pytest.skip(f"{exc.name} is not installed (the mcp or otel extra)")
         raise
     except MissingDependencyError as exc:  # an embedded model's package: setup.sh installs it
         if "embedded:" in code:
