@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup  # noqa: F401 (the example)
@@ -51,7 +51,7 @@ class PermscError(Exception):
     """
 
     usage: Usage | None = None
-    request: Any = None
+    request: object = None  # the RankRequest (ranker.py, a layer above)
 
 
 class ConfigurationError(PermscError, ValueError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..results import Usage
 from ..strategies.plan import approx_tokens, planned_tokens
@@ -26,8 +26,10 @@ from ._common import Query, add_ranking_arguments, cli_options, load_queries, sa
 
 if TYPE_CHECKING:
     from ..options import RankingOptions
+    from ..prompts import Prompt
     from ..spending import Prices, SpendingCap
     from ..strategies import Plan
+    from ._common import Subparsers
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
 
@@ -65,12 +67,29 @@ def _passes(cap: SpendingCap, usage: Usage, prices: Prices | None) -> bool:
     )
 
 
-def cap_report(per_query: list[Estimate], options: RankingOptions) -> dict[str, Any]:
+class _Stopped(TypedDict):
+    cap: str
+    queries_stopped: int
+
+
+class _Allowed(TypedDict):
+    cap: str
+    queries_allowed: int
+
+
+class CapReport(TypedDict, total=False):
+    """What :func:`cap_report` finds, for each cap that is set."""
+
+    request_cap: _Stopped
+    ranker_cap: _Allowed
+
+
+def cap_report(per_query: list[Estimate], options: RankingOptions) -> CapReport:
     """What the caps would do to these queries: ``request_cap`` stops the queries whose own
     estimate passes it; ``ranker_cap`` allows as many queries as fit together, in input
     order, as ``permsc rank`` admits them (:mod:`..admission`: a query starts only when the
     cap can pay for its plan; under adaptive m one may finish early and leave room for more)."""
-    out: dict[str, Any] = {}
+    out: CapReport = {}
     prices = options.prices
     if options.request_cap is not None:
         over = sum(_passes(options.request_cap, q.usage, prices) for q in per_query)
@@ -90,7 +109,7 @@ def _cap_text(cap: SpendingCap) -> str:
     return ",".join(f"{k}={v:g}" for k, v in asdict(cap).items() if v is not None)
 
 
-def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
+def estimate_query(query: Query, prompt: Prompt, plan: Plan) -> Estimate:
     """The plan's calls; each round's prompts rendered on the items at its positions when
     the ranking starts (a later round's head is not known yet: the first items stand in)."""
     prompt_tokens, completion = planned_tokens(
@@ -100,7 +119,7 @@ def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
     return Estimate(1, plan.n, len(plan.rounds), calls.low, calls.high, prompt_tokens, completion)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("estimate", help="calls and tokens a rank run would spend")
     parser.add_argument("--input", "-i", required=True, help="JSONL file, as for 'permsc rank'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -143,17 +162,17 @@ def run(args: argparse.Namespace) -> int:
     return 2 if bad else 0
 
 
-def _say_caps(caps: dict[str, Any], queries: int) -> None:
+def _say_caps(caps: CapReport, queries: int) -> None:
     if "request_cap" in caps:
-        cap = caps["request_cap"]
+        stopped = caps["request_cap"]
         say(
-            f"request cap:       {cap['cap']}: would stop {cap['queries_stopped']} of "
+            f"request cap:       {stopped['cap']}: would stop {stopped['queries_stopped']} of "
             f"{queries} queries (each query's own estimate)"
         )
     if "ranker_cap" in caps:
-        cap = caps["ranker_cap"]
+        allowed = caps["ranker_cap"]
         say(
-            f"ranker cap:        {cap['cap']}: allows about {cap['queries_allowed']} of "
+            f"ranker cap:        {allowed['cap']}: allows about {allowed['queries_allowed']} of "
             f"{queries} queries (a query starts only if the cap can pay for its plan: "
             "the rest are not started, and --resume ranks them later)"
         )

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..results import RankingResult
 from ._common import Query
 
 __all__ = ["to_json", "to_trec"]
 
 
-def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
+def to_json(query: Query, result: RankingResult) -> dict[str, object]:
     """The JSONL record of one ranked query."""
-    record: dict[str, Any] = {
+    record: dict[str, object] = {
         "qid": query.qid,
         "query": query.query,
         "ranking": [

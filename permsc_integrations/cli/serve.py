@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._common import (
     add_backend_arguments,
@@ -19,10 +19,14 @@ from ._common import (
     ranking_flags,
 )
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..serve.config import ServeConfig
+    from ._common import Subparsers
+
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "serve",
         help="serve PSC reranking over HTTP (Cohere's rerank API)",
@@ -115,7 +119,7 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
     # lazy: start-up time (the ranker and its backends load only when serving)
     from ..serve.auth import ENV_KEYS, load_keys
