@@ -107,6 +107,7 @@ def _request_attributes(backend_name: str, options: RankingOptions, items: Any) 
         "permsc.aggregator": _name_of(options.aggregator),
         "permsc.scoring": options.scoring,
         "permsc.window_size": options.window_size,
+        **({"permsc.max_calls": options.max_calls} if options.max_calls is not None else {}),
     }
 
 
@@ -190,11 +191,12 @@ class RankingSpan:
                 self.span.set_attribute("permsc.confidence", confidence)
 
     def _call(self, event: Event, start: int | None) -> None:
-        """The ``chat`` span of one finished sample (a cache hit made no call: no span)."""
+        """The ``chat`` span of one finished sample (a cache hit, or a sample the call budget
+        skipped before its first call, made no call: no span)."""
         usage = event.detail.get("usage") or Usage()
-        if usage.cached_calls and not usage.calls:
-            return
         status = event.detail.get("status")
+        if not usage.calls and (usage.cached_calls or status == "skipped"):
+            return
         self.failed += status in _FAILED
         attributes = {
             "gen_ai.usage.input_tokens": usage.prompt_tokens,

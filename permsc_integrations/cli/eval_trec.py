@@ -188,7 +188,8 @@ def trec(args: argparse.Namespace) -> int:
         return _passages(args, queries, read_qrels(args.qrels))
     spec = backend_spec(args)
     backend = build_backend(args)
-    options = {**call_limits(args, spec, answer_cap(args.window_size)), "scoring": args.scoring}
+    limits = call_limits(args, spec, answer_cap(args.window_size))
+    options = {**limits, "scoring": args.scoring, "max_calls": args.max_calls}
     try:
         report, runs = run_sync(
             aevaluate_trec,

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,7 +42,7 @@ from .errors import HttpError, http_error
 from .metrics import ServeMetrics
 from .openapi import RERANK_PATHS, openapi_document
 from .schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from .scoring import cut_words, order_results, relevance_scores
+from .scoring import SCALES, cut_words, order_results
 
 __all__ = ["create_app"]
 
@@ -63,6 +63,7 @@ class _Service:
 
     def __init__(self, config: ServeConfig, rankers: Mapping[str, Any]) -> None:
         self.config, self.rankers = config, dict(rankers)
+        self.scales = {m.name: SCALES[m.relevance_score] for m in config.models}
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
         self.slow = Tally(on_count=self.metrics.slow_client)  # one log line per 10 s at most
@@ -145,7 +146,8 @@ class _Service:
             self.metrics.count_usage(model, outcome["result"].usage)
             self.metrics.latency.labels(model=model).observe(s)
             self.metrics.requests.labels(route=route, model=model, status="200").inc()
-            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"]))
+            scale = self.scales.get(model, SCALES["win_share"])
+            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"], scale))
         if "error" in outcome:
             failure = outcome["error"]
             self.metrics.count_usage(model, getattr(failure, "usage", None))
@@ -199,11 +201,17 @@ async def _rank(
     return outcome
 
 
-def _answer(req: RerankRequest, texts: list[str], result: Any, kept: list[int]) -> dict[str, Any]:
-    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones); the
-    empty ones follow, score 0, in the order sent."""
+def _answer(
+    req: RerankRequest,
+    texts: list[str],
+    result: Any,
+    kept: list[int],
+    scale: Callable[[Any], tuple[float, ...]],
+) -> dict[str, Any]:
+    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones), each
+    scored on the model's ``scale``; the empty ones follow, score 0, in the order sent."""
     scores = [0.0] * len(texts)
-    for k, share in enumerate(relevance_scores(result)):
+    for k, share in enumerate(scale(result)):
         scores[kept[k]] = share
     order = [kept[k] for k in result.order] + sorted(set(range(len(texts))) - set(kept))
     results = []
