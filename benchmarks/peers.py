@@ -11,7 +11,9 @@ Methods:
 - ``PSC blocks m=M``: ``PSCRanker(num_permutations=M)`` (blocks, Kemeny);
 - ``PSC max_calls=B``: ``PSCRanker(top_k=10, max_calls=B)`` at each peer's own budget,
   B = floor(the peer's mean calls) in that regime (issue 31: the frontier policy's rounds);
-- ``PSC adaptive``: ``PSCRanker(adaptive=True, top_k=10)`` (cap: m = 20's 120 calls).
+- ``PSC adaptive``: ``PSCRanker(adaptive=True, top_k=10)`` (cap: m = 20's 120 calls);
+- ``PSC sliding max_calls=B``: ``strategy="sliding"`` sharing B over its windows (B = 4: the
+  first-stage top 50, as RankGPT's ``rank_end=50``; 9: one pass; 18: two shuffles a window).
 
 PairWise (heapsort, 318-445 sequential calls a query) is left out: m = 20 is above it
 (docs/benchmarks.md "frontier-sim"). Results are cached per (regime, seed, method, query) in
@@ -78,6 +80,8 @@ def fixed_methods(with_peers: bool) -> dict[str, tuple[Ranker, bool]]:
         f"PSC blocks m={m}": (psc(num_permutations=m), True) for m in (1, 2, 5, 20)
     }
     out["PSC adaptive"] = (psc(num_permutations=20, adaptive=True, top_k=10), True)
+    for b in (4, 9, 18):  # sliding windows sharing a budget (below 9: the first-stage head)
+        out[f"PSC sliding max_calls={b}"] = (psc(strategy="sliding", top_k=10, max_calls=b), True)
     if with_peers:
         import _peer_methods
 
@@ -221,7 +225,8 @@ def plot(results: dict[str, dict[str, dict[str, float]]]) -> None:
 
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.2), squeeze=False)
     for ax, (regime, by_method) in zip(axes[0], results.items(), strict=True):
-        for family, style in (("PSC max_calls", "o-"), ("PSC blocks", "s--"), ("", "^")):
+        families = (("PSC max_calls", "o-"), ("PSC blocks", "s--"), ("PSC sliding", "d:"))
+        for family, style in (*families, ("", "^")):
             points = sorted(
                 (r["calls"], r["ndcg"], n)
                 for n, r in by_method.items()

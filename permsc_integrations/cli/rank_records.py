@@ -27,9 +27,9 @@ def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
         "samples": len(result.samples),
         "failed_samples": len(result.failures),
         "usage": result.usage.as_dict(),
-        "head": result.head,
-        "stopped": result.stopped,
     }
+    if result.head is not None:  # what the ranker says (not a row rebuilt from a Ray table)
+        record |= {"head": result.head, "stopped": result.stopped}
     if query.plain:
         record["items"] = [query.items[i] for i in result.order]
     return record
