@@ -43,6 +43,7 @@ __all__ = [
     "check_backend",
     "public_backend_options",
     "usage_dict",
+    "psc_metadata",
     "repr_args",
     "OneRanker",
     "Done",
@@ -148,6 +149,29 @@ def _shown(value: object) -> object:
 def usage_dict(result: RankingResult) -> dict[str, int | float]:
     """A ranking's cost and agreement as plain data (document or node metadata)."""
     return result.usage.as_dict()
+
+
+def psc_metadata(result: RankingResult, item: int, rank: int) -> dict[str, object]:
+    """What both adapters put in an item's ``metadata["psc"]``: its ``rank`` (1-based), the
+    ranking's ``samples``, ``failed``, ``confidence``, ``usage``, ``head`` and ``stopped``, and
+    the item's ``top_probability`` when the result has one (docs/scores.md).
+
+    >>> r = RankingResult((1, 0), (0.5, 1.0), head=2, top_probability=(0.25, 0.75))
+    >>> psc_metadata(r, 1, 1)["top_probability"], psc_metadata(r, 1, 1)["stopped"]
+    (0.75, 'complete')
+    """
+    out: dict[str, object] = {
+        "rank": rank,
+        "samples": len(result.samples),
+        "failed": len(result.failures),
+        "confidence": result.confidence,
+        "usage": usage_dict(result),
+        "head": result.head,
+        "stopped": result.stopped,
+    }
+    if result.top_probability:
+        out["top_probability"] = result.top_probability[item]
+    return out
 
 
 Done = Callable[[str, Usage, "str | None", "Mapping[str, object] | None"], Awaitable[None]]

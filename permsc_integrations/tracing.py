@@ -114,6 +114,7 @@ def _request_attributes(backend_name: str, options: RankingOptions, items: objec
         "permsc.aggregator": _name_of(options.aggregator),
         "permsc.scoring": options.scoring,
         "permsc.window_size": options.window_size,
+        **({"permsc.max_calls": options.max_calls} if options.max_calls is not None else {}),
     }
 
 
@@ -207,12 +208,13 @@ class RankingSpan:
                 self.span.set_attribute("permsc.confidence", confidence)
 
     def _call(self, event: Event, start: int | None) -> None:
-        """The ``chat`` span of one finished sample (a cache hit made no call: no span)."""
+        """The ``chat`` span of one finished sample (a cache hit, or a sample the call budget
+        skipped before its first call, made no call: no span)."""
         usage = event.detail.get("usage")
         usage = usage if isinstance(usage, Usage) else Usage()
-        if usage.cached_calls and not usage.calls:
-            return
         status = event.detail.get("status")
+        if not usage.calls and (usage.cached_calls or status == "skipped"):
+            return
         self.failed += status in _FAILED
         attempts, retries = event.detail.get("attempts", 1), event.detail.get("retries", 0)
         attributes: Attributes = {

@@ -40,7 +40,7 @@ __all__ = ["add_parser", "run", "demo_query"]
 DEMO_PERMUTATIONS = 6
 
 
-DEMO_FLAGS = ("num_permutations", "aggregator", "prompt", "scoring", "seed")
+DEMO_FLAGS = ("num_permutations", "aggregator", "prompt", "scoring", "seed", "max_calls")
 """The ranking options the demo takes (from the declaration); the rest keep their defaults."""
 
 

@@ -4,8 +4,10 @@ Calls come from the strategy's plan (``RankingOptions.plan``: its rounds, each w
 and calls). They count the prompts sent when every answer is read the first time: re-asks and
 retries come on top and cache hits are not calls, so the count is exact only for a fixed m and
 a model that always answers well; with adaptive m it is a range (each round stops between its
-first stable wave and m). Tokens are approximate: characters / 4 of the rendered prompts, no
-tokenizer needed, counted at the most calls, as are the cost and the caps. With ``--prices``
+first stable wave and m). With ``--max-calls`` it is the strategy's plan within the budget, an
+upper bound: re-asks and retries never take a query past it, they leave prompts unsent.
+Tokens are approximate: characters / 4 of the rendered prompts, no tokenizer needed, counted
+at the most calls, as are the cost and the caps. With ``--prices``
 the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says how many queries a
 cap would stop (request) or allow (ranker).
 
@@ -146,13 +148,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         calls = f"{total.calls}" if exact else f"{total.min_calls}..{total.calls}"
         stops = "" if exact else "adaptive m: a round stops between its first stable wave and m; "
+        budget = "" if options.max_calls is None else f", max_calls={options.max_calls}: at most"
         say(f"queries:           {total.queries} ({bad} bad lines skipped)")
         say(f"items:             {total.items}")
         say(f"strategy:          {strategy}")
         say(f"rounds:            {total.rounds} (PSC windows and blocks rounds)")
         say(
-            f"calls:             {calls} (m={options.num_permutations}; {stops}every answer read "
-            "the first time: re-asks and retries come on top, cache hits are not calls)"
+            f"calls:             {calls} (m={options.num_permutations}{budget}; {stops}every "
+            "answer read the first time: re-asks and retries come on top, cache hits are not "
+            "calls)"
         )
         say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
         say(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")

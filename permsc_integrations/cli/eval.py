@@ -55,6 +55,7 @@ RANKING_FLAGS = (
     "window_size",
     "step",
     "scoring",
+    "max_calls",
 )
 """The ranking options ``permsc eval`` takes as flags: ``permsc rank``'s flags (names, help,
 types and defaults from :class:`~permsc_integrations.options.RankingOptions`), parsed with
@@ -71,6 +72,7 @@ USE = """how eval uses the ranking flags (declared once; the same as in 'permsc 
                       window of --depth passages, and with --scoring first_token the block
                       size each order is cut into; sorting: one window per list
   --max-words         trec --samples: passage truncation in words
+  --max-calls         model calls per list (sorting) or query (trec) at most
 """
 
 
@@ -250,6 +252,11 @@ def _bias_map(args: argparse.Namespace, lists: list[ListSamples], backend_name: 
     bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
 
 
+def _shared(args: argparse.Namespace) -> RankingKeywords:
+    """The ranking flags every task passes to its rankers as they are."""
+    return {"scoring": args.scoring, "max_calls": args.max_calls}
+
+
 def sorting_max_tokens(n_items: int) -> int:
     """A local model's answer cap for a sorting list of ``n_items`` (about 10 tokens an item)."""
     return 12 + 10 * n_items
@@ -260,10 +267,7 @@ def _sorting(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     backend = build_backend(args)
     n = max(len(e.items) for e in dataset.examples)
-    options: RankingKeywords = {
-        **call_limits(args, spec, sorting_max_tokens(n)),
-        "scoring": args.scoring,
-    }
+    options: RankingKeywords = {**call_limits(args, spec, sorting_max_tokens(n)), **_shared(args)}
     reports, collected = [], []
     try:
         for temperature in args.temperature:

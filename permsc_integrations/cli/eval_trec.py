@@ -199,6 +199,7 @@ def trec(args: argparse.Namespace) -> int:
     options: RankingKeywords = {
         **call_limits(args, spec, answer_cap(args.window_size)),
         "scoring": args.scoring,
+        "max_calls": args.max_calls,
     }
     try:
         report, runs = run_sync(

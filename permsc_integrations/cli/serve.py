@@ -45,6 +45,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free)")
     s.add_argument("--config", help="TOML file of named models ([models.NAME] tables)")
     s.add_argument("--name", default="permsc", help="the model name the flags' model answers to")
+    s.add_argument(
+        "--relevance-score",
+        default="win_share",
+        choices=("win_share", "top_probability"),
+        help="the scale of the flags' model's scores: pairwise win share (default) or each "
+        "document's probability of the top k (needs --top-k or --max-calls; docs/scores.md)",
+    )
     s.add_argument("--api-key-file", help="client keys, one a line (also: PERMSC_API_KEYS)")
     s.add_argument(
         "--allow-unauthenticated",
@@ -131,7 +138,12 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         spec = backend_spec(args)
         models = (
             ModelConfig(
-                args.name, spec, ranker_options(args, spec), args.base_url, device=args.device
+                args.name,
+                spec,
+                ranker_options(args, spec),
+                args.base_url,
+                device=args.device,
+                relevance_score=args.relevance_score,
             ),
         )
     limits = Limits(

@@ -42,6 +42,7 @@ from ..errors import ConfigurationError
 from ..serve.auth import KeyRing, Unauthorized
 from ..serve.config import Limits, ServeConfig
 from ..serve.run import serve
+from ..serve.scoring import SCALES
 from .tool import BUDGETS, RerankResult, RerankTool, ToolError
 
 __all__ = ["build_server", "http_app", "serve_mcp", "TRANSPORTS", "DESCRIPTION"]
@@ -172,7 +173,8 @@ def _tool(config: ServeConfig, model: str | None) -> RerankTool:
     if chosen is None:
         raise ConfigurationError(f"unknown model {model!r}; configured: {', '.join(models)}")
     secrets = (*config.keys, os.environ.get(chosen.api_key_env) if chosen.api_key_env else None)
-    return RerankTool(chosen.build(), chosen.name, secrets=secrets)
+    scale = SCALES[chosen.relevance_score]
+    return RerankTool(chosen.build(), chosen.name, secrets=secrets, scale=scale)
 
 
 async def _stdio(config: ServeConfig, model: str | None) -> None:

@@ -42,7 +42,7 @@ from .errors import HttpError, http_error
 from .metrics import ServeMetrics
 from .openapi import RERANK_PATHS, openapi_document
 from .schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from .scoring import cut_words, order_results, relevance_scores
+from .scoring import SCALES, cut_words, order_results
 
 if TYPE_CHECKING:  # built by ServeConfig's models
     from ..ranker import PSCRanker
@@ -75,6 +75,7 @@ class _Service:
 
     def __init__(self, config: ServeConfig, rankers: Mapping[str, PSCRanker]) -> None:
         self.config, self.rankers = config, dict(rankers)
+        self.scales = {m.name: SCALES[m.relevance_score] for m in config.models}
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
         self.slow = Tally(on_count=self.metrics.slow_client)  # one log line per 10 s at most
@@ -163,7 +164,8 @@ class _Service:
             self.metrics.count_usage(model, outcome["result"].usage)
             self.metrics.latency.labels(model=model).observe(s)
             self.metrics.requests.labels(route=route, model=model, status="200").inc()
-            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"]))
+            scale = self.scales.get(model, SCALES["win_share"])
+            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"], scale))
         if "error" in outcome:
             failure = outcome["error"]
             self.metrics.count_usage(model, getattr(failure, "usage", None))
@@ -218,12 +220,16 @@ async def _rank(
 
 
 def _answer(
-    req: RerankRequest, texts: list[str], result: RankingResult, kept: list[int]
+    req: RerankRequest,
+    texts: list[str],
+    result: RankingResult,
+    kept: list[int],
+    scale: Callable[[RankingResult], tuple[float, ...]],
 ) -> dict[str, object]:
-    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones); the
-    empty ones follow, score 0, in the order sent."""
+    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones), each
+    scored on the model's ``scale``; the empty ones follow, score 0, in the order sent."""
     scores = [0.0] * len(texts)
-    for k, share in enumerate(relevance_scores(result)):
+    for k, share in enumerate(scale(result)):
         scores[kept[k]] = share
     order = [kept[k] for k in result.order] + sorted(set(range(len(texts))) - set(kept))
     results = []
