@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -132,17 +133,33 @@ def _close(reaper: subprocess.Popen[bytes]) -> None:
 
 def reap_marked() -> None:
     """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
-    environment holds the token given as its argument."""
+    environment holds the token given as its argument, sweeping again until a sweep finds
+    none (a node agent killed mid-fork leaves a child the sweep before did not list)."""
     sys.stdin.buffer.read()
     mark = f"{_MARK}={sys.argv[1]}".encode()
+    for _ in range(_SWEEPS):
+        if not _kill_marked(mark):
+            return
+        time.sleep(0.05)
+
+
+_SWEEPS = 200
+"""At most this many sweeps (10 s and more): a fork loop cannot hold the reaper forever."""
+
+
+def _kill_marked(mark: bytes) -> int:
+    """SIGKILL the processes whose environment holds ``mark``; how many were found."""
+    found = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if mark in (entry / "environ").read_bytes().split(b"\0"):
+                found += 1
                 os.kill(int(entry.name), signal.SIGKILL)
         except OSError:  # gone, or not ours
             continue
+    return found
 
 
 def rank_queries_on_ray(
