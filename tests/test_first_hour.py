@@ -76,7 +76,7 @@ def test_identical_failures_are_grouped_with_a_count(tmp_path, capsys, closed_po
     notes = [n for n in many.value.__notes__ if "other requests" in n]
     assert len(notes) == 1 and "3 x InsufficientSamplesError" in notes[0]
     path = tmp_path / "q.jsonl"
-    path.write_text('{"qid": "1", "query": "q", "items": ["a", "b"]}\n')
+    path.write_text('{"qid": "1", "query": "q", "items": ["a", "b", "c", "d"]}\n')  # 24 orders
     assert main(["rank", "-i", str(path), "--backend", "openai:m", "--base-url", url]) == 2
     failed = [line for line in capsys.readouterr().err.splitlines() if "query 1 failed" in line]
     assert len(failed) == 1 and "20 x BackendConnectionError" in failed[0]
