@@ -141,7 +141,8 @@ def actor_options(
 class RankedRow:
     """One row's ranking as plain values, what an actor sends back: ``key`` names the row,
     ``order`` indexes its items best first; a failed row has ``error`` set, its ranking fields
-    None, and ``usage`` still says what it spent."""
+    None, and ``usage`` still says what it spent. ``head``, ``stopped`` and ``top_probability``
+    are the result's (the CLI writes them; :func:`rank_dataset`'s columns leave them out)."""
 
     key: object
     order: tuple[int, ...] | None
@@ -151,6 +152,9 @@ class RankedRow:
     failed_samples: int | None
     usage: dict[str, int]
     error: str | None
+    head: int | None = None
+    stopped: str = "complete"
+    top_probability: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, key: object, outcome: RankingResult | Exception) -> RankedRow:
@@ -168,6 +172,9 @@ class RankedRow:
             len(outcome.failures),
             spent,
             None,
+            outcome.head,
+            outcome.stopped,
+            tuple(outcome.top_probability),
         )
 
     @classmethod

@@ -112,9 +112,10 @@ def test_one_ranker_from_sync_threads_and_event_loops_at_once(scripted_server, u
 
     async def once_two_arrived(request) -> Reply:  # the cap, reached
         await until(lambda: server.max_in_flight >= 2)
-        return Reply("[2] > [1] > [3]")
+        return Reply("[2] > [1] > [3] > [4]")
 
     server = scripted_server(once_two_arrived)
+    items4 = ["a", "b", "c", "d"]  # 24 orders: the 8 shuffles are 8 distinct calls
     ranker = PSCRanker(
         "openai:m",
         num_permutations=8,
@@ -129,11 +130,11 @@ def test_one_ranker_from_sync_threads_and_event_loops_at_once(scripted_server, u
             results.append(order)
 
     def sync_caller() -> None:
-        keep(ranker.rank("q", ["a", "b", "c"]).order)
+        keep(ranker.rank("q", items4).order)
 
     def async_caller() -> None:
         async def main() -> None:
-            keep((await ranker.arank("q", ["a", "b", "c"])).order)
+            keep((await ranker.arank("q", items4)).order)
 
         asyncio.run(main())
 

@@ -61,11 +61,14 @@ def _record(key: str, qid: str, row: RankedRow) -> str:
         "failed_samples": row.failed_samples,
         "usage": row.usage,
         "error": row.error,
+        "head": row.head,
+        "stopped": row.stopped,
+        "top_probability": list(row.top_probability),
     }
     return json.dumps(fields, ensure_ascii=False) + "\n"
 
 
-class _Ranked(TypedDict):
+class _RankedFields(TypedDict):
     """A journal line of a ranked row (``error`` None)."""
 
     qid: str
@@ -77,6 +80,14 @@ class _Ranked(TypedDict):
     failed_samples: int
     usage: dict[str, int]
     error: None
+
+
+class _Ranked(_RankedFields, total=False):
+    """A ranked row's journal line (journals written before these three lack them)."""
+
+    head: int | None
+    stopped: str
+    top_probability: list[float]
 
 
 def _ranked_row(record: _Ranked) -> RankedRow:
@@ -92,6 +103,9 @@ def _ranked_row(record: _Ranked) -> RankedRow:
         int(record["failed_samples"]),
         {k: int(v) for k, v in record["usage"].items()},
         None,
+        record.get("head"),
+        record.get("stopped", "complete"),
+        tuple(record.get("top_probability", ())),
     )
 
 

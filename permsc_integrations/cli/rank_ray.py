@@ -60,7 +60,16 @@ def job_options(args: argparse.Namespace, opts: RankingKeywords) -> RankingKeywo
 def _result(row: RankedRow) -> RankingResult:
     order = tuple(row.order or ())
     usage = Usage(**row.usage)
-    return RankingResult(order, scores_from_order(order), (), float(row.confidence or 0), usage)
+    return RankingResult(
+        order,
+        scores_from_order(order),
+        (),
+        float(row.confidence or 0),
+        usage,
+        top_probability=row.top_probability,
+        head=row.head,
+        stopped=row.stopped,
+    )
 
 
 @contextmanager
