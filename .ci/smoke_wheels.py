@@ -88,7 +88,7 @@ def check_default_aggregator_exact() -> None:
     README says (issue 26: without highspy it fell back to local search)."""
     import random
 
-    from permsc_integrations.aggregators.kemeny import kemeny_solve
+    from permsc_integrations.aggregators._kemeny import kemeny_solve
 
     rng = random.Random(0)
     rankings = [rng.sample(range(30), 30) for _ in range(20)]

@@ -21,8 +21,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from permsc_integrations.testing import SimulatedJudge
-from permsc_integrations.testing.judge_prompts import count_tokens
-from permsc_integrations.testing.responders import ChatRequest, Reply
+from permsc_integrations.testing._judge_prompts import count_tokens
+from permsc_integrations.testing._responders import ChatRequest, Reply
 
 MODEL = "openai/judge"
 

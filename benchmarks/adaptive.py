@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker, aggregate  # noqa: E402
-from permsc_integrations.adaptive import Adaptive, waves  # noqa: E402
-from permsc_integrations.eval.datasets import kendall_tau_b  # noqa: E402
-from permsc_integrations.eval.report import bootstrap_ci  # noqa: E402
-from permsc_integrations.eval.samples import read_samples  # noqa: E402
+from permsc_integrations._adaptive import Adaptive, waves  # noqa: E402
+from permsc_integrations.eval._datasets import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval._report import bootstrap_ci  # noqa: E402
+from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_distance, kendall_tau  # noqa: E402
 from permsc_integrations.testing import (  # noqa: E402
     ChatRequest,

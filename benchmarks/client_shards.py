@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 from strategies import items, server_process  # noqa: E402
 
-import permsc_integrations.backends.openai.backend as openai_backend  # noqa: E402
+import permsc_integrations.backends.openai._backend as openai_backend  # noqa: E402
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.strategies import Blocks  # noqa: E402
 

@@ -19,7 +19,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from .checks import at_least, integer
+from ._checks import at_least, integer
 from .errors import InvalidRankingError
 
 __all__ = [

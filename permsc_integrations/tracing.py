@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence, Sized
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from .events import Event, EventHook, emit
-from .items import normalize_items
-from .options import RankingOptions
+from ._events import Event, EventHook, emit
+from ._items import normalize_items
+from ._options import RankingOptions
 from .results import Usage
 
 if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the application traces

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankingOptions
+from permsc_integrations._run.breaker import Breaker
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendTimeoutError,
@@ -19,7 +20,6 @@ from permsc_integrations.errors import (
     ModelNotFoundError,
     QuotaExceededError,
 )
-from permsc_integrations.run.breaker import Breaker
 from permsc_integrations.testing import Fault, Reply, ScriptedBackend, oracle_responder
 
 pytestmark = pytest.mark.timeout(60)

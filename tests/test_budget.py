@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 
 from permsc_integrations import ConfigurationError, PSCRanker, RankingOptions, RetryPolicy
+from permsc_integrations._run.sampling import REASK
 from permsc_integrations.results import ParseStatus
-from permsc_integrations.run.sampling import REASK
 from permsc_integrations.testing import Fault, Reply, best_first, shown_passages
 
 pytest.importorskip("openai")

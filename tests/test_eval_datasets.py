@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.eval.datasets import (
+from permsc_integrations.eval._datasets import (
     SortingExample,
     default_data_dir,
     kendall_tau_b,
@@ -19,7 +19,7 @@ from permsc_integrations.eval.datasets import (
     load_wordsort,
     split_sentences,
 )
-from permsc_integrations.eval.generators import generate_mathsort, generate_wordsort
+from permsc_integrations.eval._generators import generate_mathsort, generate_wordsort
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "mathsort.tsv").is_file(), reason="perm-sc data absent")

@@ -15,6 +15,8 @@ import anyio
 import pytest
 
 from permsc_integrations import MemoryCache, PSCRanker, RankRequest
+from permsc_integrations._events import Event
+from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.base import Completion
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -24,8 +26,6 @@ from permsc_integrations.errors import (
     InsufficientSamplesError,
     ModelNotFoundError,
 )
-from permsc_integrations.events import Event
-from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.testing import Fault, Reply, oracle_responder, shown_passages
 
 pytest.importorskip("openai")

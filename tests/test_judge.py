@@ -13,7 +13,7 @@ from permsc_integrations import PSCRanker, testing
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.permutations import to_original
 from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts.first_token import first_token_prompt
+from permsc_integrations.prompts._first_token import first_token_prompt
 from permsc_integrations.testing import (
     REGIMES,
     JudgeParams,
@@ -22,7 +22,7 @@ from permsc_integrations.testing import (
     hide,
     strip_markers,
 )
-from permsc_integrations.testing.judge_prompts import count_tokens
+from permsc_integrations.testing._judge_prompts import count_tokens
 
 pytestmark = pytest.mark.timeout(60)
 

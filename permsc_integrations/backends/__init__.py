@@ -18,10 +18,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 
-from ..checks import unknown_option
+from .._checks import unknown_option
+from .._redaction import refuse_masked
+from .._registry import Registry
 from ..errors import ConfigurationError
-from ..redaction import refuse_masked
-from ..registry import Registry
 from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
 
 __all__ = [
@@ -47,8 +47,8 @@ _registry: Registry[BackendFactory] = Registry(
     {
         "openai": "permsc_integrations.backends.openai:OpenAIBackend",
         "transformers": "permsc_integrations.backends.local.transformers:TransformersBackend",
-        "llamacpp": "permsc_integrations.backends.local.llamacpp:LlamaCppBackend",
-        "embedded": "permsc_integrations.backends.local.embedded:embedded_backend",
+        "llamacpp": "permsc_integrations.backends.local._llamacpp:LlamaCppBackend",
+        "embedded": "permsc_integrations.backends.local._embedded:embedded_backend",
     },
     normalize=lambda name: name.strip().lower(),
 )

@@ -11,8 +11,8 @@ Example:
 
 from __future__ import annotations
 
-from .bias import BiasMap, bias_map
-from .datasets import (
+from ._bias import BiasMap, bias_map
+from ._datasets import (
     SortingDataset,
     SortingExample,
     kendall_tau_b,
@@ -21,9 +21,9 @@ from .datasets import (
     load_sorting,
     load_wordsort,
 )
-from .generators import generate_mathsort, generate_wordsort
-from .report import EvalReport
-from .runner import (
+from ._generators import generate_mathsort, generate_wordsort
+from ._report import EvalReport
+from ._runner import (
     AGGREGATORS,
     ListSamples,
     acollect_samples,
@@ -34,7 +34,7 @@ from .runner import (
     score_runs,
     score_sorting,
 )
-from .trec import read_candidates, read_qrels, read_run, read_topics, write_run
+from ._trec import read_candidates, read_qrels, read_run, read_topics, write_run
 
 __all__ = [
     "AGGREGATORS",

@@ -23,10 +23,10 @@ Example:
     ('[2] > [1]', 1)
 """
 
-from .backend import ScriptedBackend
-from .judge import REGIMES, JudgeParams, JudgeStats, SimulatedJudge
-from .judge_prompts import hidden_keys, hide, strip_markers
-from .responders import (
+from ._backend import ScriptedBackend
+from ._judge import REGIMES, JudgeParams, JudgeStats, SimulatedJudge
+from ._judge_prompts import hidden_keys, hide, strip_markers
+from ._responders import (
     ChatRequest,
     Fault,
     Reply,
@@ -41,7 +41,7 @@ from .responders import (
     sequence,
     shown_passages,
 )
-from .server import ScriptedOpenAIServer
+from ._server import ScriptedOpenAIServer
 
 __all__ = [
     "ChatRequest",

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ...checks import at_least
+from ..._checks import at_least
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from .gguf_cache import load_gguf
-from .logits import CausalLM, chat_text, score_chunk
-from .repetition import LoopStop
+from ._gguf_cache import load_gguf
+from ._logits import CausalLM, chat_text, score_chunk
+from ._repetition import LoopStop
 
 if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
     from torch import Tensor

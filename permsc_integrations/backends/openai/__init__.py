@@ -5,8 +5,8 @@
 (it was one module before the backends were split into folders).
 """
 
-from ..http_errors import map_openai_error
-from .backend import OpenAIBackend
-from .chat_json import completion_from_json
+from .._http_errors import map_openai_error
+from ._backend import OpenAIBackend
+from ._chat_json import completion_from_json
 
 __all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]
