@@ -117,7 +117,8 @@ def core_errors(base_url: str) -> None:
     """The SDK's errors become the library's typed errors (a 429 is retried, a refused
     connection is a BackendConnectionError)."""
     from permsc_integrations import BackendConnectionError, GenerationSettings, PSCRanker
-    from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
+    from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder, sequence
+    from permsc_integrations.testing._responders import Fault
 
     responder = sequence(Fault.status(429, retry_after=0), then=oracle_responder(RELEVANCE.get))
     with (

@@ -33,12 +33,8 @@ from permsc_integrations.eval._datasets import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval._report import bootstrap_ci  # noqa: E402
 from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_distance, kendall_tau  # noqa: E402
-from permsc_integrations.testing import (  # noqa: E402
-    ChatRequest,
-    ScriptedOpenAIServer,
-    noisy_responder,
-    shown_passages,
-)
+from permsc_integrations.testing import ScriptedOpenAIServer, noisy_responder  # noqa: E402
+from permsc_integrations.testing._responders import ChatRequest, shown_passages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = 20

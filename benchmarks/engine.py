@@ -31,7 +31,7 @@ from _report import write_section
 
 from permsc_integrations import PSCRanker
 from permsc_integrations._ranker import RankRequest
-from permsc_integrations.backends import GenerationSettings
+from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.prompts import get_prompt
 

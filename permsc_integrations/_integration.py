@@ -259,9 +259,9 @@ class OneRanker:
             return self._ranker
 
     def _keep_meter(self, ranker: PSCRanker) -> None:
-        old, new = self._meter, getattr(ranker, "meter", None)
+        old, new = self._meter, getattr(ranker, "_meter", None)
         if old is not None and new is not None and (old.cap, old.prices) == (new.cap, new.prices):
-            ranker.meter = old
+            ranker._meter = old  # the one write into a ranker's parts: its cap carries over
         else:
             self._meter = new
 

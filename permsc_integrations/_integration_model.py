@@ -219,7 +219,7 @@ class AdapterModel(BaseModel):
         fields = type(self).model_fields
         refuse_unknown(data, fields)  # before an adapter's defaults (LlamaIndex's Settings.llm)
         with typed_errors(fields):
-            super().__init__(**type(self)._given(data))
+            super().__init__(**self._given(data))
 
     @model_validator(mode="after")
     def _validated(self) -> AdapterModel:

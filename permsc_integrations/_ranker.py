@@ -100,10 +100,10 @@ class PSCRanker:
         check_backend_options(backend, o.backend_options)
         self.backend = resolve_backend(backend, **o.backend_options)
         self.on_event = on_event
-        self.limiter = CallLimiter(o.max_concurrency)
-        self.breaker = Breaker(o.breaker_cooldown)
-        self.meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
-        self.engine = Engine.build(o, self.backend, limiter=self.limiter, breaker=self.breaker)
+        self._limiter = CallLimiter(o.max_concurrency)
+        self._breaker = Breaker(o.breaker_cooldown)
+        self._meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
+        self._engine = Engine.build(o, self.backend, limiter=self._limiter, breaker=self._breaker)
         self._built = True  # from here on, __setattr__ refuses what the ranker would ignore
 
     def _set(self, name: str, value: object) -> None:
@@ -148,16 +148,16 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         hooks = (self.on_event, on_event)
-        plan = self.engine.strategy.plan(len(texts), self.options)
+        plan = self._engine.strategy.plan(len(texts), self.options)
         need = functools.partial(
-            planned_tokens, plan, functools.partial(self.engine.prompt.render, query), texts
+            planned_tokens, plan, functools.partial(self._engine.prompt.render, query), texts
         )
         try:  # a ranker's cap first holds what the plan needs (_admission.py), or refuses
-            async with admitted(self.meter, (plan.calls.low, plan.calls.high), need) as hold:
-                state = self.engine.open(
+            async with admitted(self._meter, (plan.calls.low, plan.calls.high), need) as hold:
+                state = self._engine.open(
                     query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold
                 )
-                return await _run(self.engine, state)
+                return await _run(self._engine, state)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -167,7 +167,7 @@ class PSCRanker:
     def spent(self) -> Usage | None:
         """What the ranker has spent against ``ranker_cap`` (None without one): calls sent
         and tokens reported by every request, thread and loop, with ``cost`` if priced."""
-        return self.meter.spent if self.meter is not None else None
+        return self._meter.spent if self._meter is not None else None
 
     def rank(
         self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None
@@ -269,7 +269,7 @@ class PSCRanker:
     def reset_breaker(self) -> None:
         """Let calls go out again after a fatal error (a bad key, say) has been fixed; a
         cause that recovers by itself (a quota) is probed after ``breaker_cooldown``."""
-        self.breaker.reset()
+        self._breaker.reset()
 
     async def aclose(self) -> None:
         """Close the backend if this ranker created it from a spec string."""
@@ -293,9 +293,10 @@ class PSCRanker:
         self.close()
 
 
-_SETTABLE = frozenset({"on_event", "meter"})
-"""What a built ranker reads on every request, so that setting it is honoured: its event hook,
-and the spending meter of ``ranker_cap`` (an adapter hands a rebuilt ranker the old one's)."""
+_SETTABLE = frozenset({"on_event"})
+"""What a built ranker reads on every request, so that setting it is honoured: its event hook.
+Its parts (``_engine``, ``_limiter``, ``_breaker``, ``_meter``: the spending meter of
+``ranker_cap``, which an adapter hands a rebuilt ranker) are private."""
 
 
 def _refusal(ranker: PSCRanker, name: str) -> str:

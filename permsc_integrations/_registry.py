@@ -36,7 +36,7 @@ class Registry(Generic[T]):
         self,
         kind: str,
         group: str,
-        builtin: Mapping[str, str],
+        builtin: Mapping[str, T | str],
         *,
         normalize: Callable[[str], str] = str.strip,
     ) -> None:
@@ -72,6 +72,4 @@ class Registry(Generic[T]):
 
     def copy(self) -> Registry[T]:
         """An independent copy that scans entry points afresh (for tests and sandboxes)."""
-        clone: Registry[T] = Registry(self.kind, self.group, {}, normalize=self._normalize)
-        clone._entries = dict(self._entries)
-        return clone
+        return Registry(self.kind, self.group, self._entries, normalize=self._normalize)

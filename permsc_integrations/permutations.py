@@ -22,14 +22,7 @@ from collections.abc import Sequence
 from ._checks import at_least, integer
 from .errors import InvalidRankingError
 
-__all__ = [
-    "sample_permutations",
-    "distinct_permutations",
-    "distinct_count",
-    "cut_blocks",
-    "to_original",
-    "invert",
-]
+__all__ = ["sample_permutations", "to_original", "invert", "distinct_permutations"]
 
 
 def sample_permutations(

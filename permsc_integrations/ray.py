@@ -55,17 +55,7 @@ if TYPE_CHECKING:  # optional dependencies (the ray extra), imported where used
     from ._option_keywords import RankingKeywords
     from .backends.base import Backend
 
-__all__ = [
-    "rank_dataset",
-    "split_budget",
-    "actor_options",
-    "ray_module",
-    "exit_with_parent",
-    "RankedRow",
-    "RowRanker",
-    "RESULT_COLUMNS",
-    "USAGE_FIELDS",
-]
+__all__ = ["rank_dataset"]
 
 RESULT_COLUMNS = ("order", "scores", "confidence", "samples", "failed_samples", "usage", "error")
 """The columns :func:`rank_dataset` adds (an input column of one of these names is refused)."""

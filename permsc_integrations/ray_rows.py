@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
 
     from ray import ObjectRef, ObjectRefGenerator
 
-__all__ = ["rank_rows", "Watchdog", "ROW_LOSSES", "INIT_FAILURES"]
+__all__ = ["rank_rows"]
 
 _Row = tuple[int, str, Sequence[object]]  # (position, query, items): what an actor ranks
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the applicati
 
     Attributes = dict[str, AttributeValue]
 
-__all__ = ["RankingSpan", "CAPTURE_CONTENT_ENV", "reported_top_n", "model_of", "tracer"]
+__all__ = ["reported_top_n"]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _PROVIDERS = {"openai": "openai"}  # backend kind -> gen_ai.provider.name, where one is known

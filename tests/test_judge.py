@@ -14,15 +14,8 @@ from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.permutations import to_original
 from permsc_integrations.prompts import get_prompt
 from permsc_integrations.prompts._first_token import first_token_prompt
-from permsc_integrations.testing import (
-    REGIMES,
-    JudgeParams,
-    SimulatedJudge,
-    hidden_keys,
-    hide,
-    strip_markers,
-)
-from permsc_integrations.testing._judge_prompts import count_tokens
+from permsc_integrations.testing import REGIMES, JudgeParams, SimulatedJudge, hidden_keys
+from permsc_integrations.testing._judge_prompts import count_tokens, hide, strip_markers
 
 pytestmark = pytest.mark.timeout(60)
 

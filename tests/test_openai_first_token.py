@@ -8,9 +8,12 @@ import math
 import anyio
 import pytest
 
-from permsc_integrations.backends import GenerationSettings
 from permsc_integrations.backends._logprobs import label_probabilities
-from permsc_integrations.backends.base import FirstTokenBackend, LabelProbabilities
+from permsc_integrations.backends.base import (
+    FirstTokenBackend,
+    GenerationSettings,
+    LabelProbabilities,
+)
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -20,7 +23,8 @@ from permsc_integrations.errors import (
     LogprobsUnavailableError,
     RateLimitError,
 )
-from permsc_integrations.testing import Fault, Reply, sequence
+from permsc_integrations.testing import Reply, sequence
+from permsc_integrations.testing._responders import Fault
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -119,7 +119,7 @@ def test_options_object_and_keywords_combine() -> None:
     base = RankingOptions(num_permutations=4, seed=7)
     ranker = PSCRanker(Answers(), options=base, seed=8)
     assert ranker.options == dataclasses.replace(base, seed=8)
-    assert ranker.engine.options.num_permutations == 4
+    assert ranker._engine.options.num_permutations == 4
     with pytest.raises(ConfigurationError, match="RankingOptions"):
         PSCRanker(Answers(), options={"num_permutations": 4})
 

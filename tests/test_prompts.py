@@ -30,8 +30,8 @@ from permsc_integrations.prompts import (
     available_prompts,
     get_prompt,
     register_prompt,
-    truncate_words,
 )
+from permsc_integrations.prompts._truncate import truncate_words
 from permsc_integrations.results import ParsedAnswer
 
 RANKGPT_SYSTEM = (

@@ -11,15 +11,17 @@ import pytest
 
 from permsc_integrations.prompts import get_prompt
 from permsc_integrations.testing import (
-    ChatRequest,
-    Fault,
     Reply,
     ScriptedOpenAIServer,
     first_token_responder,
-    labelled_items,
     noisy_responder,
     oracle_responder,
     sequence,
+)
+from permsc_integrations.testing._responders import (
+    ChatRequest,
+    Fault,
+    labelled_items,
     shown_passages,
 )
 

@@ -10,8 +10,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from permsc_integrations.backends import BatchBackend, resolve_backend  # noqa: E402
-from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
+from permsc_integrations.backends import resolve_backend  # noqa: E402
+from permsc_integrations.backends.base import (
+    BatchBackend,  # noqa: E402
+    GenerationSettings,  # noqa: E402
+)
 from permsc_integrations.backends.local._embedded import embedded_backend, embedded_model_path  # noqa: E402
 from permsc_integrations.backends.local.transformers import (  # noqa: E402
     _MODELS,

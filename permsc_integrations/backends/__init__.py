@@ -22,19 +22,9 @@ from .._checks import unknown_option
 from .._redaction import refuse_masked
 from .._registry import Registry
 from ..errors import ConfigurationError
-from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
+from .base import Backend
 
-__all__ = [
-    "Backend",
-    "BatchBackend",
-    "Completion",
-    "GenerationSettings",
-    "Message",
-    "register",
-    "available",
-    "resolve_backend",
-    "check_backend_options",
-]
+__all__ = ["register", "available", "resolve_backend"]
 
 ENTRY_POINT_GROUP = "permsc_integrations.backends"
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ..errors import PermscError
 from ._common import one_line, report, show_model_progress
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main"]
 
 _SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve", "mcp")
 

@@ -26,7 +26,10 @@ import anyio
 
 from .._options import RankingOptions
 from .._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
+from .._run.engine import Engine
+from .._run.limiter import CallLimiter
 from .._run.request import RequestRun
+from .._spending import Meter
 from ..aggregators import aggregate
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
@@ -58,15 +61,26 @@ async def _one(ranker: PSCRanker, q: Query, m: int) -> ListSamples:
     return collected(example, result.samples, q.query)
 
 
-async def _blocks(ranker: PSCRanker, q: Query, window: int, skip: int) -> ListSamples:
+Parts = tuple[Engine, Meter | None]
+
+
+def _parts(ranker: PSCRanker) -> Parts:
+    """An engine (and the ``ranker_cap`` meter) over the ranker's options and backend, for
+    the rounds drawn outside ``arank``: one query at a time, so a limiter of its own."""
+    o = ranker.options
+    meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
+    return Engine.build(o, ranker.backend, limiter=CallLimiter(o.max_concurrency)), meter
+
+
+async def _blocks(parts: Parts, q: Query, window: int, skip: int) -> ListSamples:
     """The m orders (the first-stage order first) but the first ``skip`` (drawn before), each
     cut into blocks of at most ``window`` passages, one call a block; every block is one
     saved sample (a round of the ranker's request: its limits, seed and events)."""
     example = _example(q)
     texts = list(example.items)
     inside = tuple(range(len(texts)))
-    engine = ranker.engine
-    state = engine.open(q.query, texts, request_id=q.qid, ranker_meter=ranker.meter)
+    engine, meter = parts
+    state = engine.open(q.query, texts, request_id=q.qid, ranker_meter=meter)
     seed = state.seed_for(inside, "blocks")
     m = engine.options.num_permutations
     perms = sample_permutations(len(texts), m, seed=seed, include_identity=True)[skip:]
@@ -90,7 +104,7 @@ def _joined(a: ListSamples, b: ListSamples) -> ListSamples:
 
 
 async def _topped_up(
-    ranker: PSCRanker,
+    parts: Parts,
     q: Query,
     m: int,
     window: int,
@@ -103,16 +117,15 @@ async def _topped_up(
     drawn = len(have.rankings) // per_order if have is not None else 0
     if drawn >= m and have is not None:
         return have
-    new = await _blocks(ranker, q, window, drawn)
+    new = await _blocks(parts, q, window, drawn)
     if log is not None:
         log.write(new, index, start=len(have.rankings) if have is not None else 0)
     return new if have is None else _joined(have, new)
 
 
-async def _record_priors(ranker: PSCRanker, log: SampleLog, sizes: set[int]) -> None:
+async def _record_priors(engine: Engine, log: SampleLog, sizes: set[int]) -> None:
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
-        engine = ranker.engine
         settings = engine.options.generation
         prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=settings)
         log.write_prior(
@@ -146,14 +159,15 @@ async def acollect_passages(
     options = {"window_size": size, "step": size - 1, "min_successful": 1, **ranker_options}
     chosen = RankingOptions.from_kwargs(num_permutations=m, include_identity=True, **options)
     ranker = PSCRanker(backend, options=chosen)
+    parts = _parts(ranker)  # the window mode's rounds, drawn outside arank
     out: list[ListSamples] = []
     try:
         if window is not None and log is not None:
-            await _record_priors(ranker, log, {len(b) for b in cut_blocks(range(n), size)})
+            await _record_priors(parts[0], log, {len(b) for b in cut_blocks(range(n), size)})
         for index, q in enumerate(queries):
             lists = (done or {}).get(q.qid)
             if window is not None:
-                lists = await _topped_up(ranker, q, m, size, lists, log, index)
+                lists = await _topped_up(parts, q, m, size, lists, log, index)
             elif lists is None:
                 lists = await _one(ranker, q, m)
                 if log is not None:

@@ -151,7 +151,7 @@ class SampleLog:
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         log = cls(target.open("w", encoding="utf-8"))
-        log._put([{"type": "run", **config}])
+        log.put([{"type": "run", **config}])
         return log
 
     @classmethod
@@ -179,7 +179,7 @@ class SampleLog:
         log = cls(Path(path).open("a", encoding="utf-8"))
         log.priors = read_priors(path)
         if extend and config.get("m") != header.get("m"):
-            log._put([{**header, "m": config["m"]}])
+            log.put([{**header, "m": config["m"]}])
         return log, done
 
     def write(self, lists: ListSamples, index: int = 0, start: int = 0) -> None:
@@ -221,14 +221,15 @@ class SampleLog:
             if lists.usages:
                 record["usage"] = lists.usages[k]
             records.append(record)
-        self._put(records)
+        self.put(records)
 
     def write_prior(self, size: int, probabilities: Sequence[float], **detail: object) -> None:
         """Record the position prior of windows of ``size`` (:mod:`..calibration`)."""
         self.priors[size] = tuple(probabilities)
-        self._put([{"type": "prior", "size": size, "probabilities": list(probabilities), **detail}])
+        self.put([{"type": "prior", "size": size, "probabilities": list(probabilities), **detail}])
 
-    def _put(self, records: Sequence[Mapping[str, object]]) -> None:
+    def put(self, records: Sequence[Mapping[str, object]]) -> None:
+        """Append ``records``, one JSON line each, on disk before it returns."""
         self._handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
         self._handle.flush()
         os.fsync(self._handle.fileno())

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from .._registry import Registry
 from ..errors import ConfigurationError
 from ._base import Prompt
-from ._truncate import truncate_words
 
 if TYPE_CHECKING:  # loaded on first use (module __getattr__)
     from ._rankgpt import RankGPTPrompt
@@ -35,7 +34,6 @@ __all__ = [
     "get_prompt",
     "available_prompts",
     "register_prompt",
-    "truncate_words",
     "RankGPTPrompt",
     "RankVicunaPrompt",
     "MathSortPrompt",

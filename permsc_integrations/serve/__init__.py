@@ -18,12 +18,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._config import Limits, ModelConfig, ServeConfig, load_models
+from ._scoring import relevance_scores
 
 if TYPE_CHECKING:
     from ._app import create_app
     from ._run import serve
 
-__all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "create_app", "serve"]
+__all__ = [
+    "ModelConfig",
+    "ServeConfig",
+    "Limits",
+    "load_models",
+    "create_app",
+    "serve",
+    "relevance_scores",
+]
 
 
 def __getattr__(name: str) -> object:

@@ -43,11 +43,9 @@ from langchain_core.runnables import (
 from langchain_core.runnables.utils import AnyConfigurableField
 from pydantic import ConfigDict, Field
 
-from permsc_integrations._events import Event
+from permsc_integrations import Event, PSCRanker, RankingOptions
 from permsc_integrations._integration import traced
 from permsc_integrations._integration_model import PSCOptionsModel, option_annotation
-from permsc_integrations._options import RankingOptions
-from permsc_integrations._ranker import PSCRanker
 from permsc_integrations._run.bridge import run_sync
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # optional dependencies (the local extra), imported where use
     from transformers import GenerationConfig
     from transformers import PreTrainedTokenizerBase as Tokenizer
 
-__all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
+__all__ = ["TransformersBackend", "auto_device"]
 
 
 def _require() -> tuple[ModuleType, ModuleType]:

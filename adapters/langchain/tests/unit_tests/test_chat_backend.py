@@ -20,7 +20,8 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
+from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder, sequence
+from permsc_integrations.testing._responders import Fault
 
 MESSAGES = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] bb"}]
 

@@ -1,0 +1,11 @@
+"""Deprecated path: it moved to ``permsc_integrations.aggregators``.
+
+Every name is forwarded, with a ``DeprecationWarning``, for one deprecation period.
+"""
+
+from permsc_integrations._moved import moved
+
+__all__: list[str] = []
+__getattr__ = moved(
+    __name__, "permsc_integrations.aggregators._kemeny", "permsc_integrations.aggregators"
+)
