@@ -65,8 +65,8 @@ def test_all_is_pinned() -> None:
 # Every public module besides the top level, and its one ``__all__`` (docs/architecture.md,
 # "What is public"). Everything in a ``_private`` module may change without notice.
 PUBLIC = {
-    "aggregators": "Aggregator register get available aggregate kemeny_solve kemeny_with "
-    "KemenySolution",
+    "aggregators": "Aggregator register get available aggregate",
+    "aggregators.kemeny": "kemeny_solve kemeny_with KemenySolution",
     "backends": "register available resolve_backend",
     "backends.base": "Message GenerationSettings Completion Backend BatchBackend "
     "LabelProbabilities FirstTokenBackend FirstTokenBatchBackend ResponseCache",
@@ -97,7 +97,6 @@ PUBLIC = {
 
 # Old paths kept for one deprecation period: each adds no name and forwards one it had.
 MOVED = {
-    "aggregators.kemeny": ("kemeny_solve", "aggregators"),
     "backends.home_loop": ("HomeLoop", "backends._home_loop"),
     "backends.http_errors": ("mapped_errors", "backends._http_errors"),
     "backends.logprobs": ("label_probabilities", "backends._logprobs"),
@@ -165,12 +164,11 @@ def test_a_moved_path_warns_and_forwards(old: str) -> None:
 
 def test_the_documented_old_import_still_works_with_a_warning() -> None:
     with pytest.warns(DeprecationWarning) as caught:
-        from permsc_integrations.aggregators.kemeny import kemeny_solve
+        from permsc_integrations.serve.scoring import relevance_scores
     assert str(caught[0].message) == (
-        "permsc_integrations.aggregators.kemeny moved to permsc_integrations.aggregators; "
-        "import it from there"
+        "permsc_integrations.serve.scoring moved to permsc_integrations.serve; import it from there"
     )
-    assert kemeny_solve([[0, 1], [0, 1]], n_items=2).order == (0, 1)
+    assert relevance_scores is importlib.import_module("permsc_integrations.serve").relevance_scores
 
 
 def test_every_public_name_resolves() -> None:

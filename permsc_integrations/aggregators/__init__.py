@@ -15,13 +15,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._registry import Registry
 from ..errors import InvalidRankingError
-
-if TYPE_CHECKING:
-    from ._kemeny import KemenySolution, kemeny_solve, kemeny_with
 
 __all__ = [
     "Aggregator",
@@ -29,9 +26,6 @@ __all__ = [
     "get",
     "available",
     "aggregate",
-    "kemeny_solve",
-    "kemeny_with",
-    "KemenySolution",
 ]
 
 ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
@@ -154,15 +148,3 @@ def fuse_first_stage(
     prior = {item: rank for rank, item in enumerate(stage)}
     score = {i: (1 - weight) * (n - 1 - place[i]) + weight * (n - 1 - prior[i]) for i in stage}
     return sorted(stage, key=lambda i: (-score[i], prior[i]))
-
-
-_KEMENY = ("kemeny_solve", "kemeny_with", "KemenySolution")
-
-
-def __getattr__(name: str) -> object:
-    if name in _KEMENY:
-        # lazy: the exact solver (numpy, the LP) loads on first use
-        from . import _kemeny
-
-        return getattr(_kemeny, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

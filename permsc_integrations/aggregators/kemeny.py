@@ -1,11 +1,10 @@
-"""Deprecated path: it moved to ``permsc_integrations.aggregators``.
+"""Exact Kemeny-Young with its proven bound, and the aggregator with a time limit
+(docs/aggregation.md): ``kemeny_solve``, ``kemeny_with``, ``KemenySolution``.
 
-Every name is forwarded, with a ``DeprecationWarning``, for one deprecation period.
+The registry's ``"kemeny"`` is the aggregator itself; this module is for a call with a time
+limit or a solver of its own, and for the bound.
 """
 
-from permsc_integrations._moved import moved
+from ._kemeny import KemenySolution, kemeny_solve, kemeny_with
 
-__all__: list[str] = []
-__getattr__ = moved(
-    __name__, "permsc_integrations.aggregators._kemeny", "permsc_integrations.aggregators"
-)
+__all__ = ["kemeny_solve", "kemeny_with", "KemenySolution"]

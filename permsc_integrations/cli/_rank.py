@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import sys
-import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -32,17 +31,14 @@ from ._common import (
     report,
 )
 from ._rank_input import DuplicateQidError, check_qids
+from ._rank_progress import Progress
 from ._rank_ray import rank_queries_on_ray
 from ._rank_records import to_json, to_trec
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from tqdm import tqdm
-
-    from .._events import Event
     from .._option_keywords import RankingKeywords
     from .._options import RankingOptions
     from .._ranker import PSCRanker
-    from ..ray import RankedRow
     from ._common import Subparsers
 
 __all__ = [
@@ -143,92 +139,6 @@ class _OrderedWriter:
             self.next += 1
 
 
-class _LogLines:
-    """Progress for logs: one line on stderr at most every ``every`` seconds, as work is done,
-    and a last one at the end if any was written."""
-
-    def __init__(self, queries: int, samples: int, every: float) -> None:
-        self.queries, self.samples, self.every = queries, samples, every
-        self.done = self.sampled = 0
-        self.began = self.last = time.monotonic()
-        self.written = False
-
-    def sample_done(self) -> None:
-        self.sampled += 1
-        self._maybe()
-
-    def query_done(self) -> None:
-        self.done += 1
-        self._maybe()
-
-    def _maybe(self) -> None:
-        if time.monotonic() - self.last >= self.every:
-            self._write()
-
-    def _write(self) -> None:
-        self.last, self.written = time.monotonic(), True
-        report(
-            f"progress: {self.done}/{self.queries} queries, {self.sampled}/~{self.samples} "
-            f"samples, {self.last - self.began:.0f} s"
-        )
-
-    def close(self) -> None:
-        if self.written:
-            self._write()
-
-
-class _Progress:
-    """tqdm bars (queries, samples) on stderr when it is a terminal and tqdm (the ``cli``
-    extra) is installed; else log lines."""
-
-    def __init__(
-        self, queries: list[Query], samples: int, enabled: bool, every: float = 10.0
-    ) -> None:
-        self.bars: list[tqdm] = []
-        self.lines: _LogLines | None = None
-        if enabled and not sys.stderr.isatty():
-            self.lines = _LogLines(len(queries), samples, every)
-        elif enabled:
-            try:
-                # lazy: optional dependency (tqdm, the cli extra)
-                from tqdm import tqdm
-            except ImportError:  # no bars without the cli extra: the log lines, then
-                self.lines = _LogLines(len(queries), samples, every)
-                return
-            self.bars = [
-                tqdm(total=len(queries), desc="queries", unit="q", position=0),
-                tqdm(total=samples, desc="samples", unit="s", position=1),
-            ]
-
-    def on_event(self, event: Event) -> None:
-        if event.kind != "sample_end":
-            return
-        if self.bars:
-            self.bars[1].update(1)
-        if self.lines is not None:
-            self.lines.sample_done()
-
-    def query_done(self) -> None:
-        if self.bars:
-            self.bars[0].update(1)
-        if self.lines is not None:
-            self.lines.query_done()
-
-    def row_done(self, row: RankedRow) -> None:
-        """A row ranked elsewhere (a Ray actor): its samples at once, then the query."""
-        if self.bars:
-            self.bars[1].update(row.samples or 0)
-        if self.lines is not None:
-            self.lines.sampled += row.samples or 0
-        self.query_done()
-
-    def close(self) -> None:
-        for bar in self.bars:
-            bar.close()
-        if self.lines is not None:
-            self.lines.close()
-
-
 def planned_samples(queries: list[Query], options: RankingOptions) -> int:
     """The progress bar's total: the calls the strategy plans for every query (the most,
     under adaptive m; re-asks and retries come on top)."""
@@ -242,7 +152,7 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 
 
 async def _rank_all(
-    ranker: PSCRanker, queries: list[Query], writer: _OrderedWriter, progress: _Progress
+    ranker: PSCRanker, queries: list[Query], writer: _OrderedWriter, progress: Progress
 ) -> int:
     """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
     when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
@@ -384,7 +294,7 @@ def _rank_here(
 ) -> int:
     ranker = _ranker(args, opts)
     planned = planned_samples(queries, ranker.options)
-    progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
+    progress = Progress(queries, planned, not args.no_progress, args.progress_every)
     try:
         return run_sync(_rank_all, ranker, queries, writer, progress)
     finally:
@@ -401,7 +311,7 @@ def _rank_on_ray(
     from .._options import RankingOptions
 
     planned = planned_samples(queries, RankingOptions.from_kwargs(**opts))
-    progress = _Progress(queries, planned, not args.no_progress, args.progress_every)
+    progress = Progress(queries, planned, not args.no_progress, args.progress_every)
     try:
         return rank_queries_on_ray(args, opts, queries, writer, progress.row_done)
     finally:

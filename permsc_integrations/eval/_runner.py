@@ -358,12 +358,6 @@ async def aevaluate_trec(
     scores = score_runs(runs, qrels)
     config = {"m": m, "aggregator": aggregator, "backend": backend.name, **options}
     methods = {k: v for k, v in scores.items() if k != "single"}
-    report = EvalReport(
-        "trec",
-        "ndcg@10",
-        (scores["single"],),
-        methods,
-        config=config,
-        stats={"queries": len(queries)},
-    )
-    return report, runs
+    stats = {"queries": len(queries)}
+    single_pass = (scores["single"],)
+    return EvalReport("trec", "ndcg@10", single_pass, methods, config=config, stats=stats), runs

@@ -48,7 +48,7 @@ from .._http_errors import mapped_errors
 from .._logprobs import check_labels, refused_logprobs
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ._chat_json import completion_from_json, first_token_from_json
-from ._client_per_loop import LoopClients
+from ._client_per_loop import LoopClients, Shards
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -116,42 +116,12 @@ def _checked_url(base_url: str | None) -> str | None:
     return base_url
 
 
-class _Shards:
-    """One event loop's clients, used in turn. An HTTP client's connection pool (httpcore 1.0)
-    scans all its connections for every waiting request, so its CPU cost per call grows with
-    the calls in flight: about 30 ms a call at 200 in one pool on this project's machine
-    (docs/scale.md). Several smaller pools keep that cost down. A client is added every
-    ``grow_every`` calls up to ``count``, so a light user pays for one or two clients only
-    (making one costs tens of ms: an SSL context). Adding them every 16 calls rather than 64
-    spreads a burst of 1,000 calls before the first pools fill: 1.5x less client CPU
-    (docs/benchmarks.md "client-shards")."""
-
-    def __init__(self, make: Callable[[], AsyncOpenAI], count: int, grow_every: int = 16) -> None:
-        self._make, self._count, self._grow_every = make, count, grow_every
-        self.clients = [make()]
-        self._calls = 0
-
-    @property
-    def first(self) -> AsyncOpenAI:
-        return self.clients[0]
-
-    def next(self) -> AsyncOpenAI:
-        self._calls += 1
-        if len(self.clients) < min(self._count, 1 + self._calls // self._grow_every):
-            self.clients.append(self._make())
-        return self.clients[self._calls % len(self.clients)]
-
-    async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
-
-
 def _shard_factory(
     options: Mapping[str, object],
     client_class: type[AsyncClient],
     max_connections: int,
     count: int,
-) -> Callable[[], _Shards]:
+) -> Callable[[], Shards[AsyncOpenAI]]:
     """What makes one loop's clients, from the client options alone: a factory holding the
     backend would keep it alive from its clients' finaliser (:mod:`.client_per_loop`). A
     closure, so that no repr shows the key it holds."""
@@ -163,11 +133,11 @@ def _shard_factory(
             **options, max_retries=0, http_client=client_class(limits=limits, verify=verify)
         )
 
-    def new_shards() -> _Shards:
+    def new_shards() -> Shards[AsyncOpenAI]:
         # the loop's clients share one SSL context (making one costs about 25 ms)
         make_context = getattr(_http(), "create_ssl_context", None)
         verify = make_context() if make_context is not None else True
-        return _Shards(lambda: new_client(verify), count)
+        return Shards(lambda: new_client(verify), count)
 
     return new_shards
 
