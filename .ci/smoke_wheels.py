@@ -88,7 +88,7 @@ def check_default_aggregator_exact() -> None:
     README says (issue 26: without highspy it fell back to local search)."""
     import random
 
-    from permsc_integrations.aggregators._kemeny import kemeny_solve
+    from permsc_integrations.aggregators.kemeny import kemeny_solve
 
     rng = random.Random(0)
     rankings = [rng.sample(range(30), 30) for _ in range(20)]
@@ -117,8 +117,7 @@ def core_errors(base_url: str) -> None:
     """The SDK's errors become the library's typed errors (a 429 is retried, a refused
     connection is a BackendConnectionError)."""
     from permsc_integrations import BackendConnectionError, GenerationSettings, PSCRanker
-    from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder, sequence
-    from permsc_integrations.testing._responders import Fault
+    from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
 
     responder = sequence(Fault.status(429, retry_after=0), then=oracle_responder(RELEVANCE.get))
     with (

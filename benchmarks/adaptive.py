@@ -29,12 +29,16 @@ from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker, aggregate  # noqa: E402
 from permsc_integrations._adaptive import Adaptive, waves  # noqa: E402
-from permsc_integrations.eval._datasets import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval._report import bootstrap_ci  # noqa: E402
 from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_distance, kendall_tau  # noqa: E402
-from permsc_integrations.testing import ScriptedOpenAIServer, noisy_responder  # noqa: E402
-from permsc_integrations.testing._responders import ChatRequest, shown_passages  # noqa: E402
+from permsc_integrations.testing import (  # noqa: E402
+    ChatRequest,  # noqa: E402
+    ScriptedOpenAIServer,
+    noisy_responder,
+)
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = 20

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import aggregate  # noqa: E402
-from permsc_integrations.eval._datasets import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval._samples import ListSamples, read_samples  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0)

@@ -27,7 +27,7 @@ from _report import write_section  # noqa: E402
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.cli._eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.errors import PermscError  # noqa: E402
-from permsc_integrations.eval._datasets import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval._generators import generate_wordsort  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 A check is ``check(name, value) -> value`` (the value as kept, e.g. an int as a float for
 :func:`number`); a bad value raises :class:`ConfigurationError` naming ``name``. Used by
-:mod:`.options` (every ranking option), the strategies, the window plan, the engine, the
+:mod:`._options` (every ranking option), the strategies, the window plan, the engine, the
 limiter and the backends, so that "an int >= 1" means the same everywhere (``True`` is not
 an int here).
 

@@ -19,9 +19,12 @@ import warnings
 from collections.abc import Callable
 
 
-def moved(old: str, new: str, home: str | None = None) -> Callable[[str], object]:
+def moved(
+    old: str, new: str, home: str | None = None, *, stacklevel: int = 2
+) -> Callable[[str], object]:
     """A module ``__getattr__`` for ``old``: every name comes from module ``new``; the warning
-    names ``home`` (the public package) for the names it exports, ``new`` for the others."""
+    names ``home`` (the public package) for the names it exports, ``new`` for the others;
+    ``stacklevel`` 3 when a module's own ``__getattr__`` calls it."""
 
     def forward(name: str) -> object:
         if name.startswith("__"):  # the import system's and tools' probes: no warning
@@ -32,7 +35,9 @@ def moved(old: str, new: str, home: str | None = None) -> Callable[[str], object
         )
         where = home if exported else new
         warnings.warn(
-            f"{old} moved to {where}; import it from there", DeprecationWarning, stacklevel=2
+            f"{old} moved to {where}; import it from there",
+            DeprecationWarning,
+            stacklevel=stacklevel,
         )
         return value
 

@@ -1,11 +1,11 @@
 """What each ranking option accepts, one check per kind of value that needs the registries
 (aggregators, strategies, prompts) or a value type of its own (Adaptive, RetryPolicy, a
-cache, scoring): :mod:`.options` declares the options with them. Each check takes the option's
+cache, scoring): :mod:`._options` declares the options with them. Each check takes the option's
 name and value and returns the value to keep, or raises :class:`ConfigurationError`.
 
 Where a caller may give more than is kept (``adaptive=True`` is kept as ``Adaptive()``), the
 type of what may be given is named here too (``AdaptiveGiven``, ...): the declaration says
-which option accepts it, and the generated keywords (:mod:`.option_keywords`) carry it.
+which option accepts it, and the generated keywords (:mod:`._option_keywords`) carry it.
 
 Example:
     >>> check_scoring("scoring", "first_token")

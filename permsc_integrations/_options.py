@@ -4,7 +4,7 @@
 derive their options from :class:`RankingOptions`, so names, defaults and validation are the
 same everywhere. A bad value raises :class:`ConfigurationError` naming the option; an unknown
 name is refused with the closest known names. Each field has the type it keeps; what a caller
-may give (``adaptive=True``) is typed in the generated :mod:`.option_keywords`. To add an
+may give (``adaptive=True``) is typed in the generated :mod:`._option_keywords`. To add an
 option, declare it here and run ``python scripts/generate_option_keywords.py`` (docs/options.md,
 "Adding an option").
 
@@ -104,7 +104,7 @@ def _option(
 ) -> Any:
     """One option's field: its default, help and check; ``accepts``, the type of what a caller
     may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
-    named in :mod:`.option_values`; ``cli``, the flag's type (None: no flag)."""
+    named in :mod:`._option_values`; ``cli``, the flag's type (None: no flag)."""
     meta = dict(help=help, check=check, accepts=accepts, applies=applies)
     meta.update(cli=cli, cli_help=cli_help)
     if isinstance(default, dict):

@@ -11,8 +11,8 @@ from permsc_integrations import RankingOptions
 from permsc_integrations._adaptive import Adaptive, sign_test
 from permsc_integrations._events import Event
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.testing import noisy_responder, oracle_responder
-from permsc_integrations.testing._responders import ChatRequest, shown_passages
+from permsc_integrations.testing import ChatRequest, noisy_responder, oracle_responder
+from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)

@@ -20,8 +20,7 @@ from permsc_integrations.errors import (
     ModelNotFoundError,
     QuotaExceededError,
 )
-from permsc_integrations.testing import Reply, ScriptedBackend, oracle_responder
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, Reply, ScriptedBackend, oracle_responder
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,8 +16,8 @@ import pytest
 from permsc_integrations import ConfigurationError, PSCRanker, RankingOptions, RetryPolicy
 from permsc_integrations._run.sampling import REASK
 from permsc_integrations.results import ParseStatus
-from permsc_integrations.testing import Reply, best_first
-from permsc_integrations.testing._responders import Fault, shown_passages
+from permsc_integrations.testing import Fault, Reply, best_first
+from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(600)

@@ -28,8 +28,8 @@ from permsc_integrations.errors import (
     ParseError,
 )
 from permsc_integrations.results import ParseStatus, Usage
-from permsc_integrations.testing import ScriptedBackend
-from permsc_integrations.testing._responders import ChatRequest, Fault, shown_passages
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend
+from permsc_integrations.testing._responders import shown_passages
 
 pytestmark = pytest.mark.timeout(30)
 

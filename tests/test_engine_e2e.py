@@ -21,8 +21,7 @@ from permsc_integrations.errors import (
     InsufficientSamplesError,
 )
 from permsc_integrations.results import ParseStatus
-from permsc_integrations.testing import Reply, oracle_responder, sequence
-from permsc_integrations.testing._responders import ChatRequest, Fault
+from permsc_integrations.testing import ChatRequest, Fault, Reply, oracle_responder, sequence
 
 pytestmark = pytest.mark.timeout(30)  # a hang fails the test, whatever the machine's speed
 

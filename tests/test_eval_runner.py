@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.eval import generate_mathsort
 from permsc_integrations.eval._datasets import SortingExample
-from permsc_integrations.eval._generators import generate_mathsort
 from permsc_integrations.eval._runner import evaluate_sorting, score_sorting
 
 pytestmark = pytest.mark.timeout(120)

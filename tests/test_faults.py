@@ -26,8 +26,8 @@ from permsc_integrations.errors import (
     InsufficientSamplesError,
     ModelNotFoundError,
 )
-from permsc_integrations.testing import Reply, oracle_responder
-from permsc_integrations.testing._responders import Fault, shown_passages
+from permsc_integrations.testing import Fault, Reply, oracle_responder
+from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from permsc_integrations.testing._responders import Fault  # noqa: E402
+from permsc_integrations.testing import Fault  # noqa: E402
 
 KEY = "client-key-alpha"
 

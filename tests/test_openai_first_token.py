@@ -23,8 +23,7 @@ from permsc_integrations.errors import (
     LogprobsUnavailableError,
     RateLimitError,
 )
-from permsc_integrations.testing import Reply, sequence
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, Reply, sequence
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -171,6 +171,17 @@ def test_the_documented_old_import_still_works_with_a_warning() -> None:
     assert relevance_scores is importlib.import_module("permsc_integrations.serve").relevance_scores
 
 
+def test_a_name_moved_out_of_a_package_warns_and_forwards() -> None:
+    import permsc_integrations.backends as backends
+
+    match = "permsc_integrations.backends.Completion moved to permsc_integrations.backends.base"
+    with pytest.warns(DeprecationWarning, match=match):
+        value = backends.Completion
+    assert value is permsc_integrations.Completion
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        backends.Nothing  # noqa: B018
+
+
 def test_every_public_name_resolves() -> None:
     for name in permsc_integrations.__all__:
         assert getattr(permsc_integrations, name) is not None, name

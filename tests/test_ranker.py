@@ -21,8 +21,8 @@ from permsc_integrations.errors import (
     InvalidRankingError,
     UnknownNameError,
 )
-from permsc_integrations.testing import ScriptedBackend, best_first
-from permsc_integrations.testing._responders import ChatRequest, Fault, shown_passages
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, best_first
+from permsc_integrations.testing._responders import shown_passages
 
 pytestmark = pytest.mark.timeout(60)
 

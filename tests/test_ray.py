@@ -11,8 +11,12 @@ ray = pytest.importorskip("ray")
 from permsc_integrations import PSCRanker, RankRequest  # noqa: E402
 from permsc_integrations.errors import ConfigurationError  # noqa: E402
 from permsc_integrations.ray import rank_dataset, split_budget  # noqa: E402
-from permsc_integrations.testing import noisy_responder, oracle_responder  # noqa: E402
-from permsc_integrations.testing._responders import Fault, shown_passages  # noqa: E402
+from permsc_integrations.testing import (  # noqa: E402
+    Fault,  # noqa: E402
+    noisy_responder,
+    oracle_responder,
+)
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -18,8 +18,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("prometheus_client")
 pytest.importorskip("pydantic")
 
-from permsc_integrations.testing import Reply  # noqa: E402
-from permsc_integrations.testing._responders import Fault  # noqa: E402
+from permsc_integrations.testing import Fault, Reply  # noqa: E402
 
 BODY = {"model": "permsc", "query": "goldfish", "documents": ["Goldfish grow.", "Cats purr."]}
 

@@ -34,6 +34,7 @@ def test_serve_all_is_pinned() -> None:
         "load_models",
         "create_app",
         "serve",
+        "relevance_scores",
     }
 
 

@@ -21,8 +21,7 @@ from permsc_integrations.errors import (
 )
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies import Blocks, Plan, Round
-from permsc_integrations.testing import noisy_responder, oracle_responder
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)

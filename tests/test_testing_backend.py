@@ -15,8 +15,14 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.testing import Reply, ScriptedBackend, oracle_responder, sequence
-from permsc_integrations.testing._responders import ChatRequest, Fault
+from permsc_integrations.testing import (
+    ChatRequest,
+    Fault,
+    Reply,
+    ScriptedBackend,
+    oracle_responder,
+    sequence,
+)
 
 MESSAGES = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] abc"}]
 SETTINGS = GenerationSettings(temperature=0.5, max_tokens=7)

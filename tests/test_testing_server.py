@@ -11,6 +11,8 @@ import pytest
 
 from permsc_integrations.prompts import get_prompt
 from permsc_integrations.testing import (
+    ChatRequest,
+    Fault,
     Reply,
     ScriptedOpenAIServer,
     first_token_responder,
@@ -18,12 +20,7 @@ from permsc_integrations.testing import (
     oracle_responder,
     sequence,
 )
-from permsc_integrations.testing._responders import (
-    ChatRequest,
-    Fault,
-    labelled_items,
-    shown_passages,
-)
+from permsc_integrations.testing._responders import labelled_items, shown_passages
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Callable, Mapping
 
 from .._checks import unknown_option
+from .._moved import moved
 from .._redaction import refuse_masked
 from .._registry import Registry
 from ..errors import ConfigurationError
@@ -116,3 +117,14 @@ def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+# The protocol's values were importable from here before they had one home: backends.base.
+_MOVED = frozenset({"BatchBackend", "Completion", "GenerationSettings", "Message"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _MOVED:
+        forward = moved(f"{__name__}.{name}", f"{__name__}.base", stacklevel=3)
+        return forward(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

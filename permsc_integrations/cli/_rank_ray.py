@@ -4,7 +4,7 @@ Ray starts on this machine for the job (or joins ``--ray-address``, else ``RAY_A
 queries are ranked by ``--actors`` actors sharing ``--max-concurrency`` calls in flight
 (:func:`permsc_integrations.ray_rows.rank_rows`). Seeds derive from each row's content, so the
 output equals the single-process ``permsc rank`` for the same options. Rows come back as they
-finish: each goes to the journal at once (:mod:`.rank_journal`: ``--resume`` pays only for
+finish: each goes to the journal at once (:mod:`._rank_journal`: ``--resume`` pays only for
 rows never finished) and to the output in input order. When no actor can run for
 ``--ray-capacity-timeout`` seconds the command stops with an error (exit 2); what was written
 stays valid.

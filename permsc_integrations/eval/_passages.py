@@ -4,7 +4,7 @@ Every query's first-stage top ``n`` (``n`` <= the window) is shown ``m`` times; 
 time in the first-stage order (a single RankGPT pass), then shuffled. Each answer alone is a
 single run (missing passages follow in first-stage order, as a reranker would return them);
 aggregating the answers is PSC. The answers are saved as they arrive
-(:mod:`.samples`: the passages' texts are the list's items, their docids its keys), so a run
+(:mod:`._samples`: the passages' texts are the list's items, their docids its keys), so a run
 resumes and re-scores offline against the qrels.
 
 Example:

@@ -12,7 +12,7 @@ the first-stage order (``num_permutations=1``, identity order), and of PSC with 
 sliding window; or, offline, of several existing runs and their aggregates.
 
 Example:
-    >>> from permsc_integrations.backends import Completion
+    >>> from permsc_integrations import Completion
     >>> from permsc_integrations.eval._generators import generate_mathsort
     >>> class Sorter:  # an in-process backend that sorts perfectly
     ...     name = "sorter"

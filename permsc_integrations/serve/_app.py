@@ -5,7 +5,7 @@ share its cap on upstream calls (``max_concurrency``), and each client key may h
 ``limits.key_concurrency`` requests being ranked at once (the rest wait their turn), so one
 client cannot fill the cap alone. A client that disconnects cancels its ranking, and with it
 every upstream call still in flight. Empty documents are ranked last, score 0, without a call.
-A server without client keys answers only what a web page cannot send it (:mod:`.browsers`).
+A server without client keys answers only what a web page cannot send it (:mod:`._browsers`).
 
 Example:
     >>> from permsc_integrations.serve import ModelConfig, ServeConfig

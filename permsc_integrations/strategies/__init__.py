@@ -1,7 +1,7 @@
 """How a list longer than one window is ranked: strategies, by name.
 
 - ``"sliding"`` (RankGPT): windows of ``window_size`` move by ``step`` from the back of the
-  list to the front, one after another, PSC in each (:mod:`.sliding`). One pass settles the
+  list to the front, one after another, PSC in each (:mod:`._sliding`). One pass settles the
   top ``window_size - step``; ``top_k`` adds passes.
 - ``"blocks"``: rounds of blocks, each over the head of the round before. In a round, each
   shuffle of the round's items is cut into balanced blocks of at most ``window_size`` items

@@ -2,17 +2,17 @@
 
 A strategy is a callable ``await strategy(ctx) -> order`` over a :class:`RankContext` (the
 request in flight, :class:`~permsc_integrations._run.request.RequestRun`), with a ``plan``
-method that says what a request costs before it runs (:mod:`.plan`). The context offers PSC
+method that says what a request costs before it runs (:mod:`._plan`). The context offers PSC
 over a window, and the parts of a round a strategy composes itself: :meth:`RankContext.draw`
 (any prompts over chosen items, every one a call, all at once: a :class:`Draw` of every
 sample), :meth:`RankContext.settle` (their consensus, or the strategy's own order of them)
 and :meth:`RankContext.lead` (their head at once, the consensus of the rest computed
 meanwhile: a :class:`Lead`). A strategy that decides its rounds as answers come (the frontier
-policy, :mod:`.frontier_rounds`) also reads what the request has spent
+policy, :mod:`._frontier_rounds`) also reads what the request has spent
 (:attr:`RankContext.spent`, against ``max_calls``), runs its model off the event loop
 (:meth:`RankContext.offload`), reports each round's end (:meth:`RankContext.wave_end`) and
 what stands behind its ranking (:meth:`RankContext.conclude`: an :class:`Outcome`). The
-strategies themselves are in :mod:`.sliding` and :mod:`.blocks`; the registry is
+strategies themselves are in :mod:`._sliding` and :mod:`._blocks`; the registry is
 :mod:`permsc_integrations.strategies`.
 """
 
@@ -147,7 +147,7 @@ class RankContext(PlanOptions, Protocol):
 
 class Strategy(Protocol):
     """``await strategy(ctx)`` ranks a request; ``plan(n, options)`` says, before it runs,
-    which rounds (PSC windows or blocks rounds) it takes and their calls (:mod:`.plan`): the
+    which rounds (PSC windows or blocks rounds) it takes and their calls (:mod:`._plan`): the
     progress total, ``permsc estimate`` and the docs read it, and a test holds it to the calls
     the ranker makes."""
 

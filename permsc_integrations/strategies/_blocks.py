@@ -1,7 +1,7 @@
 """Rounds of blocks, each over the head of the round before (the default strategy; the
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
 Under ``max_calls`` below this plan, or adaptive m with a ``top_k``, a list longer than a
-window goes to the frontier policy's rounds instead (:mod:`.frontier_rounds`); a list that
+window goes to the frontier policy's rounds instead (:mod:`._frontier_rounds`); a list that
 fits one window gets at most ``max_calls`` shuffles.
 
 Example:

@@ -16,8 +16,7 @@ from llama_index.postprocessor.permsc.llm_backend import llm_event
 from permsc_integrations._integration import TracedBackend, traced
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
-from permsc_integrations.testing import Reply, ScriptedOpenAIServer, first_token_responder
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,8 +18,7 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.testing import Reply, ScriptedOpenAIServer, sequence
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, sequence
 
 ASK = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] b"}]
 

@@ -4,9 +4,9 @@
   a model small enough for two CPU cores that does rank (docs/reproduction.md);
 - ``embedded:smollm2-135m``: SmolLM2-135M-Instruct, fast but unable to rank (tests, smoke runs).
 
-Files come from :mod:`.model_store` (assembled and hash-checked once into the per-user cache;
+Files come from :mod:`._model_store` (assembled and hash-checked once into the per-user cache;
 never downloaded) and run through transformers (the weights read straight from the GGUF,
-no float copy kept: :mod:`.gguf_cache`), or through llama.cpp with ``engine="llamacpp"`` (the
+no float copy kept: :mod:`._gguf_cache`), or through llama.cpp with ``engine="llamacpp"`` (the
 ``llamacpp`` extra). ``"embedded:<engine>"`` (``transformers`` or ``llamacpp``) still names an
 engine for the default model.
 

@@ -4,7 +4,7 @@ transformers reads a GGUF's tokenizer and config by parsing every metadata field
 for the 1.5B model on two cores) and its weights by dequantising them in small row groups.
 The first load keeps the tokenizer and config (a few MB) under
 ``<cache>/gguf/<name>-<key>/``, the key covering the file's path, size and modification
-time; every load then reads the weights straight from the GGUF (:mod:`.gguf_weights`: the
+time; every load then reads the weights straight from the GGUF (:mod:`._gguf_weights`: the
 same values transformers would load, bit for bit, in about 10 s for the 1.5B model). So the
 cache holds the quantised file and a few MB, not a float copy (7.1 GB in float32 for the
 1.5B model, which earlier versions kept under ``<cache>/converted/``: delete that folder).

@@ -3,7 +3,7 @@
 transformers reads a GGUF through ``gguf.GGUFReader``, which parses every metadata field
 element by element (about 14 s for the 1.5B model's 151,936-token vocabulary on two cores),
 then dequantises each tensor in small row groups (about 19 s more). Only the tensors are
-needed once the model's config and tokenizer are known (:mod:`.gguf_cache` keeps those), so
+needed once the model's config and tokenizer are known (:mod:`._gguf_cache` keeps those), so
 :func:`read_index` parses the header's metadata only as far as skipping it, and
 :func:`state_dict` dequantises each tensor in large chunks with the same ``gguf`` code
 (bit for bit the values transformers would load), mapping the names and layouts with

@@ -6,7 +6,7 @@ metadata and never imported or executed. :func:`gguf_path` checks a one-part mod
 is installed, and assembles a model in parts, in order, into the per-user cache; either way the
 SHA-256 and size must match the pinned values (a mismatch is a :class:`ModelIntegrityError`,
 never a silent load). Nothing is ever downloaded. (The transformers backend then keeps the
-GGUF's tokenizer and reads its weights from the file: :mod:`.gguf_cache`.)
+GGUF's tokenizer and reads its weights from the file: :mod:`._gguf_cache`.)
 
 The cache is ``$PERMSC_CACHE_DIR``, else ``$XDG_CACHE_HOME/permsc-integrations``, else
 ``~/.cache/permsc-integrations``; each model's file is ``<cache>/models/<name>/<sha256[:16]>/

@@ -2,7 +2,7 @@
 
 The m permuted prompts of a window go through one left-padded ``generate`` call (greedy at
 temperature 0), so PSC costs about one batched pass instead of m calls. At temperature 0 a row
-that falls into a loop is stopped early (:mod:`.repetition`, finish reason ``"loop"``), so one
+that falls into a loop is stopped early (:mod:`._repetition`, finish reason ``"loop"``), so one
 looping answer no longer holds the whole batch to the token cap. Files are read with
 ``local_files_only=True``: nothing is ever downloaded. The model loads once per process per
 (path, gguf file, device, dtype) and generation runs in a worker thread, one at a time per model.
@@ -264,7 +264,7 @@ class TransformersBackend:
         settings: GenerationSettings,
     ) -> list[LabelProbabilities]:
         """The first token's probabilities over ``labels`` for every conversation of
-        ``batch``: one left-padded forward pass per ``batch_size`` chunk (:mod:`.logits`)."""
+        ``batch``: one left-padded forward pass per ``batch_size`` chunk (:mod:`._logits`)."""
         size = self.batch_size or len(batch) or 1
         out: list[LabelProbabilities] = []
         for start in range(0, len(batch), size):
@@ -336,7 +336,7 @@ class TransformersBackend:
         looped: bool,
     ) -> Completion:
         """``finish_reason``: "stop" (the model ended), "loop" (cut in a loop, see
-        :mod:`.repetition`) or "length" (the token cap)."""
+        :mod:`._repetition`) or "length" (the token cap)."""
         ids = row.tolist()
         eos = set(_eos_ids(loaded))
         end = next((i for i, t in enumerate(ids) if t in eos), None)

@@ -10,7 +10,7 @@ the fingerprint (cache keys) or an error message (:mod:`permsc_integrations._red
 
 Example:
     >>> from permsc_integrations.testing import ScriptedOpenAIServer
-    >>> from permsc_integrations.backends import GenerationSettings, resolve_backend
+    >>> from permsc_integrations import GenerationSettings, resolve_backend
     >>> import anyio
     >>> with ScriptedOpenAIServer(lambda request: "[2] > [1]") as server:
     ...     backend = resolve_backend("openai:my-model", base_url=server.base_url)
@@ -123,7 +123,7 @@ def _shard_factory(
     count: int,
 ) -> Callable[[], Shards[AsyncOpenAI]]:
     """What makes one loop's clients, from the client options alone: a factory holding the
-    backend would keep it alive from its clients' finaliser (:mod:`.client_per_loop`). A
+    backend would keep it alive from its clients' finaliser (:mod:`._client_per_loop`). A
     closure, so that no repr shows the key it holds."""
     per_shard = -(-max_connections // count)
 
@@ -178,7 +178,7 @@ class OpenAIBackend:
     and ``OPENAI_API_KEY``; a ``base_url`` with no key gets a placeholder key. Each running
     event loop gets up to ``client_shards`` ``AsyncOpenAI`` clients (one, then one more every
     16 calls), used in turn, each with its share of ``max_connections``, closed with that loop
-    (:mod:`.client_per_loop`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
+    (:mod:`._client_per_loop`); a ``client`` you pass is used as is and left open by :meth:`aclose`.
 
     ``http``: the SDK's HTTP client, ``"httpx"`` (its default) or ``"aiohttp"`` (its aiohttp
     transport, the ``aiohttp`` extra): about half the client CPU per call, so the better

@@ -20,8 +20,7 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder, sequence
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
 
 MESSAGES = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] bb"}]
 

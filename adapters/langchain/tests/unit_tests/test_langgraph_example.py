@@ -12,8 +12,12 @@ import pytest
 pytest.importorskip("langgraph")
 pytest.importorskip("langchain_openai")
 
-from permsc_integrations.testing import Reply, oracle_responder  # noqa: E402
-from permsc_integrations.testing._responders import ChatRequest, shown_passages  # noqa: E402
+from permsc_integrations.testing import (  # noqa: E402
+    ChatRequest,  # noqa: E402
+    Reply,
+    oracle_responder,
+)
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[4] / "docs" / "integrations" / "langchain.md"
 

@@ -14,8 +14,7 @@ from langchain_permsc import PSCReranker
 
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.errors import ConfigurationError, InsufficientSamplesError
-from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder, sequence
-from permsc_integrations.testing._responders import Fault
+from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
 
 M = 4
 
