@@ -20,9 +20,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from permsc_integrations.testing import SimulatedJudge
-from permsc_integrations.testing.judge_prompts import count_tokens
-from permsc_integrations.testing.responders import ChatRequest, Reply
+from permsc_integrations.testing import ChatRequest, Reply, SimulatedJudge
+from permsc_integrations.testing._judge_prompts import count_tokens
 
 MODEL = "openai/judge"
 

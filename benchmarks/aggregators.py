@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations.aggregators import _lp  # noqa: E402
+from permsc_integrations.aggregators._kemeny import kemeny_solve  # noqa: E402
 from permsc_integrations.aggregators._large import perturbed  # noqa: E402
 from permsc_integrations.aggregators._pairwise import pairwise_counts  # noqa: E402
-from permsc_integrations.aggregators.kemeny import kemeny_solve  # noqa: E402
 
 Rankings = list[list[int]]
 

@@ -39,7 +39,7 @@ import json, resource, sys, time
 from pathlib import Path
 rankings, n, time_limit = json.loads(Path(sys.argv[1]).read_text())
 import highspy  # noqa: F401 - imported before the clock starts, as in a warm process
-from permsc_integrations.aggregators.kemeny import kemeny_solve
+from permsc_integrations.aggregators._kemeny import kemeny_solve
 kemeny_solve([[0, 1, 2], [2, 1, 0]], n_items=3)
 page = resource.getpagesize()
 base = int(Path("/proc/self/statm").read_text().split()[1]) * page

@@ -29,20 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 from strategies import items, server_process  # noqa: E402
 
-import permsc_integrations.backends.openai.backend as openai_backend  # noqa: E402
+import permsc_integrations.backends.openai._backend as openai_backend  # noqa: E402
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.strategies import Blocks  # noqa: E402
 
 # (http, client_shards, grow_every); the first: the old default; aiohttp: one client a loop
 SETTINGS = (("httpx", 8, 64), ("httpx", 16, 16), ("httpx", 32, 16), ("aiohttp", 1, 16))
-SHARDS = openai_backend._Shards
+SHARDS = openai_backend.Shards
 
 
 def once(
     url: str, n: int, http: str, shards: int, grow: int, latency: float
 ) -> tuple[float, float]:
     """Wall time (x L) and client CPU seconds of one blocks ranking of n items."""
-    openai_backend._Shards = functools.partial(SHARDS, grow_every=grow)  # type: ignore[misc]
+    openai_backend.Shards = functools.partial(SHARDS, grow_every=grow)  # type: ignore[misc]
     options = {"base_url": url, "client_shards": shards, "http": http}
     with PSCRanker(
         "openai:m",
@@ -90,7 +90,7 @@ def main() -> None:
                 )
                 print(lines[-1], flush=True)  # noqa: T201
     finally:
-        openai_backend._Shards = SHARDS  # type: ignore[misc]
+        openai_backend.Shards = SHARDS  # type: ignore[misc]
         stack.close()
     write_section("client-shards", "\n".join(lines))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from permsc_integrations.eval.samples import read_samples
+from permsc_integrations.eval._samples import read_samples
 
 
 def echo_rate(path: str) -> tuple[int, int]:

@@ -30,10 +30,10 @@ from typing import Any
 from _report import write_section
 
 from permsc_integrations import PSCRanker
-from permsc_integrations.backends import GenerationSettings
+from permsc_integrations._ranker import RankRequest
+from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.prompts import get_prompt
-from permsc_integrations.ranker import RankRequest
 
 LATENCY, M_SINGLE, N_ITEMS, N_LISTS, M_MANY, C = 0.5, 20, 10, 100, 5, 25
 HTTP = "h11"  # the server's parser; --http httptools when installed

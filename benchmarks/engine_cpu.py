@@ -30,7 +30,8 @@ from strategies import items  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.backends.base import Completion  # noqa: E402
-from permsc_integrations.prompts import rankgpt, truncate  # noqa: E402
+from permsc_integrations.prompts import _rankgpt as rankgpt  # noqa: E402
+from permsc_integrations.prompts import _truncate as truncate
 
 
 class Instant:

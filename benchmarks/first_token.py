@@ -24,7 +24,7 @@ from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.backends import resolve_backend  # noqa: E402
-from permsc_integrations.eval.trec import read_candidates  # noqa: E402
+from permsc_integrations.eval._trec import read_candidates  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trec-dl"
 MODES = ("generate", "first_token")

@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
-from permsc_integrations.adaptive import Adaptive  # noqa: E402
+from permsc_integrations._adaptive import Adaptive  # noqa: E402
 from permsc_integrations.aggregators import aggregate  # noqa: E402
-from permsc_integrations.eval.samples import read_samples  # noqa: E402
+from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.frontier import Answer, fit_list, unsettled  # noqa: E402
 from permsc_integrations.metrics import kendall_tau  # noqa: E402
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 from partial_answers import psc_tau  # noqa: E402
 
-from permsc_integrations.eval.report import paired_wilcoxon  # noqa: E402
-from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
+from permsc_integrations.eval._report import paired_wilcoxon  # noqa: E402
+from permsc_integrations.eval._samples import ListSamples, read_samples  # noqa: E402
 
 CUTOFFS = (None, 0.9, 0.8, 0.7)  # None: exact matching only, as the library parses
 BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")

@@ -4,7 +4,7 @@ the GGUF read directly (now), side by side (section "gguf-load").
 *float copy* is what the transformers backend did before issue 32: the first load parsed the
 GGUF with transformers (`from_pretrained(gguf_file=...)`) and saved the dequantised model with
 `save_pretrained` into the cache; later loads read that copy. *GGUF direct* is
-`permsc_integrations.backends.local.gguf_cache` now: the first load keeps only the tokenizer
+`permsc_integrations.backends.local._gguf_cache` now: the first load keeps only the tokenizer
 and config; every load reads the weights from the GGUF (`gguf_weights`). Each load runs in a
 fresh process (imports included, as a user's first `permsc demo` would), with its own empty
 cache (the GGUF itself assembled beforehand); the dtype is this machine's
@@ -35,7 +35,7 @@ import json, os, resource, sys, time
 began = time.perf_counter()
 import torch, transformers
 from pathlib import Path
-from permsc_integrations.backends.local.gguf_cache import load_gguf
+from permsc_integrations.backends.local._gguf_cache import load_gguf
 path, dtype, how, copy = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 if how == "direct":
     tokenizer, model = load_gguf(path, dtype, torch, transformers)
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--dtype", default=None, help="default: this machine's (auto_device)")
     parser.add_argument("--section", default="gguf-load")
     args = parser.parse_args()
-    from permsc_integrations.backends.local.model_store import gguf_path
+    from permsc_integrations.backends.local._model_store import gguf_path
     from permsc_integrations.backends.local.transformers import auto_device
 
     dtype = args.dtype or auto_device("cpu")[1]

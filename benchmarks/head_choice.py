@@ -29,7 +29,10 @@ from strategies import items, quality, relevance  # noqa: E402
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.backends.base import Completion  # noqa: E402
 from permsc_integrations.strategies import Blocks  # noqa: E402
-from permsc_integrations.testing import ChatRequest, noisy_responder  # noqa: E402
+from permsc_integrations.testing import (
+    ChatRequest,  # noqa: E402
+    noisy_responder,  # noqa: E402
+)
 
 CHOICES = {"quick (default)": None, "Kemeny (waits)": "kemeny", "RRF": "rrf"}
 

@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 
 from permsc_integrations import InsufficientSamplesError, PSCRanker
-from permsc_integrations.testing import ChatRequest, Reply, ScriptedOpenAIServer, shown_passages
+from permsc_integrations.testing import ChatRequest, Reply, ScriptedOpenAIServer
+from permsc_integrations.testing._responders import shown_passages
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "security.md"
 POSITION = re.compile(r"rank passage \((\d+)\) first")

@@ -25,8 +25,8 @@ from _report import write_section
 
 from permsc_integrations import aggregate
 from permsc_integrations.backends.base import GenerationSettings
-from permsc_integrations.backends.local.embedded import embedded_backend
-from permsc_integrations.cli.demo import DEMO_PERMUTATIONS, demo_query
+from permsc_integrations.backends.local._embedded import embedded_backend
+from permsc_integrations.cli._demo import DEMO_PERMUTATIONS, demo_query
 from permsc_integrations.errors import ParseError
 from permsc_integrations.permutations import sample_permutations
 from permsc_integrations.prompts import get_prompt

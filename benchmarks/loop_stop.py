@@ -2,7 +2,7 @@
 
 Reads a samples file written by ``permsc eval --samples`` with a local model (no generation:
 only the model's tokenizer is loaded). Each saved answer is re-tokenized and cut where
-:func:`permsc_integrations.backends.local.repetition.repeats_itself` first fires, as the
+:func:`permsc_integrations.backends.local._repetition.repeats_itself` first fires, as the
 transformers backend's per-row stop would; the cut text is parsed again with the task's
 prompt. Reports how many answers are cut, how many parsed rankings change (the target is none),
 and the decode steps of each list's batch (the longest row) with and without the stop. Writes
@@ -21,11 +21,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
-from permsc_integrations.backends.local.gguf_cache import prepared_folder  # noqa: E402
-from permsc_integrations.backends.local.model_store import gguf_path  # noqa: E402
-from permsc_integrations.backends.local.repetition import repeats_itself  # noqa: E402
-from permsc_integrations.cli.eval import sorting_max_tokens  # noqa: E402
-from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
+from permsc_integrations.backends.local._gguf_cache import prepared_folder  # noqa: E402
+from permsc_integrations.backends.local._model_store import gguf_path  # noqa: E402
+from permsc_integrations.backends.local._repetition import repeats_itself  # noqa: E402
+from permsc_integrations.cli._eval import sorting_max_tokens  # noqa: E402
+from permsc_integrations.eval._samples import ListSamples, read_samples  # noqa: E402
 from permsc_integrations.prompts import get_prompt  # noqa: E402
 
 

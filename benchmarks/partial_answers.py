@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import aggregate  # noqa: E402
-from permsc_integrations.eval.datasets import kendall_tau_b  # noqa: E402
-from permsc_integrations.eval.samples import ListSamples, read_samples  # noqa: E402
+from permsc_integrations.eval import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval._samples import ListSamples, read_samples  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0)
 

@@ -41,7 +41,7 @@ from _report import write_section  # noqa: E402
 
 from permsc_integrations import RankingOptions  # noqa: E402
 from permsc_integrations.testing import Reply, ScriptedOpenAIServer, oracle_responder  # noqa: E402
-from permsc_integrations.testing.ray_cluster import (  # noqa: E402
+from permsc_integrations.testing._ray_cluster import (  # noqa: E402
     local_ray_cluster,
     processes_with,
     reap,
@@ -350,7 +350,7 @@ HEADING = (
     "## Ray under faults (issue 33): a local 3-node cluster, `permsc rank --engine ray`\n\n"
     'Each fault once half the planned calls were made; docs/scale.md "What survives what" '
     "reads them. A *before* run is this script run against an export of the earlier code "
-    "(`PYTHONPATH=<export>`, with `testing/ray_cluster.py` copied in).\n\n"
+    "(`PYTHONPATH=<export>`, with `testing/_ray_cluster.py` copied in).\n\n"
 )
 
 

@@ -29,7 +29,7 @@ from _report import write_section  # noqa: E402
 from strategies import client_stack, items, server_process  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
-from permsc_integrations.run import sampling  # noqa: E402
+from permsc_integrations._run import sampling  # noqa: E402
 
 
 async def _nothing() -> None:

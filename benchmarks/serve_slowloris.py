@@ -73,8 +73,8 @@ def uvicorn_limits(base_url: str) -> None:
     import uvicorn
 
     from permsc_integrations.serve import ModelConfig, ServeConfig
-    from permsc_integrations.serve.app import create_app
-    from permsc_integrations.serve.run import bind
+    from permsc_integrations.serve._app import create_app
+    from permsc_integrations.serve._run import bind
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(name)s %(message)s")
     config = ServeConfig(models=(ModelConfig("permsc", "openai:bench", {}, base_url),))
@@ -285,7 +285,7 @@ READING = (
     "never give back. uvicorn's own limits do not help: `limit_concurrency` answers 503 at "
     "the cap, to real clients as well, and stops no accept; `timeout_keep_alive` runs only "
     "between requests, and nothing times a request head. So permsc serve accepts connections "
-    "itself (serve/connections.py): it holds at most what the open-file limit leaves, closes "
+    "itself (serve/_connections.py): it holds at most what the open-file limit leaves, closes "
     "the longest-waiting connection without a request being ranked to make room (after 1 s), "
     "times each request head (`--header-timeout`) and body (`--body-timeout`), and sums the "
     "slow clients up in one log line every 10 s. Slow connections are then cut in about 3 s "

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
-from permsc_integrations.cli.eval import sorting_max_tokens  # noqa: E402
+from permsc_integrations.cli._eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.errors import PermscError  # noqa: E402
-from permsc_integrations.eval.datasets import kendall_tau_b  # noqa: E402
-from permsc_integrations.eval.generators import generate_wordsort  # noqa: E402
+from permsc_integrations.eval import kendall_tau_b  # noqa: E402
+from permsc_integrations.eval._generators import generate_wordsort  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,32 +39,32 @@ from .errors import (
 from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, WindowResult
 
 if TYPE_CHECKING:
+    from ._events import Event
+    from ._options import RankingOptions
+    from ._ranker import PSCRanker, RankRequest
+    from ._retry import RetryPolicy
+    from ._run.cache import MemoryCache, SQLiteCache
+    from ._spending import Prices, SpendingCap
     from .backends import resolve_backend
     from .backends.base import Backend, Completion, GenerationSettings
-    from .events import Event
-    from .options import RankingOptions
-    from .ranker import PSCRanker, RankRequest
-    from .retry import RetryPolicy
-    from .run.cache import MemoryCache, SQLiteCache
-    from .spending import Prices, SpendingCap
 
 __version__ = "0.1.0"
 
 # Heavier parts load on first attribute access, so ``import permsc_integrations`` stays fast.
 _LAZY: dict[str, str] = {
-    "PSCRanker": "permsc_integrations.ranker",
-    "RankRequest": "permsc_integrations.ranker",
-    "RankingOptions": "permsc_integrations.options",
+    "PSCRanker": "permsc_integrations._ranker",
+    "RankRequest": "permsc_integrations._ranker",
+    "RankingOptions": "permsc_integrations._options",
     "Backend": "permsc_integrations.backends.base",
     "Completion": "permsc_integrations.backends.base",
     "GenerationSettings": "permsc_integrations.backends.base",
     "resolve_backend": "permsc_integrations.backends",
-    "RetryPolicy": "permsc_integrations.retry",
-    "MemoryCache": "permsc_integrations.run.cache",
-    "SQLiteCache": "permsc_integrations.run.cache",
-    "Event": "permsc_integrations.events",
-    "SpendingCap": "permsc_integrations.spending",
-    "Prices": "permsc_integrations.spending",
+    "RetryPolicy": "permsc_integrations._retry",
+    "MemoryCache": "permsc_integrations._run.cache",
+    "SQLiteCache": "permsc_integrations._run.cache",
+    "Event": "permsc_integrations._events",
+    "SpendingCap": "permsc_integrations._spending",
+    "Prices": "permsc_integrations._spending",
 }
 
 __all__ = [

@@ -21,13 +21,7 @@ import numpy as np
 
 from .errors import InvalidRankingError
 
-__all__ = [
-    "kendall_tau",
-    "kendall_distance",
-    "ndcg_at_k",
-    "mean_ndcg_at_k",
-    "consensus_confidence",
-]
+__all__ = ["kendall_tau", "ndcg_at_k", "mean_ndcg_at_k"]
 
 
 def _common_positions(

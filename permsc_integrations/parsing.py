@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .checks import is_int
+from ._checks import is_int
 from .errors import InvalidRankingError, ParseError
 from .results import ParsedAnswer
 

@@ -19,17 +19,10 @@ import math
 import random
 from collections.abc import Sequence
 
-from .checks import at_least, integer
+from ._checks import at_least, integer
 from .errors import InvalidRankingError
 
-__all__ = [
-    "sample_permutations",
-    "distinct_permutations",
-    "distinct_count",
-    "cut_blocks",
-    "to_original",
-    "invert",
-]
+__all__ = ["sample_permutations", "to_original", "invert", "distinct_permutations"]
 
 
 def sample_permutations(

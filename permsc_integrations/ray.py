@@ -8,7 +8,7 @@ across the actors (so ``concurrency`` actors never exceed it together). A row wh
 fails becomes a row with ``error`` set (and its ``usage``, what it spent): rows are never
 dropped and a bad row never fails the job. Permutation seeds derive from the ranker's
 ``seed`` and the row's own query and items
-(:func:`permsc_integrations.run.state.derive_seed`), so a re-run, a resumed run, another
+(:func:`permsc_integrations._run.state.derive_seed`), so a re-run, a resumed run, another
 partitioning or the single-process ``permsc rank`` give the same orders.
 
 What every ranking actor holds, here and in :mod:`permsc_integrations.ray_rows` (the engine
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import anyio
 
-from .checks import positive_int
+from ._checks import positive_int
+from ._options import RankingOptions
+from ._ranker import PSCRanker
 from .errors import ConfigurationError, MissingDependencyError
-from .options import RankingOptions
-from .ranker import PSCRanker
 from .results import RankingResult, Usage
 
 if TYPE_CHECKING:  # optional dependencies (the ray extra), imported where used
@@ -52,20 +52,10 @@ if TYPE_CHECKING:  # optional dependencies (the ray extra), imported where used
     from ray import ObjectRef, ObjectRefGenerator
     from ray.data import Dataset
 
+    from ._option_keywords import RankingKeywords
     from .backends.base import Backend
-    from .option_keywords import RankingKeywords
 
-__all__ = [
-    "rank_dataset",
-    "split_budget",
-    "actor_options",
-    "ray_module",
-    "exit_with_parent",
-    "RankedRow",
-    "RowRanker",
-    "RESULT_COLUMNS",
-    "USAGE_FIELDS",
-]
+__all__ = ["rank_dataset"]
 
 RESULT_COLUMNS = ("order", "scores", "confidence", "samples", "failed_samples", "usage", "error")
 """The columns :func:`rank_dataset` adds (an input column of one of these names is refused)."""

@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
+from ._checks import positive_int
+from ._option_keywords import RankingKeywords
+from ._options import RankingOptions
+from ._ranker import RankRequest
 from .backends.base import Backend
-from .checks import positive_int
 from .errors import ClusterCapacityError, PermscError
-from .option_keywords import RankingKeywords
-from .options import RankingOptions
-from .ranker import RankRequest
 from .ray import RankedRow, RayCall, RowRanker, RowsHandle, actor_options, ray_module
 
 if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
 
     from ray import ObjectRef, ObjectRefGenerator
 
-__all__ = ["rank_rows", "Watchdog", "ROW_LOSSES", "INIT_FAILURES"]
+__all__ = ["rank_rows"]
 
 _Row = tuple[int, str, Sequence[object]]  # (position, query, items): what an actor ranks
 

@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence, Sized
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from .events import Event, EventHook, emit
-from .items import normalize_items
-from .options import RankingOptions
+from ._events import Event, EventHook, emit
+from ._items import normalize_items
+from ._options import RankingOptions
 from .results import Usage
 
 if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the application traces
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the applicati
 
     Attributes = dict[str, AttributeValue]
 
-__all__ = ["RankingSpan", "CAPTURE_CONTENT_ENV", "reported_top_n", "model_of", "tracer"]
+__all__ = ["reported_top_n"]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _PROVIDERS = {"openai": "openai"}  # backend kind -> gen_ai.provider.name, where one is known

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from permsc_integrations import aggregate, aggregators
-from permsc_integrations.aggregators.kemeny import kemeny_objective
+from permsc_integrations.aggregators._kemeny import kemeny_objective
 from permsc_integrations.errors import ConfigurationError, InvalidRankingError, UnknownNameError
 
 BUILTIN = ["kemeny", "rrf", "borda", "copeland", "local_search"]
@@ -56,7 +56,7 @@ def test_deterministic_tie_break_by_index(method: str) -> None:
 
 
 def test_rrf_is_the_papers_formula_on_full_rankings() -> None:
-    from permsc_integrations.aggregators.rrf import rrf_scores
+    from permsc_integrations.aggregators._rrf import rrf_scores
 
     full = [[2, 0, 1], [0, 1, 2]]
     scores = rrf_scores(full, 3)
@@ -83,8 +83,8 @@ def test_on_full_rankings_rrf_and_borda_are_the_classic_formulas(
 def test_rrf_and_borda_average_over_the_rankings_that_list_an_item() -> None:
     """An item left out of a partial answer is neither rewarded nor punished for it: the
     often-listed item does not win by being listed often."""
-    from permsc_integrations.aggregators.borda import borda_scores
-    from permsc_integrations.aggregators.rrf import rrf_scores
+    from permsc_integrations.aggregators._borda import borda_scores
+    from permsc_integrations.aggregators._rrf import rrf_scores
 
     answers = [[1, 0, 2, 3], [1, 0, 2, 3], [0, 2], [0, 3], [2, 3]]  # 1 listed twice, first
     for method in ("rrf", "borda"):

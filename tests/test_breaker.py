@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankingOptions
+from permsc_integrations._run.breaker import Breaker
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendTimeoutError,
@@ -19,7 +20,6 @@ from permsc_integrations.errors import (
     ModelNotFoundError,
     QuotaExceededError,
 )
-from permsc_integrations.run.breaker import Breaker
 from permsc_integrations.testing import Fault, Reply, ScriptedBackend, oracle_responder
 
 pytestmark = pytest.mark.timeout(60)
@@ -182,7 +182,7 @@ def test_the_cooldown_is_a_checked_option() -> None:
         RankingOptions(breaker_cooldown=-1)
     with pytest.raises(ConfigurationError, match="breaker_cooldown"):
         Breaker(cooldown=float("nan"))
-    assert PSCRanker(ScriptedBackend(), breaker_cooldown=5).breaker.cooldown == 5.0
+    assert PSCRanker(ScriptedBackend(), breaker_cooldown=5)._breaker.cooldown == 5.0
 
 
 async def test_a_ranker_probes_a_topped_up_quota_through_the_real_client(
@@ -209,7 +209,7 @@ async def test_a_ranker_probes_a_topped_up_quota_through_the_real_client(
     async with PSCRanker(
         "openai:m", backend_options=options, num_permutations=4, breaker_cooldown=60
     ) as ranker:
-        ranker.breaker.clock = clock
+        ranker._breaker.clock = clock
         with pytest.raises(QuotaExceededError):
             await ranker.arank("q", items)
         tripped = server.request_count
@@ -220,7 +220,7 @@ async def test_a_ranker_probes_a_topped_up_quota_through_the_real_client(
         clock.now += 60
         with pytest.raises(QuotaExceededError):
             await ranker.arank("q", items)  # still out: the one probe fails
-        assert server.request_count == tripped + 1 and ranker.breaker.state == "open"
+        assert server.request_count == tripped + 1 and ranker._breaker.state == "open"
         clock.now += 60
         topped_up.set()
         results: list[Any] = []
@@ -230,8 +230,8 @@ async def test_a_ranker_probes_a_topped_up_quota_through_the_real_client(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(rank)
-            await until(lambda: server.in_flight == 1 and ranker.breaker.waiting == 3)
+            await until(lambda: server.in_flight == 1 and ranker._breaker.waiting == 3)
             assert server.request_count == tripped + 2  # the probe; three calls wait for it
             release.set()
         assert results[0].order[0] == 0 and server.request_count == tripped + 1 + 4
-        assert ranker.breaker.state == "closed"
+        assert ranker._breaker.state == "closed"

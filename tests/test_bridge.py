@@ -10,8 +10,8 @@ import threading
 import anyio
 import pytest
 
+from permsc_integrations._run import bridge
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.run import bridge
 
 
 async def where(tag: str, *, sleep: float = 0.0) -> tuple[str, int, int]:

@@ -14,9 +14,10 @@ from collections import Counter
 import pytest
 
 from permsc_integrations import ConfigurationError, PSCRanker, RankingOptions, RetryPolicy
+from permsc_integrations._run.sampling import REASK
 from permsc_integrations.results import ParseStatus
-from permsc_integrations.run.sampling import REASK
-from permsc_integrations.testing import Fault, Reply, best_first, shown_passages
+from permsc_integrations.testing import Fault, Reply, best_first
+from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(600)

@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from permsc_integrations._run.cache import MemoryCache, ResponseCache, SQLiteCache, cache_key
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import Usage
-from permsc_integrations.run.cache import MemoryCache, ResponseCache, SQLiteCache, cache_key
 
 MSGS = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] b"}]
 

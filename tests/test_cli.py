@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from permsc_integrations._options import RankingOptions
 from permsc_integrations.cli import main
 from permsc_integrations.cli._common import load_queries
-from permsc_integrations.cli.rank import planned_samples
+from permsc_integrations.cli._rank import planned_samples
 from permsc_integrations.errors import MissingDependencyError
-from permsc_integrations.options import RankingOptions
 from permsc_integrations.testing import grade, oracle_responder
 
 pytest.importorskip("openai")
@@ -197,7 +197,7 @@ def test_without_the_embedded_model_the_whole_install_command_is_printed(
     (it used to point at scripts/embedded-models.txt, cut mid-path at 400 characters)."""
     import dataclasses
 
-    from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, default_model
+    from permsc_integrations.backends.local._model_store import EMBEDDED_MODELS, default_model
 
     for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(variable, raising=False)
@@ -324,7 +324,7 @@ def test_demo_against_the_scripted_server(oracle, capsys):
 def test_demo_scores_first_tokens_at_its_own_default_m(scripted_server, capsys):
     """The demo's ranking flags come from the declaration (``--scoring`` among them); its
     one own default, m = 6, is used and shown in its help."""
-    from permsc_integrations.cli.demo import demo_query
+    from permsc_integrations.cli._demo import demo_query
     from permsc_integrations.testing import first_token_responder
 
     query = demo_query()
@@ -362,7 +362,7 @@ def test_demo_on_the_small_embedded_model(capsys):
 def test_the_default_demo_ranks_with_the_model_that_can(capsys, monkeypatch):
     """The README's main job: no key, no URL -> the embedded 1.5B model, and it ranks."""
     pytest.importorskip("transformers")
-    from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, part_files
+    from permsc_integrations.backends.local._model_store import EMBEDDED_MODELS, part_files
 
     try:
         part_files(EMBEDDED_MODELS["qwen2.5-coder-1.5b"])

@@ -97,7 +97,7 @@ def test_kemenys_time_limit_is_set_on_the_command_line(scripted_server, tmp_path
     items = [f"passage grade {(7 * k) % 100}" for k in range(100)]
     path = write(tmp_path / "q.jsonl", [{"qid": "q", "query": "q", "items": items}])
     out = tmp_path / "ranked.jsonl"
-    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators.kemeny"):
+    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators._kemeny"):
         assert rank(server, path, out, "--kemeny-time-limit", "1e-6") == 0  # no time to prove
     warned = [r.getMessage() for r in caplog.records if "approximate" in r.getMessage()]
     assert warned and "--kemeny-time-limit SECONDS" in warned[0]
@@ -130,7 +130,7 @@ def test_a_local_models_first_load_is_shown_on_stderr(tmp_path, capsys, monkeypa
     from permsc_integrations.errors import MissingDependencyError
 
     try:
-        from permsc_integrations.backends.local.model_store import gguf_path
+        from permsc_integrations.backends.local._model_store import gguf_path
 
         gguf_path("smollm2-135m")
     except MissingDependencyError:

@@ -18,7 +18,7 @@ MODULES = sorted(
 # Modules that import fine without their extra but whose examples run it.
 NEEDS = {
     "permsc_integrations.backends.local.transformers": ("torch", "transformers"),
-    "permsc_integrations.backends.local.logits": ("torch",),
+    "permsc_integrations.backends.local._logits": ("torch",),
 }
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.backends import resolve_backend
-from permsc_integrations.backends.local import model_store
-from permsc_integrations.backends.local.embedded import embedded_backend, embedded_names
-from permsc_integrations.backends.local.model_store import EMBEDDED_MODELS, gguf_path
+from permsc_integrations.backends.local import _model_store as model_store
+from permsc_integrations.backends.local._embedded import embedded_backend, embedded_names
+from permsc_integrations.backends.local._model_store import EMBEDDED_MODELS, gguf_path
 from permsc_integrations.errors import (
     ConfigurationError,
     MissingDependencyError,

@@ -14,6 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._events import Event
+from permsc_integrations._retry import RetryPolicy
+from permsc_integrations._run.cache import MemoryCache
+from permsc_integrations._run.sampling import REASK
+from permsc_integrations._run.state import derive_seed
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -22,13 +27,9 @@ from permsc_integrations.errors import (
     InsufficientSamplesError,
     ParseError,
 )
-from permsc_integrations.events import Event
 from permsc_integrations.results import ParseStatus, Usage
-from permsc_integrations.retry import RetryPolicy
-from permsc_integrations.run.cache import MemoryCache
-from permsc_integrations.run.sampling import REASK
-from permsc_integrations.run.state import derive_seed
-from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, shown_passages
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend
+from permsc_integrations.testing._responders import shown_passages
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,22 +12,16 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._ranker import RankRequest
+from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
     BackendError,
     BackendTimeoutError,
     InsufficientSamplesError,
 )
-from permsc_integrations.ranker import RankRequest
 from permsc_integrations.results import ParseStatus
-from permsc_integrations.retry import RetryPolicy
-from permsc_integrations.testing import (
-    ChatRequest,
-    Fault,
-    Reply,
-    oracle_responder,
-    sequence,
-)
+from permsc_integrations.testing import ChatRequest, Fault, Reply, oracle_responder, sequence
 
 pytestmark = pytest.mark.timeout(30)  # a hang fails the test, whatever the machine's speed
 

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from permsc_integrations.backends.http_errors import map_error, mapped_errors
+from permsc_integrations.backends._http_errors import map_error, mapped_errors
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.eval.bias import bias_map
+from permsc_integrations.eval._bias import bias_map
 from permsc_integrations.permutations import sample_permutations
 
 N = 8

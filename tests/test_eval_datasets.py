@@ -9,17 +9,16 @@ import pytest
 from scipy.stats import kendalltau
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.eval.datasets import (
+from permsc_integrations.eval import generate_mathsort, kendall_tau_b, load_sorting
+from permsc_integrations.eval._datasets import (
     SortingExample,
     default_data_dir,
-    kendall_tau_b,
     load_gsm8ksort,
     load_mathsort,
-    load_sorting,
     load_wordsort,
     split_sentences,
 )
-from permsc_integrations.eval.generators import generate_mathsort, generate_wordsort
+from permsc_integrations.eval._generators import generate_wordsort
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "mathsort.tsv").is_file(), reason="perm-sc data absent")

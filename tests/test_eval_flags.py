@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from permsc_integrations._options import RankingOptions
 from permsc_integrations.cli import build_parser
-from permsc_integrations.cli.eval import RANKING_FLAGS, compared, load_dataset, sorting_config
-from permsc_integrations.cli.eval_output import samples_log
-from permsc_integrations.cli.eval_trec import passages_config
+from permsc_integrations.cli._eval import RANKING_FLAGS, compared, load_dataset, sorting_config
+from permsc_integrations.cli._eval_output import samples_log
+from permsc_integrations.cli._eval_trec import passages_config
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.options import RankingOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"

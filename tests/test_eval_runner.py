@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
-from permsc_integrations.eval.datasets import SortingExample
-from permsc_integrations.eval.generators import generate_mathsort
-from permsc_integrations.eval.runner import evaluate_sorting, score_sorting
+from permsc_integrations.eval import generate_mathsort
+from permsc_integrations.eval._datasets import SortingExample
+from permsc_integrations.eval._runner import evaluate_sorting, score_sorting
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,7 +75,7 @@ def test_psc_beats_single_runs_on_a_position_biased_model() -> None:
 
 def test_failed_and_partial_answers_are_scored_not_dropped() -> None:
     example = SortingExample("t", ("a", "b", "c"), (1, 2, 3), "wordsort")
-    from permsc_integrations.eval.runner import ListSamples
+    from permsc_integrations.eval._runner import ListSamples
 
     lists = [ListSamples(example, ((0, 1, 2), (2, 1, 0)), ((0, 1, 2), ()), ("ok", "invalid"))]
     report = score_sorting(lists, aggregators=("borda",))
@@ -170,8 +170,8 @@ def test_cli_trec_psc_against_the_scripted_server(
     """The paper's DL19 set-up end to end (3 queries, top-30, m=5) with an oracle model."""
     pytest.importorskip("openai")
     from permsc_integrations.cli import main
-    from permsc_integrations.eval.runner import score_runs
-    from permsc_integrations.eval.trec import read_candidates, read_qrels, read_run
+    from permsc_integrations.eval._runner import score_runs
+    from permsc_integrations.eval._trec import read_candidates, read_qrels, read_run
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     candidates = TREC / "normalized" / "dl19.bm25.top100.jsonl"
@@ -261,7 +261,7 @@ def test_samples_are_saved_resumed_and_rescored_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("openai")
-    from permsc_integrations.eval.samples import read_samples
+    from permsc_integrations.eval._samples import read_samples
     from permsc_integrations.testing import ScriptedOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "test")
@@ -318,7 +318,7 @@ def test_passage_samples_one_window_per_query_resume_and_rescore(
     offline against the qrels exactly as live."""
     pytest.importorskip("openai")
     from permsc_integrations.cli import main
-    from permsc_integrations.eval.samples import read_samples
+    from permsc_integrations.eval._samples import read_samples
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     monkeypatch.setenv("OPENAI_API_KEY", "test")

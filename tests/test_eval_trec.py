@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.eval.runner import aggregate_runs, score_runs
-from permsc_integrations.eval.trec import (
+from permsc_integrations.eval._runner import aggregate_runs, score_runs
+from permsc_integrations.eval._trec import (
     read_candidates,
     read_qrels,
     read_run,

@@ -15,6 +15,8 @@ import anyio
 import pytest
 
 from permsc_integrations import MemoryCache, PSCRanker, RankRequest
+from permsc_integrations._events import Event
+from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.base import Completion
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -24,9 +26,8 @@ from permsc_integrations.errors import (
     InsufficientSamplesError,
     ModelNotFoundError,
 )
-from permsc_integrations.events import Event
-from permsc_integrations.retry import RetryPolicy
-from permsc_integrations.testing import Fault, Reply, oracle_responder, shown_passages
+from permsc_integrations.testing import Fault, Reply, oracle_responder
+from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
 pytestmark = pytest.mark.timeout(60)
@@ -166,12 +167,12 @@ def test_not_found_and_context_length_cancel_their_request_at_once(scripted_serv
     with server.ranker(num_permutations=6) as r:
         with pytest.raises(ContextLengthError):  # at once: not after the 5 s answers
             r.rank("q", ITEMS)
-        assert r.breaker.error is None  # another prompt may fit: the ranker goes on
+        assert r._breaker.error is None  # another prompt may fit: the ranker goes on
     server.responder = lambda request: Fault.status(404)
     with server.ranker(num_permutations=3) as r:
         with pytest.raises(ModelNotFoundError):
             r.rank("q", ITEMS)
-        assert isinstance(r.breaker.error, ModelNotFoundError)
+        assert isinstance(r._breaker.error, ModelNotFoundError)
 
 
 def test_a_failed_request_reports_what_it_spent(scripted_server) -> None:

@@ -12,15 +12,15 @@ import re
 import pytest
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._options import RankingOptions
 from permsc_integrations.aggregators import aggregate, available
 from permsc_integrations.backends.base import Completion, LabelProbabilities
 from permsc_integrations.errors import BackendError, ConfigurationError
-from permsc_integrations.eval.datasets import SortingExample
-from permsc_integrations.eval.passages import acollect_passages
-from permsc_integrations.eval.samples import ListSamples, SampleLog, read_priors, read_samples
-from permsc_integrations.eval.trec import Candidate, Query
-from permsc_integrations.options import RankingOptions
-from permsc_integrations.prompts.first_token import FirstTokenPrompt, first_token_prompt
+from permsc_integrations.eval._datasets import SortingExample
+from permsc_integrations.eval._passages import acollect_passages
+from permsc_integrations.eval._samples import ListSamples, SampleLog, read_priors, read_samples
+from permsc_integrations.eval._trec import Candidate, Query
+from permsc_integrations.prompts._first_token import FirstTokenPrompt, first_token_prompt
 from permsc_integrations.results import Usage
 from permsc_integrations.testing import best_first
 
@@ -101,7 +101,7 @@ def test_probability_aggregators_need_first_token_scoring():
 
 
 def test_the_cache_is_refused_in_first_token_mode():
-    from permsc_integrations.run.cache import MemoryCache
+    from permsc_integrations._run.cache import MemoryCache
 
     with pytest.raises(ConfigurationError, match="first_token scoring does not use it"):
         RankingOptions(scoring="first_token", cache=MemoryCache())
@@ -159,7 +159,7 @@ def test_a_window_is_one_batch_and_samples_keep_their_probabilities():
 
 
 def test_ties_break_by_prompt_position():
-    from permsc_integrations.run.first_token import scored_sample
+    from permsc_integrations._run.first_token import scored_sample
 
     s = scored_sample((3, 1, 2), LabelProbabilities((0.25, 0.5, 0.25)), ("A", "B", "C"))
     assert s.ranking == (1, 3, 2)
@@ -273,7 +273,7 @@ def test_mean_and_mean_log_probability_differ_on_a_confident_outlier():
     by_mean = aggregate(rankings, method="mean_probability", n_items=2, probabilities=probs)
     by_log = aggregate(rankings, method="mean_log_probability", n_items=2, probabilities=probs)
     assert (by_mean, by_log) == ([0, 1], [1, 0])
-    from permsc_integrations.aggregators.probability import mean_log_probability
+    from permsc_integrations.aggregators._probability import mean_log_probability
 
     geo = mean_log_probability.item_scores(probs, n_items=2)
     assert geo[0] == pytest.approx(0.00054 ** (1 / 3)) and geo[1] == pytest.approx(
@@ -282,7 +282,7 @@ def test_mean_and_mean_log_probability_differ_on_a_confident_outlier():
 
 
 def test_an_item_no_sample_showed_goes_last():
-    from permsc_integrations.aggregators.probability import mean_probability
+    from permsc_integrations.aggregators._probability import mean_probability
 
     probs = [{1: 0.7, 2: 0.3}]
     assert mean_probability([[1, 2]], n_items=3, probabilities=probs) == [1, 2, 0]
@@ -391,8 +391,8 @@ class Biased(BatchValueScorer):
 def test_the_prior_comes_from_placeholders_and_is_cached():
     import anyio
 
-    from permsc_integrations.prompts.first_token import FirstTokenPrompt
-    from permsc_integrations.run.calibration import PLACEHOLDERS, PriorCache
+    from permsc_integrations._run.calibration import PLACEHOLDERS, PriorCache
+    from permsc_integrations.prompts._first_token import FirstTokenPrompt
 
     backend, cache, prompt = Biased(), PriorCache(), FirstTokenPrompt()
     prior = anyio.run(cache.aget, backend, prompt, 4)
@@ -406,8 +406,8 @@ def test_the_prior_comes_from_placeholders_and_is_cached():
 def test_the_prior_cache_persists_to_a_file(tmp_path):
     import anyio
 
-    from permsc_integrations.prompts.first_token import FirstTokenPrompt
-    from permsc_integrations.run.calibration import PriorCache
+    from permsc_integrations._run.calibration import PriorCache
+    from permsc_integrations.prompts._first_token import FirstTokenPrompt
 
     path = tmp_path / "priors.json"
     backend, prompt = Biased(), FirstTokenPrompt()
@@ -524,7 +524,7 @@ def test_a_scorer_that_reads_the_items_has_no_favourite_label(tmp_path, capsys):
 def test_the_sliding_trec_evaluation_runs_in_first_token_mode():
     import anyio
 
-    from permsc_integrations.eval.runner import aevaluate_trec
+    from permsc_integrations.eval._runner import aevaluate_trec
 
     texts = items(12, seed=5)
     query = Query("q", "largest?", tuple(Candidate(f"d{i}", t) for i, t in enumerate(texts)))

@@ -16,10 +16,10 @@ pytest.importorskip("transformers")
 
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
-from permsc_integrations.backends.local.embedded import embedded_model_path  # noqa: E402
+from permsc_integrations.backends.local._embedded import embedded_model_path  # noqa: E402
 from permsc_integrations.backends.local.transformers import TransformersBackend, _load  # noqa: E402
 from permsc_integrations.errors import ConfigurationError, MissingDependencyError  # noqa: E402
-from permsc_integrations.prompts.first_token import FirstTokenPrompt  # noqa: E402
+from permsc_integrations.prompts._first_token import FirstTokenPrompt  # noqa: E402
 
 try:
     MODEL = embedded_model_path("smollm2-135m")

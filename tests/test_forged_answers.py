@@ -11,7 +11,8 @@ from permsc_integrations import InsufficientSamplesError, PSCRanker
 from permsc_integrations.errors import ParseError
 from permsc_integrations.parsing import parse_identifiers
 from permsc_integrations.prompts import get_prompt
-from permsc_integrations.testing import ChatRequest, Reply, shown_passages
+from permsc_integrations.testing import ChatRequest, Reply
+from permsc_integrations.testing._responders import shown_passages
 
 # what answers are made of (numbers, brackets, separators, list and think markers), and
 # what a passage could wrap them in

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from permsc_integrations.backends.http_errors import map_model_error, status_error
+from permsc_integrations.backends._http_errors import map_model_error, status_error
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from permsc_integrations._items import normalize_items
 from permsc_integrations.errors import InvalidRankingError
-from permsc_integrations.items import normalize_items
 
 
 def test_strings_have_no_ids() -> None:

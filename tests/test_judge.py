@@ -13,16 +13,10 @@ from permsc_integrations import PSCRanker, testing
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.permutations import to_original
 from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts.first_token import first_token_prompt
-from permsc_integrations.testing import (
-    REGIMES,
-    JudgeParams,
-    SimulatedJudge,
-    hidden_keys,
-    hide,
-    strip_markers,
-)
-from permsc_integrations.testing.judge_prompts import count_tokens
+from permsc_integrations.prompts._first_token import first_token_prompt
+from permsc_integrations.testing import REGIMES, JudgeParams, SimulatedJudge, hidden_keys
+from permsc_integrations.testing._judge import JudgeStats
+from permsc_integrations.testing._judge_prompts import count_tokens, hide, strip_markers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,9 +49,9 @@ def setwise(texts: list[str]) -> list[dict]:
 
 
 def test_the_public_names_are_pinned() -> None:
-    judge_names = {"SimulatedJudge", "JudgeParams", "JudgeStats", "REGIMES"}
-    marker_names = {"hide", "hidden_keys", "strip_markers"}
-    assert judge_names | marker_names <= set(testing.__all__)
+    judge_names = {"SimulatedJudge", "JudgeParams", "REGIMES", "hidden_keys"}
+    assert judge_names <= set(testing.__all__)
+    assert not {"JudgeStats", "hide", "strip_markers"} & set(testing.__all__)  # internal
     assert set(REGIMES) == set(JudgeParams.REGIMES) == {"mild", "position-biased", "noisy"}
 
 
@@ -188,7 +182,7 @@ def test_calls_tokens_and_sequential_rounds_over_http(scripted_server) -> None:
     assert (stats.prompt_tokens, stats.completion_tokens) == (sent, answered)
     assert (judge.stats("q2").calls, judge.stats().calls, judge.stats().rounds) == (1, 5, 5)
     judge.reset()
-    assert judge.stats() == testing.JudgeStats()
+    assert judge.stats() == JudgeStats()
 
 
 async def test_calls_sent_together_share_a_round() -> None:

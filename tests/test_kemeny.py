@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from permsc_integrations import aggregate
+from permsc_integrations.aggregators._kemeny import KemenySolution, kemeny_objective, kemeny_solve
 from permsc_integrations.aggregators._pairwise import condorcet_blocks, pairwise_counts
-from permsc_integrations.aggregators.kemeny import KemenySolution, kemeny_objective, kemeny_solve
 from permsc_integrations.metrics import kendall_distance
 
 HEURISTICS = ["borda", "rrf", "copeland", "local_search"]
@@ -249,7 +249,7 @@ def test_bad_options_are_configuration_errors() -> None:
 _FIRST_LP = """
 import sys
 import numpy as np
-from permsc_integrations.aggregators.kemeny import kemeny_solve
+from permsc_integrations.aggregators._kemeny import kemeny_solve
 rng = np.random.default_rng(0)  # the instance of _mip_instance(): its LP is fractional
 sol = kemeny_solve([rng.permutation(30).tolist() for _ in range(20)], n_items=30, time_limit=30)
 sys.stderr.write(sol.method)
@@ -319,7 +319,7 @@ def test_consistent_answers_over_few_pairs_are_ranked_exactly_in_time(n: int, ca
         for _ in range(5)
         for block in np.array_split(rng.permutation(n), n // 20)
     ]
-    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators.kemeny"):
+    with caplog.at_level(logging.WARNING, logger="permsc_integrations.aggregators._kemeny"):
         order = aggregate(rankings, method="kemeny", n_items=n)
     assert kemeny_objective(rankings, order, n) == 0 and not caplog.records  # no "approximate"
     sol = kemeny_solve(rankings, n_items=n)

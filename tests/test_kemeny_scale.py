@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from permsc_integrations import aggregate
 from permsc_integrations.aggregators._bounds import cycle_packing, pairs_bound
+from permsc_integrations.aggregators._kemeny import kemeny_objective, kemeny_solve
+from permsc_integrations.aggregators._local_search import insertion_refine
 from permsc_integrations.aggregators._pairwise import (
     kendall_cost,
     majority_order,
@@ -26,8 +28,6 @@ from permsc_integrations.aggregators._pairwise import (
     pairwise_counts,
     split_by_order,
 )
-from permsc_integrations.aggregators.kemeny import kemeny_objective, kemeny_solve
-from permsc_integrations.aggregators.local_search import insertion_refine
 
 has_highspy = importlib.util.find_spec("highspy") is not None
 MiB = 2**20

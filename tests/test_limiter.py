@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._run.limiter import CallLimiter
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.run.limiter import CallLimiter
 from permsc_integrations.testing import Reply
 
 pytestmark = pytest.mark.timeout(60)

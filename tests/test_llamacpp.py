@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from permsc_integrations.backends import resolve_backend
+from permsc_integrations.backends._logprobs import label_probabilities_from_logits
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
-from permsc_integrations.backends.local.llamacpp import LlamaCppBackend
-from permsc_integrations.backends.logprobs import label_probabilities_from_logits
+from permsc_integrations.backends.local._llamacpp import LlamaCppBackend
 from permsc_integrations.errors import (
     ConfigurationError,
     ContextLengthError,

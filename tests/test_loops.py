@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from permsc_integrations.backends.local.repetition import LoopStop, repeats_itself
+from permsc_integrations.backends.local._repetition import LoopStop, repeats_itself
 
 WORDS = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # ten one-token "words", no repeats
 NEWLINE = 2

@@ -179,10 +179,10 @@ async def test_in_process_the_rerank_span_is_a_child_of_the_tool_call_span() -> 
     pytest.importorskip("opentelemetry.sdk")
     from permsc_integrations import PSCRanker
     from permsc_integrations.mcp_server import RerankTool
-    from permsc_integrations.mcp_server.server import build_server
-    from permsc_integrations.serve.config import Limits
+    from permsc_integrations.mcp_server._server import build_server
+    from permsc_integrations.serve._config import Limits
     from permsc_integrations.testing import ScriptedBackend, oracle_responder
-    from permsc_integrations.testing.spans import recording_spans
+    from permsc_integrations.testing._spans import recording_spans
 
     ranker = PSCRanker(ScriptedBackend(oracle_responder(len)), num_permutations=3)
     tool = RerankTool(ranker, "psc")
@@ -212,8 +212,8 @@ async def test_the_documented_client_configs_and_answer_match_the_tool() -> None
     from permsc_integrations import PSCRanker
     from permsc_integrations.cli import build_parser
     from permsc_integrations.mcp_server import RerankTool
-    from permsc_integrations.mcp_server.server import build_server
-    from permsc_integrations.serve.config import Limits
+    from permsc_integrations.mcp_server._server import build_server
+    from permsc_integrations.serve._config import Limits
     from permsc_integrations.testing import ScriptedBackend
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "agents.md"

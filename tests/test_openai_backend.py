@@ -14,10 +14,12 @@ import anyio
 import httpx
 import pytest
 
-from permsc_integrations.backends import GenerationSettings, resolve_backend
-from permsc_integrations.backends.http_errors import retry_after
+from permsc_integrations._run.bridge import run_sync
+from permsc_integrations.backends import resolve_backend
+from permsc_integrations.backends._http_errors import retry_after
+from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.openai import OpenAIBackend
-from permsc_integrations.backends.openai.client_per_loop import LoopClients
+from permsc_integrations.backends.openai._client_per_loop import LoopClients
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,
@@ -30,7 +32,6 @@ from permsc_integrations.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from permsc_integrations.run.bridge import run_sync
 from permsc_integrations.testing import Fault, Reply, sequence
 
 pytestmark = pytest.mark.timeout(30)

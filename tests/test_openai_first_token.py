@@ -8,9 +8,12 @@ import math
 import anyio
 import pytest
 
-from permsc_integrations.backends import GenerationSettings
-from permsc_integrations.backends.base import FirstTokenBackend, LabelProbabilities
-from permsc_integrations.backends.logprobs import label_probabilities
+from permsc_integrations.backends._logprobs import label_probabilities
+from permsc_integrations.backends.base import (
+    FirstTokenBackend,
+    GenerationSettings,
+    LabelProbabilities,
+)
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
     AuthenticationError,

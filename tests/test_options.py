@@ -81,9 +81,9 @@ def test_cross_option_rules() -> None:
 
 def test_a_cross_option_rule_has_one_message_wherever_it_is_checked() -> None:
     """The options, the window plan (callable with raw values) and the ranker share the rule's
-    check (checks.py): one message, naming the bound and why."""
+    check (_checks.py): one message, naming the bound and why."""
+    from permsc_integrations._window_plan import plan_windows
     from permsc_integrations.testing import ScriptedBackend
-    from permsc_integrations.window_plan import plan_windows
 
     step = (
         "step must be in 1..window_size-1 (9) so that sliding windows overlap and carry the "
@@ -119,7 +119,7 @@ def test_options_object_and_keywords_combine() -> None:
     base = RankingOptions(num_permutations=4, seed=7)
     ranker = PSCRanker(Answers(), options=base, seed=8)
     assert ranker.options == dataclasses.replace(base, seed=8)
-    assert ranker.engine.options.num_permutations == 4
+    assert ranker._engine.options.num_permutations == 4
     with pytest.raises(ConfigurationError, match="RankingOptions"):
         PSCRanker(Answers(), options={"num_permutations": 4})
 
@@ -188,7 +188,7 @@ def test_a_bad_flag_value_fails_with_the_options_message(capsys) -> None:
 
 
 def test_the_rankers_typed_keywords_are_the_declarations_options_in_order() -> None:
-    from permsc_integrations.ranker import RankingKeywords
+    from permsc_integrations._ranker import RankingKeywords
 
     assert tuple(RankingKeywords.__annotations__) == RankingOptions.names()
     assert not RankingKeywords.__required_keys__  # every keyword is optional

@@ -435,7 +435,7 @@ def test_an_echoed_format_example_is_not_a_vote() -> None:
 
 
 def test_a_template_prompt_knows_its_own_examples() -> None:
-    from permsc_integrations.prompts.template import TemplatePrompt
+    from permsc_integrations.prompts._template import TemplatePrompt
 
     p = TemplatePrompt(user="{items}\nAnswer like [2] > [1], nothing else.")
     assert p.examples == ("[2] > [1]",)

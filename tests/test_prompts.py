@@ -30,8 +30,8 @@ from permsc_integrations.prompts import (
     available_prompts,
     get_prompt,
     register_prompt,
-    truncate_words,
 )
+from permsc_integrations.prompts._truncate import truncate_words
 from permsc_integrations.results import ParsedAnswer
 
 RANKGPT_SYSTEM = (
@@ -287,7 +287,7 @@ def test_passages_cannot_forge_ids_or_lines(name: str) -> None:
 
 
 def test_template_prompts_answered_by_text_keep_the_items_text() -> None:
-    from permsc_integrations.prompts.template import TemplatePrompt
+    from permsc_integrations.prompts._template import TemplatePrompt
 
     p = TemplatePrompt(user="{items}", item_format="{text}", answer="items")
     assert p.render("q", ["[1] keep me"])[0]["content"] == "[1] keep me"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import permsc_integrations
 from permsc_integrations import errors
@@ -55,6 +60,126 @@ CORE_ALL = {
 def test_all_is_pinned() -> None:
     assert set(permsc_integrations.__all__) == CORE_ALL
     assert len(permsc_integrations.__all__) == len(CORE_ALL)
+
+
+# Every public module besides the top level, and its one ``__all__`` (docs/architecture.md,
+# "What is public"). Everything in a ``_private`` module may change without notice.
+PUBLIC = {
+    "aggregators": "Aggregator register get available aggregate",
+    "aggregators.kemeny": "kemeny_solve kemeny_with KemenySolution",
+    "backends": "register available resolve_backend",
+    "backends.base": "Message GenerationSettings Completion Backend BatchBackend "
+    "LabelProbabilities FirstTokenBackend FirstTokenBatchBackend ResponseCache",
+    "backends.local": "",  # reached by spec string; its one public module is below
+    "backends.local.transformers": "TransformersBackend auto_device",
+    "backends.openai": "OpenAIBackend",
+    "cli": "main",
+    "errors": " ".join(sorted(errors.__all__)),  # the error tree, pinned below by its base
+    "eval": "EvalReport evaluate_sorting aevaluate_sorting aevaluate_trec load_sorting "
+    "generate_mathsort kendall_tau_b read_qrels read_run read_topics write_run bias_map",
+    "mcp_server": "Budget BUDGETS RerankTool RerankResult ToolError",
+    "metrics": "kendall_tau ndcg_at_k mean_ndcg_at_k",
+    "parsing": "parse_identifiers parse_items strip_reasoning disarm",
+    "permutations": "sample_permutations to_original invert distinct_permutations",
+    "prompts": "Prompt get_prompt available_prompts register_prompt RankGPTPrompt "
+    "RankVicunaPrompt MathSortPrompt WordSortPrompt GSM8KSortPrompt TemplatePrompt",
+    "ray": "rank_dataset",
+    "ray_rows": "rank_rows",
+    "results": "Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult scores_from_order",
+    "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
+    "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round Calls PlanOptions "
+    "WindowShape register available get",
+    "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
+    "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "
+    "JudgeParams REGIMES hidden_keys recording_spans",
+    "tracing": "reported_top_n",
+}
+
+# Old paths kept for one deprecation period: each adds no name and forwards one it had.
+MOVED = {
+    "backends.home_loop": ("HomeLoop", "backends._home_loop"),
+    "backends.http_errors": ("mapped_errors", "backends._http_errors"),
+    "backends.logprobs": ("label_probabilities", "backends._logprobs"),
+    "backends.transformers": ("TransformersBackend", "backends.local.transformers"),
+    "checks": ("at_least", "_checks"),
+    "eval.bias": ("bias_map", "eval"),
+    "events": ("Event", ""),
+    "integration": ("psc_metadata", "_integration"),
+    "integration_model": ("PSCOptionsModel", "_integration_model"),
+    "options": ("RankingOptions", ""),
+    "prompts.template": ("TemplatePrompt", "prompts"),
+    "ranker": ("PSCRanker", ""),
+    "redaction": ("public_settings", "_redaction"),
+    "run.bridge": ("run_sync", "_run.bridge"),
+    "serve.scoring": ("relevance_scores", "serve"),
+}
+FRONTIER = "frontier"  # becomes _frontier/ when issue 31's work is merged
+
+
+def _declared(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                assert node.value is not None
+                return list(ast.literal_eval(node.value))
+    return None
+
+
+def test_every_public_module_is_pinned_or_a_moved_path() -> None:
+    root = Path(permsc_integrations.__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__main__" or any(p.startswith("_") and p != "__init__" for p in parts):
+            continue
+        name = ".".join(p for p in parts if p != "__init__")
+        if name and not name.startswith(FRONTIER):
+            found.add(name)
+            assert _declared(path) is not None, f"{name} declares no __all__"
+    shims = {name.rpartition(".")[0] if name.endswith("run.bridge") else name for name in MOVED}
+    assert found - set(PUBLIC) - set(MOVED) - shims == set()
+    assert set(PUBLIC) <= found
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_each_public_package_pins_its_all(module: str) -> None:
+    imported = importlib.import_module(f"permsc_integrations.{module}")
+    assert sorted(imported.__all__) == sorted(PUBLIC[module].split())
+    assert len(set(imported.__all__)) == len(imported.__all__)
+    for name in imported.__all__:
+        assert getattr(imported, name) is not None, f"{module}.{name}"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_path_warns_and_forwards(old: str) -> None:
+    name, home = MOVED[old]
+    module = importlib.import_module(f"permsc_integrations.{old}")
+    assert module.__all__ == []
+    with pytest.warns(DeprecationWarning, match=f"permsc_integrations.{old} moved to "):
+        value = getattr(module, name)
+    where = "permsc_integrations" + (f".{home}" if home else "")
+    assert value is getattr(importlib.import_module(where), name)
+
+
+def test_the_documented_old_import_still_works_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        from permsc_integrations.serve.scoring import relevance_scores
+    assert str(caught[0].message) == (
+        "permsc_integrations.serve.scoring moved to permsc_integrations.serve; import it from there"
+    )
+    assert relevance_scores is importlib.import_module("permsc_integrations.serve").relevance_scores
+
+
+def test_a_name_moved_out_of_a_package_warns_and_forwards() -> None:
+    import permsc_integrations.backends as backends
+
+    match = "permsc_integrations.backends.Completion moved to permsc_integrations.backends.base"
+    with pytest.warns(DeprecationWarning, match=match):
+        value = backends.Completion
+    assert value is permsc_integrations.Completion
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        backends.Nothing  # noqa: B018
 
 
 def test_every_public_name_resolves() -> None:
@@ -122,3 +247,13 @@ def test_importing_and_building_blocks_reads_no_entry_points() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_ranker_keeps_its_parts_private() -> None:
+    from permsc_integrations.testing import ScriptedBackend
+
+    ranker = permsc_integrations.PSCRanker(ScriptedBackend())
+    public = {name for name in vars(ranker) if not name.startswith("_")}
+    assert public == {"options", "backend", "on_event"}
+    with pytest.raises(errors.ConfigurationError, match="has no attribute 'engine'"):
+        ranker.engine = None  # type: ignore[attr-defined]

@@ -12,22 +12,17 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankRequest, backends
+from permsc_integrations._events import Event
+from permsc_integrations._retry import RetryPolicy
+from permsc_integrations._run.cache import SQLiteCache
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
     InvalidRankingError,
     UnknownNameError,
 )
-from permsc_integrations.events import Event
-from permsc_integrations.retry import RetryPolicy
-from permsc_integrations.run.cache import SQLiteCache
-from permsc_integrations.testing import (
-    ChatRequest,
-    Fault,
-    ScriptedBackend,
-    best_first,
-    shown_passages,
-)
+from permsc_integrations.testing import ChatRequest, Fault, ScriptedBackend, best_first
+from permsc_integrations.testing._responders import shown_passages
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -339,8 +334,8 @@ def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
 def test_real_openai_client_over_a_loopback_server() -> None:
     pytest.importorskip("openai")
     pytest.importorskip("uvicorn")
+    from permsc_integrations._run.bridge import run_sync
     from permsc_integrations.backends.openai import OpenAIBackend
-    from permsc_integrations.run.bridge import run_sync
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 
     items = docs(12, seed=4)

@@ -12,11 +12,11 @@ from permsc_integrations import PSCRanker, RankRequest  # noqa: E402
 from permsc_integrations.errors import ConfigurationError  # noqa: E402
 from permsc_integrations.ray import rank_dataset, split_budget  # noqa: E402
 from permsc_integrations.testing import (  # noqa: E402
-    Fault,
+    Fault,  # noqa: E402
     noisy_responder,
     oracle_responder,
-    shown_passages,
 )
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -29,7 +29,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from permsc_integrations.testing import Reply, oracle_responder  # noqa: E402
-from permsc_integrations.testing.ray_cluster import (  # noqa: E402
+from permsc_integrations.testing._ray_cluster import (  # noqa: E402
     local_ray_cluster,
     processes_with,
     reap,

@@ -17,8 +17,8 @@ import textwrap
 from permsc_integrations import PSCRanker, RankRequest
 from permsc_integrations.cli import build_parser, main
 from permsc_integrations.cli._common import Query, backend_spec, ranker_options
-from permsc_integrations.cli.rank_journal import SUFFIX, Journal, unit_key
-from permsc_integrations.cli.rank_ray import job_options
+from permsc_integrations.cli._rank_journal import SUFFIX, Journal, unit_key
+from permsc_integrations.cli._rank_ray import job_options
 from permsc_integrations.errors import InsufficientSamplesError
 from permsc_integrations.ray import RankedRow
 from permsc_integrations.ray_rows import Watchdog, _Admission

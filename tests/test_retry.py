@@ -7,6 +7,7 @@ import time
 import anyio
 import pytest
 
+from permsc_integrations._retry import RetryPolicy, call_with_retry
 from permsc_integrations.errors import (
     BackendError,
     BackendTimeoutError,
@@ -14,7 +15,6 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.retry import RetryPolicy, call_with_retry
 
 pytestmark = pytest.mark.timeout(20)  # the hangs these tests guard against last 30 s
 

@@ -77,7 +77,7 @@ def test_the_bounds_of_top_n_and_max_tokens_per_doc(keyed) -> None:
     """Both bounds are in /openapi.json; within them a request ranks (a top_n above the
     documents sent returns them all: LangChain's CohereRerank sends a fixed top_n), past them
     it is a 400 that sends nothing upstream."""
-    from permsc_integrations.serve.schemas import MAX_TOKENS_PER_DOC
+    from permsc_integrations.serve._schemas import MAX_TOKENS_PER_DOC
 
     upstream, proc, case = keyed
     schema = httpx.get(f"{proc.url}/openapi.json").json()["components"]["schemas"]

@@ -19,9 +19,9 @@ from permsc_integrations import (
 )
 from permsc_integrations.results import ParseStatus
 from permsc_integrations.serve import Limits, ModelConfig, ServeConfig, load_models
-from permsc_integrations.serve.auth import KeyRing, Unauthorized, load_keys
-from permsc_integrations.serve.errors import http_error
-from permsc_integrations.serve.scoring import cut_words, relevance_scores
+from permsc_integrations.serve._auth import KeyRing, Unauthorized, load_keys
+from permsc_integrations.serve._errors import http_error
+from permsc_integrations.serve._scoring import cut_words, relevance_scores
 
 
 def test_serve_all_is_pinned() -> None:
@@ -34,6 +34,7 @@ def test_serve_all_is_pinned() -> None:
         "load_models",
         "create_app",
         "serve",
+        "relevance_scores",
     }
 
 
@@ -154,7 +155,7 @@ def test_the_log_quiets_every_http_stack_and_redacts_every_line() -> None:
     import io
     import logging
 
-    from permsc_integrations.serve.logs import LIBRARIES, configure_logging
+    from permsc_integrations.serve._logs import LIBRARIES, configure_logging
 
     stream = io.StringIO()
     handler = configure_logging("info", ["sk-known-key-1"], stream, fmt="%(name)s %(message)s")

@@ -8,7 +8,7 @@ import pytest
 
 from permsc_integrations import ConfigurationError, PSCRanker
 from permsc_integrations.serve import ModelConfig, load_models
-from permsc_integrations.serve.scoring import SCALES, top_probability_scores
+from permsc_integrations.serve._scoring import SCALES, top_probability_scores
 
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.timeout(120)

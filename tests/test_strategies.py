@@ -11,14 +11,14 @@ from collections import Counter
 import pytest
 
 from permsc_integrations import PSCRanker, aggregate
+from permsc_integrations._events import Event
+from permsc_integrations._options import RankingOptions
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
     MissingDependencyError,
     UnknownNameError,
 )
-from permsc_integrations.events import Event
-from permsc_integrations.options import RankingOptions
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies import Blocks, Plan, Round
 from permsc_integrations.testing import Fault, noisy_responder, oracle_responder
@@ -217,7 +217,7 @@ def test_the_default_head_is_the_aggregators_quick_stand_in_or_its_consensus(
     scripted_server,
 ) -> None:
     from permsc_integrations.aggregators import get
-    from permsc_integrations.aggregators.local_search import local_search
+    from permsc_integrations.aggregators._local_search import local_search
 
     assert get("kemeny").quick is local_search  # type: ignore[attr-defined]
     server = scripted_server(noisy_responder(len, keep=0.3, seed=1))

@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.base import Backend, GenerationSettings
 from permsc_integrations.errors import (
     BackendConnectionError,
@@ -14,7 +15,6 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.testing import (
     ChatRequest,
     Fault,

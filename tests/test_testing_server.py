@@ -16,12 +16,11 @@ from permsc_integrations.testing import (
     Reply,
     ScriptedOpenAIServer,
     first_token_responder,
-    labelled_items,
     noisy_responder,
     oracle_responder,
     sequence,
-    shown_passages,
 )
+from permsc_integrations.testing._responders import labelled_items, shown_passages
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,8 +17,12 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.errors import AuthenticationError  # noqa: E402
-from permsc_integrations.testing import Fault, oracle_responder, sequence  # noqa: E402
-from permsc_integrations.testing.spans import recording_spans  # noqa: E402
+from permsc_integrations.testing import (  # noqa: E402
+    Fault,  # noqa: E402
+    oracle_responder,
+    sequence,
+)
+from permsc_integrations.testing._spans import recording_spans  # noqa: E402
 from permsc_integrations.tracing import CAPTURE_CONTENT_ENV, reported_top_n  # noqa: E402
 
 QUERY = "goldfish growth"

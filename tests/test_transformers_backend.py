@@ -10,9 +10,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from permsc_integrations.backends import BatchBackend, resolve_backend  # noqa: E402
-from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
-from permsc_integrations.backends.local.embedded import embedded_backend, embedded_model_path  # noqa: E402
+from permsc_integrations.backends import resolve_backend  # noqa: E402
+from permsc_integrations.backends.base import (
+    BatchBackend,  # noqa: E402
+    GenerationSettings,  # noqa: E402
+)
+from permsc_integrations.backends.local._embedded import embedded_backend, embedded_model_path  # noqa: E402
 from permsc_integrations.backends.local.transformers import (  # noqa: E402
     _MODELS,
     TransformersBackend,
@@ -240,7 +243,7 @@ def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
     import torch
     import transformers
 
-    from permsc_integrations.backends.local import gguf_cache
+    from permsc_integrations.backends.local import _gguf_cache as gguf_cache
     from permsc_integrations.backends.local.transformers import clear_model_cache
 
     monkeypatch.setenv("PERMSC_CACHE_DIR", str(tmp_path))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations import aggregate
-from permsc_integrations.aggregators.kemeny import kemeny_objective, kemeny_solve
+from permsc_integrations.aggregators._kemeny import kemeny_objective, kemeny_solve
 from permsc_integrations.metrics import mean_ndcg_at_k
 
 REPO = Path(__file__).resolve().parents[1]

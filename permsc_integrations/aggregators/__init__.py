@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from .._registry import Registry
 from ..errors import InvalidRankingError
-from ..registry import Registry
 
 __all__ = [
     "Aggregator",
@@ -26,8 +26,6 @@ __all__ = [
     "get",
     "available",
     "aggregate",
-    "resolve",
-    "fuse_first_stage",
 ]
 
 ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
@@ -47,11 +45,11 @@ _registry: Registry[Aggregator] = Registry(
     "aggregator",
     ENTRY_POINT_GROUP,
     {  # built-ins load on first use, so that importing the package stays fast
-        name: f"permsc_integrations.aggregators.{name}:{name}"
+        name: f"permsc_integrations.aggregators._{name}:{name}"
         for name in ("kemeny", "rrf", "borda", "copeland", "local_search")
     }
     | {  # first-token probabilities (scoring="first_token")
-        name: f"permsc_integrations.aggregators.probability:{name}"
+        name: f"permsc_integrations.aggregators._probability:{name}"
         for name in ("mean_probability", "mean_log_probability")
     },
 )

@@ -19,10 +19,10 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 from ._bounds import cycle_packing, pairs_bound
+from ._local_search import insertion_refine
 from ._lp import IPM_FROM, TriangleModel, order_from_matrix, pair_matrix, violated_triangles
 from ._pairwise import kendall_cost
 from ._pulp import solve_pulp
-from .local_search import insertion_refine
 
 __all__ = ["Part", "solve_large", "perturbed", "LP_SECONDS_PER_PAIR"]
 

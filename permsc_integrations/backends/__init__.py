@@ -18,23 +18,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 
-from ..checks import unknown_option
+from .._checks import unknown_option
+from .._moved import moved
+from .._redaction import refuse_masked
+from .._registry import Registry
 from ..errors import ConfigurationError
-from ..redaction import refuse_masked
-from ..registry import Registry
-from .base import Backend, BatchBackend, Completion, GenerationSettings, Message
+from .base import Backend
 
-__all__ = [
-    "Backend",
-    "BatchBackend",
-    "Completion",
-    "GenerationSettings",
-    "Message",
-    "register",
-    "available",
-    "resolve_backend",
-    "check_backend_options",
-]
+__all__ = ["register", "available", "resolve_backend"]
 
 ENTRY_POINT_GROUP = "permsc_integrations.backends"
 
@@ -47,8 +38,8 @@ _registry: Registry[BackendFactory] = Registry(
     {
         "openai": "permsc_integrations.backends.openai:OpenAIBackend",
         "transformers": "permsc_integrations.backends.local.transformers:TransformersBackend",
-        "llamacpp": "permsc_integrations.backends.local.llamacpp:LlamaCppBackend",
-        "embedded": "permsc_integrations.backends.local.embedded:embedded_backend",
+        "llamacpp": "permsc_integrations.backends.local._llamacpp:LlamaCppBackend",
+        "embedded": "permsc_integrations.backends.local._embedded:embedded_backend",
     },
     normalize=lambda name: name.strip().lower(),
 )
@@ -126,3 +117,14 @@ def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+# The protocol's values were importable from here before they had one home: backends.base.
+_MOVED = frozenset({"BatchBackend", "Completion", "GenerationSettings", "Message"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _MOVED:
+        forward = moved(f"{__name__}.{name}", f"{__name__}.base", stacklevel=3)
+        return forward(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

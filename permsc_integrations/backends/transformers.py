@@ -1,7 +1,9 @@
-"""The old import path of :class:`TransformersBackend`, now in
-:mod:`permsc_integrations.backends.local.transformers`; kept because docs/local.md named it
-(before the backends moved into folders). New code imports from the new path."""
+"""Deprecated path: it moved to ``permsc_integrations.backends.local.transformers``.
 
-from .local.transformers import TransformersBackend
+Every name is forwarded, with a ``DeprecationWarning``, for one deprecation period.
+"""
 
-__all__ = ["TransformersBackend"]
+from permsc_integrations._moved import moved
+
+__all__: list[str] = []
+__getattr__ = moved(__name__, "permsc_integrations.backends.local.transformers")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ..errors import PermscError
 from ._common import one_line, report, show_model_progress
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main"]
 
 _SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve", "mcp")
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _SUBCOMMANDS:
-        module_name = f"{__name__}.{name}"
+        module_name = f"{__name__}._{name}"
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -11,56 +11,24 @@ Example:
 
 from __future__ import annotations
 
-from .bias import BiasMap, bias_map
-from .datasets import (
-    SortingDataset,
-    SortingExample,
-    kendall_tau_b,
-    load_gsm8ksort,
-    load_mathsort,
-    load_sorting,
-    load_wordsort,
-)
-from .generators import generate_mathsort, generate_wordsort
-from .report import EvalReport
-from .runner import (
-    AGGREGATORS,
-    ListSamples,
-    acollect_samples,
-    aevaluate_sorting,
-    aevaluate_trec,
-    aggregate_runs,
-    evaluate_sorting,
-    score_runs,
-    score_sorting,
-)
-from .trec import read_candidates, read_qrels, read_run, read_topics, write_run
+from ._bias import bias_map
+from ._datasets import kendall_tau_b, load_sorting
+from ._generators import generate_mathsort
+from ._report import EvalReport
+from ._runner import aevaluate_sorting, aevaluate_trec, evaluate_sorting
+from ._trec import read_qrels, read_run, read_topics, write_run
 
 __all__ = [
-    "AGGREGATORS",
-    "BiasMap",
     "EvalReport",
-    "ListSamples",
-    "SortingDataset",
-    "SortingExample",
-    "acollect_samples",
+    "evaluate_sorting",
     "aevaluate_sorting",
     "aevaluate_trec",
-    "aggregate_runs",
-    "bias_map",
-    "evaluate_sorting",
-    "generate_mathsort",
-    "generate_wordsort",
-    "kendall_tau_b",
-    "load_gsm8ksort",
-    "load_mathsort",
     "load_sorting",
-    "load_wordsort",
-    "read_candidates",
+    "generate_mathsort",
+    "kendall_tau_b",
     "read_qrels",
     "read_run",
     "read_topics",
-    "score_runs",
-    "score_sorting",
     "write_run",
+    "bias_map",
 ]

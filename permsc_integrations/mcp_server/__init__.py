@@ -13,6 +13,6 @@ Example:
 
 from __future__ import annotations
 
-from .tool import BUDGETS, Budget, RerankResult, RerankTool, ToolError
+from ._tool import BUDGETS, Budget, RerankResult, RerankTool, ToolError
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "RerankResult", "ToolError"]

@@ -19,23 +19,21 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from .._registry import Registry
 from ..errors import ConfigurationError
-from ..registry import Registry
-from .base import Prompt
-from .truncate import truncate_words
+from ._base import Prompt
 
 if TYPE_CHECKING:  # loaded on first use (module __getattr__)
-    from .rankgpt import RankGPTPrompt
-    from .rankvicuna import RankVicunaPrompt
-    from .sorting import GSM8KSortPrompt, MathSortPrompt, WordSortPrompt
-    from .template import TemplatePrompt
+    from ._rankgpt import RankGPTPrompt
+    from ._rankvicuna import RankVicunaPrompt
+    from ._sorting import GSM8KSortPrompt, MathSortPrompt, WordSortPrompt
+    from ._template import TemplatePrompt
 
 __all__ = [
     "Prompt",
     "get_prompt",
     "available_prompts",
     "register_prompt",
-    "truncate_words",
     "RankGPTPrompt",
     "RankVicunaPrompt",
     "MathSortPrompt",
@@ -50,12 +48,12 @@ PromptFactory = Callable[..., Prompt]
 """``factory(**options) -> Prompt``."""
 
 _BUILTIN: dict[str, str] = {
-    "rankgpt": "permsc_integrations.prompts.rankgpt:RankGPTPrompt",
-    "rankvicuna": "permsc_integrations.prompts.rankvicuna:RankVicunaPrompt",
-    "mathsort": "permsc_integrations.prompts.sorting:MathSortPrompt",
-    "wordsort": "permsc_integrations.prompts.sorting:WordSortPrompt",
-    "gsm8ksort": "permsc_integrations.prompts.sorting:GSM8KSortPrompt",
-    "template": "permsc_integrations.prompts.template:TemplatePrompt",
+    "rankgpt": "permsc_integrations.prompts._rankgpt:RankGPTPrompt",
+    "rankvicuna": "permsc_integrations.prompts._rankvicuna:RankVicunaPrompt",
+    "mathsort": "permsc_integrations.prompts._sorting:MathSortPrompt",
+    "wordsort": "permsc_integrations.prompts._sorting:WordSortPrompt",
+    "gsm8ksort": "permsc_integrations.prompts._sorting:GSM8KSortPrompt",
+    "template": "permsc_integrations.prompts._template:TemplatePrompt",
 }
 _CLASSES = {
     "RankGPTPrompt": "rankgpt",

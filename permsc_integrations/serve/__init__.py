@@ -17,24 +17,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import Limits, ModelConfig, ServeConfig, load_models
+from ._config import Limits, ModelConfig, ServeConfig, load_models
+from ._scoring import relevance_scores
 
 if TYPE_CHECKING:
-    from .app import create_app
-    from .run import serve
+    from ._app import create_app
+    from ._run import serve
 
-__all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "create_app", "serve"]
+__all__ = [
+    "ModelConfig",
+    "ServeConfig",
+    "Limits",
+    "load_models",
+    "create_app",
+    "serve",
+    "relevance_scores",
+]
 
 
 def __getattr__(name: str) -> object:
     if name == "create_app":
         # lazy: starlette, pydantic and prometheus-client (the serve extra) load with the app
-        from .run import load_app
+        from ._run import load_app
 
         return load_app()
     if name == "serve":
         # lazy: uvicorn and the app load when a server starts
-        from .run import serve
+        from ._run import serve
 
         return serve
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """How a list longer than one window is ranked: strategies, by name.
 
 - ``"sliding"`` (RankGPT): windows of ``window_size`` move by ``step`` from the back of the
-  list to the front, one after another, PSC in each (:mod:`.sliding`). One pass settles the
+  list to the front, one after another, PSC in each (:mod:`._sliding`). One pass settles the
   top ``window_size - step``; ``top_k`` adds passes.
 - ``"blocks"``: rounds of blocks, each over the head of the round before. In a round, each
   shuffle of the round's items is cut into balanced blocks of at most ``window_size`` items
@@ -25,7 +25,7 @@ composes: ``draw`` any prompts over chosen items at once, then ``settle`` or ``l
 ``permsc_integrations.strategies``) adds one.
 
 Example:
-    >>> from permsc_integrations.options import RankingOptions
+    >>> from permsc_integrations._options import RankingOptions
     >>> available()
     ['blocks', 'sliding']
     >>> [str(get(name).plan(100, RankingOptions()).calls) for name in available()]
@@ -36,11 +36,11 @@ Example:
 
 from __future__ import annotations
 
-from ..registry import Registry
-from .base import Draw, Lead, RankContext, Strategy
-from .blocks import Blocks
-from .plan import Calls, Plan, PlanOptions, Round, WindowShape
-from .sliding import Sliding
+from .._registry import Registry
+from ._base import Draw, Lead, RankContext, Strategy
+from ._blocks import Blocks
+from ._plan import Calls, Plan, PlanOptions, Round, WindowShape
+from ._sliding import Sliding
 
 __all__ = [
     "RankContext",

@@ -23,47 +23,51 @@ Example:
     ('[2] > [1]', 1)
 """
 
-from .backend import ScriptedBackend
-from .judge import REGIMES, JudgeParams, JudgeStats, SimulatedJudge
-from .judge_prompts import hidden_keys, hide, strip_markers
-from .responders import (
+from typing import TYPE_CHECKING
+
+from ._backend import ScriptedBackend
+from ._judge import REGIMES, JudgeParams, SimulatedJudge
+from ._judge_prompts import hidden_keys
+from ._responders import (
     ChatRequest,
     Fault,
     Reply,
-    RequestRecord,
-    Responder,
     best_first,
     first_token_responder,
     grade,
-    labelled_items,
     noisy_responder,
     oracle_responder,
     sequence,
-    shown_passages,
 )
-from .server import ScriptedOpenAIServer
+from ._server import ScriptedOpenAIServer
+
+if TYPE_CHECKING:
+    from ._spans import recording_spans
 
 __all__ = [
+    "ScriptedOpenAIServer",
+    "ScriptedBackend",
     "ChatRequest",
     "Reply",
     "Fault",
-    "RequestRecord",
-    "Responder",
-    "ScriptedOpenAIServer",
-    "ScriptedBackend",
-    "shown_passages",
     "sequence",
     "oracle_responder",
     "noisy_responder",
+    "first_token_responder",
     "grade",
     "best_first",
-    "labelled_items",
-    "first_token_responder",
     "SimulatedJudge",
     "JudgeParams",
-    "JudgeStats",
     "REGIMES",
-    "hide",
     "hidden_keys",
-    "strip_markers",
+    "recording_spans",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "recording_spans":
+        # lazy: the OpenTelemetry SDK loads only for the tests that record spans
+        from ._spans import recording_spans
+
+        return recording_spans
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ what is retryable: turn the model's own retries off (``max_retries=0``). First-t
 asks for one token with logprobs and reads ``response_metadata["logprobs"]`` (``ChatOpenAI``).
 The model's async client belongs to the first event loop that ranks with it; calls from any
 other loop (the sync bridge, ``asyncio.run`` again) use ``invoke`` in a worker thread instead
-(:class:`~permsc_integrations.backends.home_loop.HomeLoop`), so no request is sent twice.
+(:class:`~permsc_integrations.backends._home_loop.HomeLoop`), so no request is sent twice.
 
 :func:`chat_model_run` traces a core backend (a spec string such as ``"openai:gpt-4o-mini"``)
 so that each of its calls is a chat-model run of the LangChain run that started the ranking,
@@ -42,24 +42,24 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from permsc_integrations._checks import positive_int
+from permsc_integrations._integration import Done
+from permsc_integrations._redaction import public_settings
+from permsc_integrations.backends._home_loop import HomeLoop
+from permsc_integrations.backends._http_errors import mapped_errors
+from permsc_integrations.backends._logprobs import (
+    check_labels,
+    label_probabilities,
+    refused_logprobs,
+    top_list,
+)
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
     LabelProbabilities,
     Message,
 )
-from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import mapped_errors
-from permsc_integrations.backends.logprobs import (
-    check_labels,
-    label_probabilities,
-    refused_logprobs,
-    top_list,
-)
-from permsc_integrations.checks import positive_int
 from permsc_integrations.errors import BackendError, ConfigurationError
-from permsc_integrations.integration import Done
-from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
 __all__ = [
@@ -200,7 +200,7 @@ class ChatModelBackend:
 @asynccontextmanager
 async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterator[Done]:
     """One call as a chat-model run of the current LangChain run (a
-    :data:`~permsc_integrations.integration.Trace` for the shared ``TracedBackend``)."""
+    :data:`~permsc_integrations._integration.Trace` for the shared ``TracedBackend``)."""
     config = _config()
     manager = AsyncCallbackManager.configure(
         inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")

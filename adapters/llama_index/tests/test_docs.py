@@ -49,7 +49,7 @@ def test_example_runs_against_the_scripted_server(kit, capsys):
 @pytest.mark.integration
 def test_offline_example_runs_on_the_embedded_model(capsys):
     pytest.importorskip("transformers")
-    from permsc_integrations.backends.local.embedded import embedded_model_path
+    from permsc_integrations.backends.local._embedded import embedded_model_path
 
     embedded_model_path()  # raises MissingDependencyError naming the install line
     ns = _run(EXAMPLE, {})

@@ -11,7 +11,7 @@ from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 from llama_index.postprocessor.permsc import PSCRerank  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 
-from permsc_integrations.testing.spans import recording_spans  # noqa: E402
+from permsc_integrations.testing._spans import recording_spans  # noqa: E402
 
 
 async def test_rerank_spans_nest_under_the_applications_span(kit, server) -> None:

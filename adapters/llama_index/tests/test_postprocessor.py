@@ -151,7 +151,7 @@ def test_unusable_templates_are_refused_when_set(template, message):
 def test_partial_variables_are_bound():
     template = PromptTemplate("{tone} ranking.\n{context_str}").partial_format(tone="Careful")
     rerank = PSCRerank(backend=MockLLM(), rerank_prompt=template)
-    messages = rerank.core_ranker().engine.prompt.render("q", ["a", "b"])
+    messages = rerank.core_ranker()._engine.prompt.render("q", ["a", "b"])
     assert messages[-1]["content"] == "Careful ranking.\n[1] a\n[2] b"
 
 

@@ -2,7 +2,7 @@
 
 The m permuted prompts of a window go through one left-padded ``generate`` call (greedy at
 temperature 0), so PSC costs about one batched pass instead of m calls. At temperature 0 a row
-that falls into a loop is stopped early (:mod:`.repetition`, finish reason ``"loop"``), so one
+that falls into a loop is stopped early (:mod:`._repetition`, finish reason ``"loop"``), so one
 looping answer no longer holds the whole batch to the token cap. Files are read with
 ``local_files_only=True``: nothing is ever downloaded. The model loads once per process per
 (path, gguf file, device, dtype) and generation runs in a worker thread, one at a time per model.
@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ...checks import at_least
+from ..._checks import at_least
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from .gguf_cache import load_gguf
-from .logits import CausalLM, chat_text, score_chunk
-from .repetition import LoopStop
+from ._gguf_cache import load_gguf
+from ._logits import CausalLM, chat_text, score_chunk
+from ._repetition import LoopStop
 
 if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
     from torch import Tensor
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # optional dependencies (the local extra), imported where use
     from transformers import GenerationConfig
     from transformers import PreTrainedTokenizerBase as Tokenizer
 
-__all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
+__all__ = ["TransformersBackend", "auto_device"]
 
 
 def _require() -> tuple[ModuleType, ModuleType]:
@@ -264,7 +264,7 @@ class TransformersBackend:
         settings: GenerationSettings,
     ) -> list[LabelProbabilities]:
         """The first token's probabilities over ``labels`` for every conversation of
-        ``batch``: one left-padded forward pass per ``batch_size`` chunk (:mod:`.logits`)."""
+        ``batch``: one left-padded forward pass per ``batch_size`` chunk (:mod:`._logits`)."""
         size = self.batch_size or len(batch) or 1
         out: list[LabelProbabilities] = []
         for start in range(0, len(batch), size):
@@ -336,7 +336,7 @@ class TransformersBackend:
         looped: bool,
     ) -> Completion:
         """``finish_reason``: "stop" (the model ended), "loop" (cut in a loop, see
-        :mod:`.repetition`) or "length" (the token cap)."""
+        :mod:`._repetition`) or "length" (the token cap)."""
         ids = row.tolist()
         eos = set(_eos_ids(loaded))
         end = next((i for i, t in enumerate(ids) if t in eos), None)

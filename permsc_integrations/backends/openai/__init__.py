@@ -1,12 +1,10 @@
-"""The OpenAI-compatible backend: the client (:mod:`.backend`), one HTTP client per event loop
-(:mod:`.client_per_loop`) and the chat-completion JSON reader (:mod:`.chat_json`).
+"""The OpenAI-compatible backend: the client (:mod:`._backend`), one HTTP client per event loop
+(:mod:`._client_per_loop`) and the chat-completion JSON reader (:mod:`._chat_json`).
 
 ``permsc_integrations.backends.openai`` stays the public import path of :class:`OpenAIBackend`
 (it was one module before the backends were split into folders).
 """
 
-from ..http_errors import map_openai_error
-from .backend import OpenAIBackend
-from .chat_json import completion_from_json
+from ._backend import OpenAIBackend
 
-__all__ = ["OpenAIBackend", "map_openai_error", "completion_from_json"]
+__all__ = ["OpenAIBackend"]

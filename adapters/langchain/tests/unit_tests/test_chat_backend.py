@@ -10,6 +10,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
 
+from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -19,7 +20,6 @@ from permsc_integrations.errors import (
     ContextLengthError,
     RateLimitError,
 )
-from permsc_integrations.retry import RetryPolicy
 from permsc_integrations.testing import Fault, ScriptedOpenAIServer, oracle_responder, sequence
 
 MESSAGES = [{"role": "system", "content": "rank"}, {"role": "user", "content": "[1] a\n[2] bb"}]

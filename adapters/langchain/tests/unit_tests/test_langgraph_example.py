@@ -13,11 +13,11 @@ pytest.importorskip("langgraph")
 pytest.importorskip("langchain_openai")
 
 from permsc_integrations.testing import (  # noqa: E402
-    ChatRequest,
+    ChatRequest,  # noqa: E402
     Reply,
     oracle_responder,
-    shown_passages,
 )
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[4] / "docs" / "integrations" / "langchain.md"
 

@@ -10,7 +10,7 @@ pytest.importorskip("opentelemetry.sdk")
 from langchain_permsc import PSCReranker  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 
-from permsc_integrations.testing.spans import recording_spans  # noqa: E402
+from permsc_integrations.testing._spans import recording_spans  # noqa: E402
 
 
 async def test_rerank_spans_nest_under_the_applications_span(server, corpus) -> None:

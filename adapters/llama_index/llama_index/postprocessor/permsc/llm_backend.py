@@ -9,7 +9,7 @@ Errors become the core's typed :class:`~permsc_integrations.errors.BackendError`
 engine retries only what is retryable; turn the LLM's own retries off (``max_retries=0``).
 The LLM's async client belongs to the first event loop that ranks with it; calls from any
 other loop (the sync bridge, ``asyncio.run`` again) use ``chat`` in a worker thread instead
-(:class:`~permsc_integrations.backends.home_loop.HomeLoop`), so no request is sent twice.
+(:class:`~permsc_integrations.backends._home_loop.HomeLoop`), so no request is sent twice.
 
 Example:
     >>> from llama_index.core.llms import MockLLM
@@ -31,24 +31,24 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageR
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
+from permsc_integrations._checks import positive_int
+from permsc_integrations._integration import Done, Trace
+from permsc_integrations._redaction import public_settings
+from permsc_integrations.backends._home_loop import HomeLoop
+from permsc_integrations.backends._http_errors import mapped_errors
+from permsc_integrations.backends._logprobs import (
+    check_labels,
+    label_probabilities,
+    refused_logprobs,
+    top_list,
+)
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
     LabelProbabilities,
     Message,
 )
-from permsc_integrations.backends.home_loop import HomeLoop
-from permsc_integrations.backends.http_errors import mapped_errors
-from permsc_integrations.backends.logprobs import (
-    check_labels,
-    label_probabilities,
-    refused_logprobs,
-    top_list,
-)
-from permsc_integrations.checks import positive_int
 from permsc_integrations.errors import BackendError
-from permsc_integrations.integration import Done, Trace
-from permsc_integrations.redaction import public_settings
 from permsc_integrations.results import Usage
 
 __all__ = ["LlamaIndexLLMBackend", "llm_event"]
@@ -146,7 +146,7 @@ def _finish_reason(response: ChatResponse) -> str | None:
 
 def llm_event(callback_manager: Callable[[], Any]) -> Trace:
     """Each call as an LLM event of ``callback_manager()`` with its token usage (a
-    :data:`~permsc_integrations.integration.Trace` for the shared ``TracedBackend``):
+    :data:`~permsc_integrations._integration.Trace` for the shared ``TracedBackend``):
     LlamaIndex's ``TokenCountingHandler`` and tracers count them like any LLM call."""
 
     @asynccontextmanager

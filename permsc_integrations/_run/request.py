@@ -1,0 +1,276 @@
+"""One request while it runs: the rounds a strategy asks for, with their events and results.
+
+:class:`RequestRun` is the :class:`~permsc_integrations.strategies._base.RankContext` the ranker
+hands its strategy (``async with RequestRun(engine, state) as ctx: await strategy(ctx)``). It
+pairs the ranker's :class:`~.engine.Engine` with the request's :class:`~.state.RequestState`
+and keeps each finished round's result (the request's windows, in plan order). ``window``
+runs PSC over a window of the list; ``draw``, ``settle`` and ``lead`` are the parts of a round
+a strategy composes: ``draw`` sends any prompts over chosen items (in waves under adaptive m)
+and returns every sample, ``lead`` picks a round's head at once and computes its consensus
+meanwhile, in the request's task group, while the strategy starts its next round. Each round
+gets its ``window_start``/``window_end`` events and a seed derived from the request; its
+shuffles are distinct (:func:`~permsc_integrations.permutations.distinct_permutations`). A
+strategy that plans its own rounds reads ``spent`` (the request's meter), runs its model with
+``offload`` and reports ``wave_end`` and its :class:`~..strategies.base.Outcome`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import replace
+from itertools import accumulate
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+from .._adaptive import Adaptive, waves
+from .._window_plan import Window
+from ..aggregators import Aggregator
+from ..errors import first_failure
+from ..frontier import Answer, fit_list
+from ..permutations import distinct_permutations
+from ..results import ParseStatus, Sample, WindowResult
+from ..strategies._base import Draw, Lead, Outcome
+from ..strategies._frontier_rounds import served_k
+from .engine import Engine
+from .sampling import WindowRun
+from .state import RequestState
+
+__all__ = ["RequestRun", "FIT_LIMIT"]
+
+T = TypeVar("T")
+
+FIT_LIMIT = 200
+"""The most items a fixed plan's list model is fitted over, for ``top_probability``: the
+top ``FIT_LIMIT`` of its order, from the answers that showed only them (the items below get
+0). 100 items, m = 20: 0.1-0.5 s of CPU in a worker thread (docs/benchmarks.md
+"top-probability"); the fit grows with the cube of the items."""
+
+
+class RequestRun:
+    """One request in flight (see the module docstring)."""
+
+    def __init__(self, engine: Engine, state: RequestState) -> None:
+        self.engine, self.state = engine, state
+        self.options = o = engine.options
+        # what a strategy reads (RankContext), as plain attributes
+        self.n = len(state.texts)
+        self.window_size, self.step, self.top_k = o.window_size, o.step, o.top_k
+        self.num_permutations, self.adaptive = o.num_permutations, o.adaptive
+        self.min_successful, self.max_calls = o.min_successful, o.max_calls
+        self.seed = state.seed_for
+        self.done: dict[int, WindowResult] = {}
+        self.outcome = Outcome()
+        self._group: TaskGroup | None = None
+
+    @property
+    def spent(self) -> int:
+        """Calls the request has sent so far (a read of its meter)."""
+        return self.state.calls.meter.spent.calls
+
+    @property
+    def windows(self) -> list[WindowResult]:
+        """The rounds done so far, in plan order (blocks rounds can finish out of order)."""
+        return [self.done[k] for k in sorted(self.done)]
+
+    async def __aenter__(self) -> RequestRun:
+        """Open the request's task group: the consensus a strategy leaves to be computed
+        meanwhile (:meth:`lead`) runs in it, and a failure there fails the request."""
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        group, self._group = self._group, None
+        assert group is not None
+        try:
+            return await group.__aexit__(*exc)
+        except BaseExceptionGroup as errors:  # surface the failure itself
+            raise first_failure(errors) from None
+
+    async def window(
+        self, number: int, window: Window, inside: tuple[int, ...], *, shuffles: int | None = None
+    ) -> Sequence[int]:
+        """PSC over one window (``inside``: its items in input order), with its events."""
+        where = {"start": window.start, "end": window.end, "pass": window.pass_index}
+        perms = distinct_permutations(
+            len(inside),
+            self.options.num_permutations if shuffles is None else shuffles,
+            seed=self.seed(inside, (window.pass_index, window.start)),
+            include_identity=self.options.include_identity,
+        )
+        draw = await self._draw(number, inside, [[p] for p in perms], where, None, window.start)
+        return await self.settle(draw)
+
+    async def draw(
+        self,
+        number: int,
+        inside: tuple[int, ...],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        *,
+        top: int | None = None,
+        waves: bool = True,
+    ) -> Draw:
+        where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
+        return await self._draw(number, inside, shown, where, top, waves=waves)
+
+    async def _draw(
+        self,
+        number: int,
+        inside: tuple[int, ...],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        where: dict[str, Any],
+        top: int | None,
+        start: int = 0,
+        *,
+        waves: bool = True,
+    ) -> Draw:
+        """Round ``number`` over ``inside`` (``shown``: its shuffles' prompts), with its
+        ``window_start``; under adaptive m (and ``waves``) its head (top ``top``) decides
+        when to stop."""
+        await self.state.emit("window_start", number, **where, items=tuple(inside))
+        self.engine.breaker.check()
+        policy = self.options.adaptive if waves else None
+        if policy is not None and top is not None and policy.top_k is None:
+            policy = replace(policy, top_k=top)
+        local = [self.state.texts[i] for i in inside]
+        samples, drawn = await self._waves(number, local, shown, policy)
+        saved = sum(len(shuffle) for shuffle in shown[drawn:])
+        self.state.calls.saved(saved)
+        per_unit = len(shown[0]) if shown else 1
+        return Draw(number, inside, tuple(samples), per_unit, saved, start, where)
+
+    async def _waves(
+        self,
+        number: int,
+        local: list[str],
+        shown: Sequence[Sequence[tuple[int, ...]]],
+        policy: Adaptive | None,
+    ) -> tuple[list[Sample], int]:
+        """The samples of ``shown``'s shuffles, every prompt one call, all at once, and how
+        many shuffles were drawn; under adaptive m in waves of whole shuffles, each with its
+        ``wave_end``, until the samples establish the consensus."""
+        prompts = [prompt for shuffle in shown for prompt in shuffle]
+        ends = list(accumulate((len(shuffle) for shuffle in shown), initial=0))
+        per_unit, cap = (len(shown[0]) if shown else 1), len(shown)
+        samples: list[Sample] = []
+        for wave, (first, end) in enumerate(waves(policy, cap)):
+            part, offset = prompts[ends[first] : ends[end]], ends[first]
+            sampler = self.engine.sampler
+            run = WindowRun(self.state, sampler, local, part, number, offset, len(prompts))
+            samples += await run.run()
+            if policy is None:
+                continue
+            stable = end < cap and await self.engine.settled(samples, len(local), per_unit, policy)
+            why = "stable" if stable else "cap" if end == cap else "unsettled"
+            detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
+            await self.state.emit("wave_end", number, total=cap, **detail, why=why)
+            if stable:
+                return samples, end
+        return samples, cap
+
+    async def settle(self, draw: Draw, order: Sequence[int] | None = None) -> Sequence[int]:
+        result = await self.engine.consensus(draw, order)
+        self.done[draw.number] = result
+        await self.state.emit(
+            "window_end",
+            draw.number,
+            **draw.where,
+            confidence=result.confidence,
+            failed=len(result.failed),
+            samples=len(result.samples),
+        )
+        return result.order
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(work)
+
+    async def wave_end(self, number: int, *, calls: int, cap: int, why: str) -> None:
+        stopped = why != "unsettled"
+        await self.state.emit(
+            "wave_end", number, total=cap, wave=0, samples=calls, cap=cap, stopped=stopped, why=why
+        )
+
+    def conclude(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.state.calls.saved(outcome.saved)
+
+    async def concluded(self, order: Sequence[int]) -> Outcome:
+        """What the result says beside the order: the strategy's :class:`Outcome`, with
+        ``head`` (all items unless it said fewer), ``stopped`` ``"budget"`` when the budget
+        refused a call, and, where the strategy gave none and the ranking has a k
+        (:func:`~..strategies.frontier_rounds.served_k`), ``top_probability`` from the list
+        model fitted to the samples (:data:`FIT_LIMIT`)."""
+        out, k = self.outcome, served_k(self.options)
+        samples = [s for w in self.done.values() for s in w.samples]
+        skipped = any(s.status is ParseStatus.SKIPPED for s in samples)
+        out = replace(
+            out,
+            head=self.n if out.head is None else out.head,
+            stopped="budget" if skipped else out.stopped,
+        )
+        if out.top_probability or k is None or self.n < 2:
+            return out
+        good = [s for s in samples if s.ok]
+        fit = await self.offload(lambda: _top_probability(order, good, k))
+        return replace(out, top_probability=fit)
+
+    async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:
+        pick = self.engine.head_by(by)
+        if pick is self.engine.aggregator:  # no quicker way to the head: wait for it
+            order = await self.settle(draw)
+            return Lead(tuple(order[:keep]), _Soon(order))
+        head = await self.engine.pick_head(draw, keep, pick)
+        return Lead(head, self._soon(lambda: self.settle(draw)))
+
+    def _soon(self, work: Callable[[], Awaitable[Sequence[int]]]) -> _Soon:
+        """``work()`` started now in the request's task group; await the answer for its result."""
+        soon = _Soon()
+        assert self._group is not None, "a round's consensus runs inside `async with` the request"
+        self._group.start_soon(soon.run, work)
+        return soon
+
+
+class _Soon:
+    """The result of work running in the background (or of ``value``, already there),
+    awaitable once it is there."""
+
+    def __init__(self, value: Sequence[int] | None = None) -> None:
+        self._done = anyio.Event()
+        self._value: Sequence[int] = value or ()
+        if value is not None:
+            self._done.set()
+
+    async def run(self, work: Callable[[], Awaitable[Sequence[int]]]) -> None:
+        self._value = await work()
+        self._done.set()
+
+    def __await__(self) -> Generator[Any, None, Sequence[int]]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> Sequence[int]:
+        await self._done.wait()
+        return self._value
+
+
+def _top_probability(order: Sequence[int], samples: Sequence[Sample], k: int) -> tuple[float, ...]:
+    """Each item's probability of the top ``k`` under the list model of the ``samples``
+    that showed only the top :data:`FIT_LIMIT` items of ``order`` (their input order is the
+    first stage); 0 for the items below."""
+    kept = sorted(order[:FIT_LIMIT])
+    at = {item: j for j, item in enumerate(kept)}
+    answers = [
+        Answer(tuple(at[i] for i in s.permutation), tuple(at[i] for i in s.ranking))
+        for s in samples
+        if all(i in at for i in s.permutation)
+    ]
+    p = fit_list(len(kept), answers).top_probabilities(k)
+    out = [0.0] * len(order)
+    for item, j in at.items():
+        out[item] = float(p[j])
+    return tuple(out)

@@ -1,0 +1,266 @@
+"""``permsc rank --engine ray``: the same records as the single process, ranked on Ray actors.
+
+Ray starts on this machine for the job (or joins ``--ray-address``, else ``RAY_ADDRESS``); the
+queries are ranked by ``--actors`` actors sharing ``--max-concurrency`` calls in flight
+(:func:`permsc_integrations.ray_rows.rank_rows`). Seeds derive from each row's content, so the
+output equals the single-process ``permsc rank`` for the same options. Rows come back as they
+finish: each goes to the journal at once (:mod:`._rank_journal`: ``--resume`` pays only for
+rows never finished) and to the output in input order. When no actor can run for
+``--ray-capacity-timeout`` seconds the command stops with an error (exit 2); what was written
+stays valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+
+from ..results import RankingResult, Usage, scores_from_order
+from ._common import Query, backend_spec, report
+from ._rank_journal import Journal, unit_key
+from ._rank_records import to_json
+
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from .._option_keywords import RankingKeywords
+    from ..ray import RankedRow
+
+__all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
+
+
+class _Writer(Protocol):
+    """Where each query's record goes, in input order (``permsc rank``'s writer)."""
+
+    def put(self, position: int, text: str | None) -> None: ...
+
+    def render(self, query: Query, result: RankingResult) -> str: ...
+
+
+def job_options(args: argparse.Namespace, opts: RankingKeywords) -> RankingKeywords:
+    """The actors' ranking options: ``opts`` (the command line's) with the backend's
+    ``base_url`` and ``device`` (each actor builds its own backend)."""
+    backend_options = dict(opts.get("backend_options", {}))
+    if args.base_url:
+        backend_options["base_url"] = args.base_url
+    if args.device:
+        backend_options["device"] = args.device
+    return {**opts, "backend_options": backend_options}
+
+
+def _result(row: RankedRow) -> RankingResult:
+    order = tuple(row.order or ())
+    usage = Usage(**row.usage)
+    return RankingResult(
+        order,
+        scores_from_order(order),
+        (),
+        float(row.confidence or 0),
+        usage,
+        top_probability=row.top_probability,
+        head=row.head,
+        stopped=row.stopped,
+    )
+
+
+@contextmanager
+def _ray_for(args: argparse.Namespace) -> Iterator[None]:
+    """Ray for this job: the one this process already runs, else ``--ray-address`` (or
+    ``RAY_ADDRESS``) joined, else a new local instance (never a cluster some other user left
+    recorded in Ray's temp folder) that ends with this process (:func:`_reaper`); shut down
+    after the job if it was started here."""
+    # lazy: optional dependency (the ray extra)
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    address = args.ray_address or os.environ.get("RAY_ADDRESS")
+    reaper = _reaper() if address is None else None
+    try:
+        try:
+            ray.init(
+                address=address or "local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+        finally:  # the processes that carry the mark are started
+            os.environ.pop(_MARK, None)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+    finally:
+        if reaper is not None:
+            _close(reaper)
+
+
+_MARK = "PERMSC_RAY_JOB"
+
+
+def _reaper() -> subprocess.Popen[bytes] | None:
+    """Make the Ray about to start here end with this process, however it ends (Linux).
+
+    Every process of a local Ray inherits this process's environment, marked here with a
+    token until Ray has started; a reaper process waits on a pipe from this one and, when it
+    closes (this process gone, even by SIGKILL, or :func:`_close`), kills every process so
+    marked. Ray alone lets its node agents outlive a killed driver by 30 s and more
+    (docs/scale.md).
+    """
+    if not os.path.isdir("/proc/self"):
+        return None
+    token = os.urandom(8).hex()
+    env = {k: v for k, v in os.environ.items() if k != _MARK}
+    code = "from permsc_integrations.cli._rank_ray import reap_marked; reap_marked()"
+    reaper = subprocess.Popen(
+        [sys.executable, "-c", code, token], stdin=subprocess.PIPE, env=env,
+        start_new_session=True,  # a Ctrl-C to this process group leaves it its work
+    )  # fmt: skip
+    os.environ[_MARK] = token
+    return reaper
+
+
+def _close(reaper: subprocess.Popen[bytes]) -> None:
+    """Ray is shut down: let the reaper end what is left of it, and wait for it."""
+    assert reaper.stdin is not None
+    reaper.stdin.close()
+    try:
+        reaper.wait(10)
+    except subprocess.TimeoutExpired:
+        reaper.kill()
+
+
+def reap_marked() -> None:
+    """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
+    environment holds the token given as its argument, sweeping again until a sweep finds
+    none (a node agent killed mid-fork leaves a child the sweep before did not list)."""
+    sys.stdin.buffer.read()
+    mark = f"{_MARK}={sys.argv[1]}".encode()
+    for _ in range(_SWEEPS):
+        if not _kill_marked(mark):
+            return
+        time.sleep(0.05)
+
+
+_SWEEPS = 200
+"""At most this many sweeps (10 s and more): a fork loop cannot hold the reaper forever."""
+
+
+def _kill_marked(mark: bytes) -> int:
+    """SIGKILL the processes whose environment holds ``mark``; how many were found."""
+    found = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark in (entry / "environ").read_bytes().split(b"\0"):
+                found += 1
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
+def rank_queries_on_ray(
+    args: argparse.Namespace,
+    opts: RankingKeywords,
+    queries: list[Query],
+    writer: _Writer,
+    on_row: Callable[[RankedRow], None],
+) -> int:
+    """Rank ``queries`` on Ray; write each record in input order; return the failures."""
+    options = job_options(args, opts)
+    spec = backend_spec(args)
+    keys = [unit_key(q, spec, options) for q in queries]
+    journal = Journal(args.output, args.resume) if args.output != "-" else None
+    job = _Job(args, queries, keys, writer, on_row, journal)
+    try:
+        todo = job.replay()
+        if not todo:
+            return 0
+        with _ray_for(args):
+            return job.rank(todo, spec, options)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+@dataclass(frozen=True)
+class _Job:
+    args: argparse.Namespace
+    queries: list[Query]
+    keys: list[str]  # each query's unit key (rank_journal.unit_key)
+    writer: _Writer
+    on_row: Callable[[RankedRow], None]
+    journal: Journal | None
+
+    def replay(self) -> list[int]:
+        """Write the rows the journal holds ranked; the positions still to rank."""
+        earlier = self.journal.earlier if self.journal else {}
+        todo = []
+        for k, query in enumerate(self.queries):
+            row = earlier.get(self.keys[k])
+            if row is None:
+                todo.append(k)
+                continue
+            self.writer.put(k, _render(self.args, self.writer, query, row))
+            self.on_row(row)
+        if self.journal and len(todo) < len(self.queries):
+            done = len(self.queries) - len(todo)
+            report(f"resuming: {done} queries ranked in {self.journal.path}, no calls made")
+        return todo
+
+    def rank(self, todo: list[int], spec: str, options: RankingKeywords) -> int:
+        """Rank the queries at ``todo``; each row to the journal as it comes; the failures."""
+        # lazy: optional dependency (the ray extra), and start-up time of every command
+        from .._ranker import RankRequest
+        from ..ray_rows import rank_rows
+
+        q = self.queries
+        requests = (RankRequest(q[k].query, q[k].texts, id=k) for k in todo)
+        rows = rank_rows(
+            requests,
+            backend=spec,
+            concurrency=self.args.actors,
+            capacity_timeout=self.args.ray_capacity_timeout,
+            **options,
+        )
+        failed = 0
+        for row in rows:
+            failed += self._finished(cast(int, row.key), row)  # the ids given: positions
+        return failed
+
+    def _finished(self, k: int, row: RankedRow) -> int:
+        """Record one row: the journal, then the output (in input order); 1 if it failed."""
+        query = self.queries[k]
+        if self.journal is not None:
+            self.journal.write(self.keys[k], query.qid, row)
+        self.on_row(row)
+        if row.error is not None:
+            report(f"query {query.qid} failed: {row.error.splitlines()[0]}")
+            self.writer.put(k, None)
+            return 1
+        self.writer.put(k, _render(self.args, self.writer, query, row))
+        return 0
+
+
+def _render(args: argparse.Namespace, writer: _Writer, query: Query, row: RankedRow) -> str:
+    """The single process's record; its sample counts come from the row (no windows here)."""
+    if args.format != "jsonl":
+        return str(writer.render(query, _result(row)))
+    record = {
+        **to_json(query, _result(row)),
+        "samples": row.samples,
+        "failed_samples": row.failed_samples,
+    }
+    return json.dumps(record, ensure_ascii=False) + "\n"

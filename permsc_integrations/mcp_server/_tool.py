@@ -1,0 +1,173 @@
+"""The ``rerank`` tool's logic, without the MCP SDK: budgets, checks, the answer, the errors.
+
+The agent sends a query, the documents and optionally ``top_n``, a budget and
+``return_documents``; the model, its keys and the ranking options are the server's (flags or a
+TOML file, as for ``permsc serve``). A budget argument may lower the server's value of its
+option, never raise it. A bad argument or an upstream failure raises :class:`ToolError`, whose
+message the agent reads (secrets redacted, as ``permsc serve`` words them).
+
+Example:
+    >>> import anyio
+    >>> from permsc_integrations import PSCRanker
+    >>> from permsc_integrations.testing import ScriptedBackend, oracle_responder
+    >>> backend = ScriptedBackend(oracle_responder(len))  # the longer text is the better
+    >>> ranker = PSCRanker(backend, num_permutations=2)
+    >>> tool = RerankTool(ranker, "psc")
+    >>> answer = anyio.run(lambda: tool.rerank("q", ["a", "bb"], top_n=1, return_documents=True))
+    >>> answer["results"], answer["usage"]["calls"]
+    ([{'index': 1, 'relevance_score': 1.0, 'text': 'bb'}], 2)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# pydantic (the SDK's output schema) reads TypedDicts from typing_extensions before 3.12
+from typing_extensions import NotRequired, TypedDict
+
+from .._options import RankingOptions
+from .._ranker import PSCRanker
+from ..errors import PermscError
+from ..serve._errors import http_error
+from ..serve._scoring import order_results, relevance_scores
+from ..tracing import reported_top_n
+
+__all__ = ["Budget", "BUDGETS", "RerankTool", "ToolError", "RerankResult"]
+
+
+class ToolError(PermscError):
+    """What the agent did wrong, or what went wrong upstream: the tool call's error message."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A tool argument that sets the ranking option of its name, up to the server's value."""
+
+    name: str
+    description: str
+
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget(
+        "num_permutations",
+        "shuffled prompts per window (m): fewer is cheaper and less steady; "
+        "at most the server's value, which is the default",
+    ),
+    Budget(
+        "max_calls",
+        "model calls at most for this ranking, re-asks and retries included: the ranking "
+        "plans within it (below one pass it ranks the first documents, the rest in the order "
+        "sent); at most the server's value",
+    ),
+)
+
+
+class Document(TypedDict):
+    index: int
+    relevance_score: float
+    text: NotRequired[str]
+
+
+class Usage(TypedDict):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    failed_samples: int
+
+
+class RerankResult(TypedDict):
+    """The tool's structured answer: documents best first, the agreement, the cost."""
+
+    model: str
+    results: list[Document]
+    confidence: float
+    usage: Usage
+
+
+def _secrets(ranker_keys: Sequence[str | None]) -> tuple[str | None, ...]:
+    return (os.environ.get("OPENAI_API_KEY"), *ranker_keys)
+
+
+class RerankTool:
+    """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
+    owns: :meth:`aclose` closes it. A budget below the server's builds a ranker that shares
+    the backend, once per budget. ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
+    the model's ``relevance_score``)."""
+
+    def __init__(
+        self,
+        ranker: PSCRanker,
+        name: str,
+        *,
+        secrets: Sequence[str | None] = (),
+        scale: Callable[[Any], tuple[float, ...]] = relevance_scores,
+    ) -> None:
+        self.ranker, self.name, self.scale = ranker, name, scale
+        self.secrets = _secrets(secrets)
+        self._variants: dict[tuple[tuple[str, int], ...], PSCRanker] = {}
+
+    def cap(self, budget: Budget) -> int | None:
+        """The server's value of ``budget``'s option: the default and the most allowed."""
+        value = getattr(self.ranker.options, budget.name)
+        return value if isinstance(value, int) else None
+
+    def _ranker(self, asked: Mapping[str, int | None]) -> PSCRanker:
+        changes: dict[str, int] = {}
+        for budget in BUDGETS:
+            value, cap = asked.get(budget.name), self.cap(budget)
+            if value is None or value == cap:
+                continue
+            if cap is not None and value > cap:
+                raise ToolError(f"{budget.name}: at most {cap} on this server, got {value}")
+            changes[budget.name] = value
+        if not changes:
+            return self.ranker
+        key = tuple(sorted(changes.items()))
+        if key not in self._variants:
+            kept = self.ranker.options.as_dict()
+            options = RankingOptions.from_kwargs(**{**kept, "backend_options": {}, **changes})
+            self._variants[key] = PSCRanker(self.ranker.backend, options=options)
+        return self._variants[key]
+
+    async def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        return_documents: bool = False,
+        **budgets: int | None,
+    ) -> RerankResult:
+        """Rank ``documents`` for ``query``; :class:`ToolError` says what went wrong."""
+        if not query.strip():
+            raise ToolError("query: must not be empty")
+        ranker = self._ranker(budgets)
+        try:
+            with reported_top_n(top_n):
+                result = await ranker.arank(query, list(documents))
+        except PermscError as exc:
+            upstream = self.ranker.backend.name
+            raise ToolError(http_error(exc, upstream).redacted(self.secrets).message) from exc
+        scores = self.scale(result)
+        results: list[Document] = []
+        for index, score in order_results(result.order, scores, top_n):
+            results.append({"index": index, "relevance_score": score})
+            if return_documents:
+                results[-1]["text"] = documents[index]
+        u = result.usage
+        usage: Usage = {
+            "calls": u.calls,
+            "input_tokens": u.prompt_tokens,
+            "output_tokens": u.completion_tokens,
+            "failed_samples": sum(not s.ok for s in result.samples),
+        }
+        confidence = round(result.confidence, 4)
+        return {"model": self.name, "results": results, "confidence": confidence, "usage": usage}
+
+    async def aclose(self) -> None:
+        """Close the rankers (the configured one last: it owns the backend)."""
+        for variant in self._variants.values():
+            await variant.aclose()
+        await self.ranker.aclose()
