@@ -1,33 +1,37 @@
-"""The cost-quality frontier: PSC and the blitzrank peers against the simulated judge.
+"""The cost-quality frontier: PSCRanker and the blitzrank peers against the simulated judge.
 
 Every method ranks DL19's BM25 top-100 lists (the judge's hidden relevance is the qrels
-grade, unjudged 0) through the judge's real loopback server: PSC through the ``openai``
-backend, the peers (BlitzRank, SlidingWindow, SetWise, PairWise, TourRank, AcuRank, each at
-its defaults and one other setting) through LiteLLM (``OPENAI_BASE_URL``). The judge counts
+grade, unjudged 0) through the judge's real loopback server: PSC through ``PSCRanker`` and
+its ``openai`` backend, the peers (BlitzRank, SlidingWindow, SetWise, TourRank, AcuRank, each
+at its defaults and one other setting) through LiteLLM (``OPENAI_BASE_URL``). The judge counts
 every call, its tokens and the sequential rounds (its logical clock; PSC's calls wait
 ``--latency`` seconds so a round's calls overlap, the peers' calls are sequential anyway).
 Methods:
 
-- ``PSC blocks m=M``, ``PSC adaptive``: PSCRanker today (blocks, Kemeny; adaptive with
-  ``top_k=10``, cap m = 20);
-- ``PSC frontier B=N``, ``PSC frontier adaptive``: issue 31's design
-  (:mod:`permsc_integrations.frontier`) driven round by round here (parallel rounds of
-  RankGPT windows through the same backend) until the strategies run it (phase 2).
+- ``PSC blocks m=M``: ``PSCRanker(num_permutations=M)`` (blocks, Kemeny);
+- ``PSC max_calls=B``: ``PSCRanker(top_k=10, max_calls=B)`` at each peer's own budget,
+  B = floor(the peer's mean calls) in that regime (issue 31: the frontier policy's rounds);
+- ``PSC adaptive``: ``PSCRanker(adaptive=True, top_k=10)`` (cap: m = 20's 120 calls);
+- ``PSC sliding max_calls=B``: ``strategy="sliding"`` sharing B over its windows (B = 4: the
+  first-stage top 50, as RankGPT's ``rank_end=50``; 9: one pass; 18: two shuffles a window).
 
-Results are cached per (regime, seed, method, query) in ``--cache`` (JSONL), so a run
-resumes and a re-run adds only what is missing (``--redo NAME`` drops a method's rows).
-Writes the "frontier-http" section of docs/benchmarks.md and docs/img/frontier-http.png. Needs the
-peers' environment (README of benchmarks/_peer_methods.py); not part of CI.
+PairWise (heapsort, 318-445 sequential calls a query) is left out: m = 20 is above it
+(docs/benchmarks.md "frontier-sim"). Results are cached per (regime, seed, method, query) in
+``--cache`` (JSONL), so a run resumes and a re-run adds only what is missing (``--redo NAME``
+drops a method's rows; the peers are cached, so PSC alone can be rerun without their
+environment: ``--no-peers``). Writes the "frontier" section of docs/benchmarks.md and
+docs/img/frontier.png. Needs the peers' environment (README of benchmarks/_peer_methods.py);
+not part of CI.
 
-    /work/venvs/peers/bin/python benchmarks/peers.py --queries 20
+    OPENBLAS_NUM_THREADS=1 /work/venvs/peers/bin/python benchmarks/peers.py --queries 20
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -40,55 +44,23 @@ import _dl19  # noqa: E402
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
-from permsc_integrations.backends.base import GenerationSettings  # noqa: E402
-from permsc_integrations.backends.openai import OpenAIBackend  # noqa: E402
-from permsc_integrations.frontier.model import Answer  # noqa: E402
-from permsc_integrations.frontier.policy import Frontier, Settings  # noqa: E402
-from permsc_integrations.prompts import get_prompt  # noqa: E402
 from permsc_integrations.testing import REGIMES, SimulatedJudge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "docs" / "results" / "frontier.jsonl"
-PLOT = ROOT / "docs" / "img" / "frontier-http.png"
-BUDGETS = (4, 6, 9, 12, 13, 15, 26, 50)
-PROMPT = get_prompt("rankgpt")
+PLOT = ROOT / "docs" / "img" / "frontier.png"
+LEFT_OUT = ("PairWise",)
 
 Ranker = Callable[[str, str, list[str], int], list[int]]  # (base_url, query, texts, seed)
 
 
-def psc_today(**options: Any) -> Ranker:
+def psc(**options: Any) -> Ranker:
     def rank(url: str, query: str, texts: list[str], seed: int) -> list[int]:
         backend = {"base_url": url, "api_key": "none"}
         with PSCRanker(
             "openai:judge", backend_options=backend, max_concurrency=1000, seed=seed, **options
         ) as ranker:
             return list(ranker.rank(query, texts).order)
-
-    return rank
-
-
-async def _frontier(url: str, query: str, texts: list[str], settings: Settings) -> list[int]:
-    """Issue 31's policy, one parallel round of RankGPT windows at a time."""
-    backend = OpenAIBackend("judge", base_url=url, api_key="none")
-    policy = Frontier(len(texts), settings)
-    try:
-        while (windows := policy.next_round()) is not None:
-
-            async def ask(window: tuple[int, ...]) -> Answer:
-                messages = PROMPT.render(query, [texts[i] for i in window])
-                done = await backend.acomplete(messages, GenerationSettings(temperature=0.0))
-                ranking = PROMPT.parse(done.text, len(window)).ranking
-                return Answer(window, tuple(window[p] for p in ranking))
-
-            policy.observe(await asyncio.gather(*(ask(w) for w in windows)))
-    finally:
-        await backend.aclose()
-    return list(policy.result().order)
-
-
-def psc_frontier(budget: int | None) -> Ranker:
-    def rank(url: str, query: str, texts: list[str], seed: int) -> list[int]:
-        return asyncio.run(_frontier(url, query, texts, Settings(budget=budget, seed=seed)))
 
     return rank
 
@@ -102,47 +74,68 @@ def peer(make: Callable[[], Any]) -> Ranker:
     return rank
 
 
-def methods(with_peers: bool) -> dict[str, tuple[Ranker, bool]]:
+def fixed_methods(with_peers: bool) -> dict[str, tuple[Ranker, bool]]:
     """Name -> (ranker, whether its calls overlap: PSC's wait out the judge's latency)."""
     out: dict[str, tuple[Ranker, bool]] = {
-        f"PSC blocks m={m}": (psc_today(num_permutations=m), True) for m in (1, 2, 5, 20)
+        f"PSC blocks m={m}": (psc(num_permutations=m), True) for m in (1, 2, 5, 20)
     }
-    out["PSC adaptive"] = (psc_today(num_permutations=20, adaptive=True, top_k=10), True)
-    out |= {f"PSC frontier B={b}": (psc_frontier(b), True) for b in BUDGETS}
-    out["PSC frontier adaptive"] = (psc_frontier(None), True)
+    out["PSC adaptive"] = (psc(num_permutations=20, adaptive=True, top_k=10), True)
+    for b in (4, 9, 18):  # sliding windows sharing a budget (below 9: the first-stage head)
+        out[f"PSC sliding max_calls={b}"] = (psc(strategy="sliding", top_k=10, max_calls=b), True)
     if with_peers:
         import _peer_methods
 
         blitzrank = _peer_methods.setup()
-        out |= {n: (peer(make), False) for n, make in _peer_methods.peers(blitzrank).items()}
+        made = _peer_methods.peers(blitzrank).items()
+        out |= {n: (peer(make), False) for n, make in made if n not in LEFT_OUT}
     return out
 
 
+def peer_budgets(rows: list[dict], regime: str) -> dict[str, int]:
+    """Each peer's budget in ``regime``: the floor of its mean calls a query."""
+    calls: dict[str, list[int]] = {}
+    for row in rows:
+        if row["key"][0] == regime and not row["key"][2].startswith("PSC"):
+            calls.setdefault(row["key"][2], []).append(row["calls"])
+    return {name: math.floor(statistics.fmean(c)) for name, c in calls.items()}
+
+
 def run(args: argparse.Namespace) -> None:
-    """Every method on every query, regime and seed not in the cache yet."""
+    """Every method on every query, regime and seed not in the cache yet: the fixed ones
+    and the peers first, then PSC at each peer's budget."""
     queries = _dl19.load(args.queries)
-    table = methods(not args.no_peers)
+    table = fixed_methods(not args.no_peers)
     rows = [json.loads(line) for line in args.cache.open()] if args.cache.exists() else []
     rows = [r for r in rows if r["key"][2] not in args.redo]
-    done = {tuple(r["key"]) for r in rows}
     args.cache.parent.mkdir(parents=True, exist_ok=True)
     args.cache.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with args.cache.open("a") as out:
-        for regime in args.regimes.split(","):
-            for seed in (int(s) for s in args.seeds.split(",")):
-                judge = SimulatedJudge(REGIMES[regime], seed=seed)
-                docs = {q.qid: judge.documents(q.texts, q.grades, group=q.qid) for q in queries}
-                with judge.serve() as server:
-                    os.environ["OPENAI_BASE_URL"] = server.base_url  # LiteLLM's way there
-                    for name, (rank, overlap) in table.items():
-                        if args.only and name not in args.only.split("|"):
-                            continue
-                        judge.latency = args.latency if overlap else 0.0
-                        todo = [q for q in queries if (regime, seed, name, q.qid) not in done]
-                        for q in todo:
-                            order = rank(server.base_url, q.query, docs[q.qid], seed)
-                            out.write(_row(judge, q, order, [regime, seed, name]))
-                            out.flush()
+    for regime in args.regimes.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            _run_regime(args, queries, table, regime, seed)
+
+
+def _run_regime(args: argparse.Namespace, queries: list, table: dict, regime: str, seed: int):
+    judge = SimulatedJudge(REGIMES[regime], seed=seed)
+    docs = {q.qid: judge.documents(q.texts, q.grades, group=q.qid) for q in queries}
+    with judge.serve() as server, args.cache.open("a") as out:
+        os.environ["OPENAI_BASE_URL"] = server.base_url  # LiteLLM's way there
+        _methods(args, queries, judge, server, docs, table, regime, seed, out)
+        rows = [json.loads(line) for line in args.cache.open()]
+        budgets = sorted(set(peer_budgets(rows, regime).values()))
+        more = {f"PSC max_calls={b}": (psc(top_k=10, max_calls=b), True) for b in budgets}
+        _methods(args, queries, judge, server, docs, more, regime, seed, out)
+
+
+def _methods(args, queries, judge, server, docs, table, regime, seed, out) -> None:
+    done = {tuple(json.loads(line)["key"]) for line in args.cache.open()}
+    for name, (rank, overlap) in table.items():
+        if args.only and name not in args.only.split("|"):
+            continue
+        judge.latency = args.latency if overlap else 0.0
+        for q in [q for q in queries if (regime, seed, name, q.qid) not in done]:
+            order = rank(server.base_url, q.query, docs[q.qid], seed)
+            out.write(_row(judge, q, order, [regime, seed, name]))
+            out.flush()
 
 
 def _row(judge: SimulatedJudge, q: _dl19.Query, order: list[int], key: list) -> str:
@@ -161,7 +154,7 @@ def summary(cache: Path, queries: int) -> dict[str, dict[str, dict[str, float]]]
     for line in cache.open():
         row = json.loads(line)
         regime, _, name, qid = row["key"]
-        if qid in qids:
+        if qid in qids and name not in LEFT_OUT:
             found.setdefault((regime, name), []).append(row)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (regime, name), rows in found.items():
@@ -172,31 +165,55 @@ def summary(cache: Path, queries: int) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
+def versus(by_method: dict[str, dict[str, float]]) -> list[str]:
+    """Each peer against PSC at its budget (target: PSC >= peer - 0.005)."""
+    lines = [
+        "| peer | peer calls = rounds | peer nDCG@10 | PSC max_calls | PSC calls | PSC rounds "
+        "| PSC tokens | PSC nDCG@10 | |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    peers = {n: r for n, r in by_method.items() if not n.startswith("PSC")}
+    for name, p in sorted(peers.items(), key=lambda kv: kv[1]["calls"]):
+        budget = math.floor(p["calls"])
+        ours = by_method.get(f"PSC max_calls={budget}")
+        if ours is None:
+            continue
+        verdict = "ok" if ours["ndcg"] >= p["ndcg"] - 0.005 else "SHORT"
+        lines.append(
+            f"| {name} | {p['calls']:.1f} | {p['ndcg']:.3f} | {budget} | {ours['calls']:.1f} | "
+            f"{ours['rounds']:.1f} | {ours['tokens']:.0f} | {ours['ndcg']:.3f} | {verdict} |"
+        )
+    return lines
+
+
 def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Namespace) -> None:
     lines = [
-        f"DL19 BM25 top-100, {args.queries} queries, judge seeds {args.seeds}; nDCG@10 against "
-        "the qrels grades (ideal from the list); calls, tokens (prompt + completion, as the "
-        "judge counts them) and sequential rounds per query, means. PSC today: blocks, Kemeny. "
-        "PSC frontier: issue 31's policy (budget B = max calls; adaptive: top_k = 10, cap "
-        "120). Peers: blitzrank 0.1.0 through LiteLLM. The plot: docs/img/frontier-http.png.",
+        f"`PSCRanker` as shipped against the `blitzrank` peers (0.1.0, through LiteLLM) on the "
+        f"simulated judge (docs/judge.md), over HTTP: DL19 BM25 top-100, {args.queries} "
+        f"queries, judge seeds {args.seeds}; nDCG@10 against the qrels grades (ideal from the "
+        "list); calls, tokens (prompt + completion, as the judge counts them) and sequential "
+        "rounds a query, means. PSC max_calls=B: `PSCRanker(top_k=10, max_calls=B)` at each "
+        "peer's own budget B = floor(its mean calls) (the frontier policy's rounds, at most "
+        "4); PSC adaptive: `PSCRanker(adaptive=True, top_k=10)` (the frontier's adaptive "
+        "rounds, cap 120 calls: blocks at m = 20); PSC blocks m=M: `num_permutations=M`. A "
+        "peer's calls are sequential (rounds = calls). Target: PSC >= peer - 0.005. The plot: "
+        "docs/img/frontier.png.",
         "",
     ]
     for regime, by_method in results.items():
+        lines += [f"**{regime}**", "", *versus(by_method), ""]
         lines += [
-            f"**{regime}**",
-            "",
             "| method | calls | rounds | tokens | nDCG@10 | runs |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for name, r in sorted(by_method.items(), key=lambda kv: kv[1]["calls"]):
+        for name, r in sorted(by_method.items(), key=lambda kv: (kv[1]["calls"], kv[0])):
             lines.append(
                 f"| {name} | {r['calls']:.1f} | {r['rounds']:.1f} | "
                 f"{r['tokens']:.0f} | {r['ndcg']:.3f} | {r['runs']:.0f} |"
             )
         lines.append("")
-    write_section(
-        "frontier-http", "## The frontier over HTTP (benchmarks/peers.py)\n\n" + "\n".join(lines)
-    )
+    body = "## The cost-quality frontier (issue 31; benchmarks/peers.py)\n\n" + "\n".join(lines)
+    write_section("frontier", body)
     plot(results)
 
 
@@ -208,12 +225,12 @@ def plot(results: dict[str, dict[str, dict[str, float]]]) -> None:
 
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4.2), squeeze=False)
     for ax, (regime, by_method) in zip(axes[0], results.items(), strict=True):
-        for family, style in (("PSC frontier", "o-"), ("PSC blocks", "s--"), ("", "^")):
+        families = (("PSC max_calls", "o-"), ("PSC blocks", "s--"), ("PSC sliding", "d:"))
+        for family, style in (*families, ("", "^")):
             points = sorted(
                 (r["calls"], r["ndcg"], n)
                 for n, r in by_method.items()
                 if (n.startswith(family) if family else not n.startswith("PSC"))
-                and "adaptive" not in n
             )
             if family:
                 ax.plot([p[0] for p in points], [p[1] for p in points], style, label=family)
@@ -221,9 +238,9 @@ def plot(results: dict[str, dict[str, dict[str, float]]]) -> None:
                 for x, y, n in points:
                     ax.plot(x, y, style, color="tab:red")
                     ax.annotate(n, (x, y), fontsize=6, xytext=(3, -3), textcoords="offset points")
-        for n, r in by_method.items():
-            if "adaptive" in n:
-                ax.plot(r["calls"], r["ndcg"], "*", markersize=10, label=n)
+        if "PSC adaptive" in by_method:
+            r = by_method["PSC adaptive"]
+            ax.plot(r["calls"], r["ndcg"], "*", markersize=11, label="PSC adaptive (top 10)")
         ax.set_xscale("log")
         ax.set_title(regime)
         ax.set_xlabel("calls per query (log)")

@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import aggregators
 from .aggregators import aggregate
@@ -111,7 +111,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'permsc_integrations' has no attribute {name!r}")

@@ -40,15 +40,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any
+from typing import TypeVar, cast
 
-from .aggregators import aggregate
+from .aggregators import Aggregator, aggregate
 from .checks import positive_int
 from .errors import ConfigurationError
 
 __all__ = ["Adaptive", "waves", "sign_test"]
 
 CONFIDENCE = 0.9  # the default level (docs/benchmarks.md "adaptive")
+
+Ranking = Sequence[int]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +144,12 @@ class Adaptive:
 
     def stable(
         self,
-        rankings: Sequence[Any],
+        rankings: Sequence[Ranking] | Sequence[Sequence[Ranking]],
         *,
         n_items: int,
-        aggregator: Any,
+        aggregator: str | Aggregator,
         grouped: bool = False,
-        probabilities: Sequence[Any] | None = None,
+        probabilities: Sequence[object] | None = None,
     ) -> bool:
         """True when the samples establish the consensus (see the module docstring).
 
@@ -157,10 +160,8 @@ class Adaptive:
         order by at most a tenth of its pairs (the rule before issue 25). ``probabilities``:
         shaped as ``rankings``, for an aggregator that reads first-token probabilities (the
         sign test itself reads the samples' orders)."""
-        groups = [list(g) for g in rankings] if grouped else [[r] for r in rankings]
-        probs: list[list[Any]] | None = None
-        if probabilities is not None:
-            probs = [list(g) for g in probabilities] if grouped else [[p] for p in probabilities]
+        groups: list[list[Ranking]] = _as_groups(rankings, grouped)
+        probs = None if probabilities is None else _as_groups(probabilities, grouped)
         flat = [r for g in groups for r in g]
         if not flat:
             return False
@@ -171,11 +172,11 @@ class Adaptive:
 
     def _head_stable(
         self,
-        groups: list[list[Any]],
-        probs: list[list[Any]] | None,
+        groups: list[list[Ranking]],
+        probs: list[list[object]] | None,
         order: list[int],
         n_items: int,
-        aggregator: Any,
+        aggregator: str | Aggregator,
     ) -> bool:
         # lazy: start-up time (numpy); only adaptive m needs it
         from .metrics import kendall_distance
@@ -192,12 +193,19 @@ class Adaptive:
         return len(groups) > 1
 
 
+def _as_groups(values: Sequence[_T] | Sequence[Sequence[_T]], grouped: bool) -> list[list[_T]]:
+    """``values`` as groups: as given (``grouped``: a list of groups) or one value a group."""
+    if grouped:
+        return [list(g) for g in cast("Sequence[Sequence[_T]]", values)]
+    return [[v] for v in cast("Sequence[_T]", values)]
+
+
 def _consensus(
-    groups: list[list[Any]],
-    probs: list[list[Any]] | None,
+    groups: list[list[Ranking]],
+    probs: list[list[object]] | None,
     keep: Iterable[int],
     n_items: int,
-    aggregator: Any,
+    aggregator: str | Aggregator,
 ) -> list[int]:
     """The aggregator's consensus of the groups in ``keep`` (with their probabilities)."""
     keep = list(keep)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Literal, TypeGuard, overload
 
 from .errors import ConfigurationError
 
@@ -42,20 +42,31 @@ __all__ = [
     "did_you_mean",
 ]
 
-Check = Callable[[str, Any], Any]
+Check = Callable[[str, object], object]
 """``check(name, value) -> value as kept``; raises :class:`ConfigurationError`."""
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def at_least(low: int, *, optional: bool = False) -> Check:
+def _real(value: object) -> TypeGuard[float]:
+    """An ``int`` or ``float`` that is not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@overload
+def at_least(low: int, *, optional: Literal[False] = False) -> Callable[[str, object], int]: ...
+@overload
+def at_least(low: int, *, optional: bool) -> Callable[[str, object], int | None]: ...
+def at_least(low: int, *, optional: bool = False) -> Callable[[str, object], int | None]:
     """An int >= ``low`` (or ``None`` when ``optional``)."""
 
-    def check(name: str, value: Any) -> Any:
-        if (value is None and optional) or (is_int(value) and value >= low):
+    def check(name: str, value: object) -> int | None:
+        if value is None and optional:
+            return None
+        if is_int(value) and value >= low:
             return value
         what = f"an int >= {low}" + (" or None" if optional else "")
         raise ConfigurationError(f"{name} must be {what}, got {value!r}")
@@ -66,20 +77,25 @@ def at_least(low: int, *, optional: bool = False) -> Check:
 _POSITIVE = at_least(1)
 
 
-def positive_int(name: str, value: Any) -> int:
+def positive_int(name: str, value: object) -> int:
     """An int >= 1."""
-    return _POSITIVE(name, value)  # type: ignore[no-any-return]
+    return _POSITIVE(name, value)
 
 
-def number(*, positive: bool, optional: bool = False) -> Check:
+@overload
+def number(
+    *, positive: bool, optional: Literal[False] = False
+) -> Callable[[str, object], float]: ...
+@overload
+def number(*, positive: bool, optional: bool) -> Callable[[str, object], float | None]: ...
+def number(*, positive: bool, optional: bool = False) -> Callable[[str, object], float | None]:
     """A finite number > 0 (``positive``) or >= 0, kept as a float (or ``None`` when
     ``optional``)."""
 
-    def check(name: str, value: Any) -> Any:
+    def check(name: str, value: object) -> float | None:
         if value is None and optional:
-            return value
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and math.isfinite(value) and (value > 0 if positive else value >= 0):
+            return None
+        if _real(value) and math.isfinite(value) and (value > 0 if positive else value >= 0):
             return float(value)
         what = ("a number > 0" if positive else "a number >= 0") + (" or None" if optional else "")
         raise ConfigurationError(f"{name} must be {what}, got {value!r}")
@@ -87,29 +103,28 @@ def number(*, positive: bool, optional: bool = False) -> Check:
     return check
 
 
-def share(name: str, value: Any) -> float:
+def share(name: str, value: object) -> float:
     """A number in 0..1, kept as a float."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok and 0.0 <= value <= 1.0:
+    if _real(value) and 0.0 <= value <= 1.0:
         return float(value)
     raise ConfigurationError(f"{name} must be a number in 0..1, got {value!r}")
 
 
-def integer(name: str, value: Any) -> int:
+def integer(name: str, value: object) -> int:
     """Any int (a seed)."""
     if is_int(value):
         return int(value)
     raise ConfigurationError(f"{name} must be an int, got {value!r}")
 
 
-def flag(name: str, value: Any) -> bool:
+def flag(name: str, value: object) -> bool:
     """``True`` or ``False``."""
     if isinstance(value, bool):
         return value
     raise ConfigurationError(f"{name} must be True or False, got {value!r}")
 
 
-def up_to(name: str, value: Any, high: int, high_is: str, *, why: str = "") -> int:
+def up_to(name: str, value: object, high: int, high_is: str, *, why: str = "") -> int:
     """An int in 1..``high``, where ``high`` is the value of ``high_is`` (another option, or
     an expression of one), shown in the message with ``why``.
 
@@ -124,7 +139,7 @@ def up_to(name: str, value: Any, high: int, high_is: str, *, why: str = "") -> i
     raise ConfigurationError(f"{name} must be in 1..{high_is} ({high}){reason}, got {value!r}")
 
 
-def sliding_step(step: Any, window_size: int) -> int:
+def sliding_step(step: object, window_size: int) -> int:
     """A sliding window's ``step``: 1..window_size-1, so that consecutive windows overlap.
 
     >>> sliding_step(10, 10)  # doctest: +ELLIPSIS
@@ -136,7 +151,7 @@ def sliding_step(step: Any, window_size: int) -> int:
     return up_to("step", step, window_size - 1, "window_size-1", why=why)
 
 
-def successes_needed(value: Any, num_permutations: int) -> int | None:
+def successes_needed(value: object, num_permutations: int) -> int | None:
     """``min_successful``: None (the default share) or 1..num_permutations."""
     if value is None:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup  # noqa: F401 (the example)
@@ -39,6 +39,7 @@ __all__ = [
     "InsufficientSamplesError",
     "ModelIntegrityError",
     "SpendingCapError",
+    "BudgetSpentError",
     "ClusterCapacityError",
 ]
 
@@ -51,7 +52,7 @@ class PermscError(Exception):
     """
 
     usage: Usage | None = None
-    request: Any = None
+    request: object = None  # the RankRequest (ranker.py, a layer above)
 
 
 class ConfigurationError(PermscError, ValueError):
@@ -297,6 +298,19 @@ class SpendingCapError(PermscError):
                 f"started: its plan needs {needed:g} {limit}"
             )
         super().__init__(f"{head} ({so_far}); {fix}")
+
+
+class BudgetSpentError(PermscError):
+    """The request's call budget (``max_calls``) is spent: this call was not sent.
+
+    Not a failure of the request: the engine catches it, the sample that needed the call is
+    *skipped* (``ParseStatus.SKIPPED``) and the strategy ranks with the answers it has. It
+    reaches a caller only through :class:`~permsc_integrations.run.calls.Calls` used directly.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        super().__init__(f"max_calls={budget} spent: the call was not sent")
 
 
 class ClusterCapacityError(PermscError):

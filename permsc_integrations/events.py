@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = ["Event", "EventKind", "EventHook", "emit"]
 
@@ -51,11 +51,11 @@ class Event:
     """
 
     kind: EventKind
-    request_id: Any = None
+    request_id: object = None
     window: int | None = None
     sample: int | None = None
     total: int | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))

@@ -15,7 +15,7 @@ import dataclasses
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .backends import check_backend_options
 from .backends.base import (
@@ -33,6 +33,9 @@ from .redaction import MASK, is_secret_name, redact_url
 from .results import RankingResult, Usage
 from .spending import Meter
 
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo  # the adapters' models; pydantic is theirs
+
 __all__ = [
     "checked_options",
     "refuse_unknown",
@@ -40,6 +43,7 @@ __all__ = [
     "check_backend",
     "public_backend_options",
     "usage_dict",
+    "psc_metadata",
     "repr_args",
     "OneRanker",
     "Done",
@@ -58,7 +62,7 @@ def refuse_unknown(given: Iterable[str], known: Iterable[str]) -> None:
             raise ConfigurationError(unknown_option(name, names))
 
 
-def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None:
+def refuse_unknown_attribute(obj: object, name: str, fields: Iterable[str]) -> None:
     """Refuse setting ``name`` on an adapter object when it is neither a field nor anything
     the class defines (a typo such as ``reranker.num_permutation = 3``)."""
     if name.startswith("_") or name in fields or hasattr(type(obj), name):
@@ -66,13 +70,13 @@ def refuse_unknown_attribute(obj: Any, name: str, fields: Iterable[str]) -> None
     raise ConfigurationError(unknown_option(name, tuple(sorted(fields))))
 
 
-def check_backend(backend: Any, backend_options: Mapping[str, Any]) -> None:
+def check_backend(backend: object, backend_options: Mapping[str, object]) -> None:
     """Refuse, at construction, backend options the spec string's backend does not take, and
     any for a backend object or a framework model."""
     check_backend_options(backend, backend_options)
 
 
-def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> RankingOptions:
+def checked_options(values: Mapping[str, object], *, extra: Iterable[str] = ()) -> RankingOptions:
     """The :class:`RankingOptions` among ``values`` (other known keys: ``extra``), validated."""
     refuse_unknown(values, (*RankingOptions.names(), *extra))
     return RankingOptions.from_kwargs(
@@ -80,9 +84,9 @@ def checked_options(values: Mapping[str, Any], *, extra: Iterable[str] = ()) -> 
     )
 
 
-def public_backend_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def public_backend_options(options: Mapping[str, object]) -> dict[str, object]:
     """``backend_options`` as they may be shown or serialised: secrets masked, URLs redacted."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in options.items():
         if is_secret_name(key):
             out[key] = MASK
@@ -103,7 +107,7 @@ class _Shown(str):
         return str(self)
 
 
-def repr_args(obj: Any, fields: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+def repr_args(obj: object, fields: Mapping[str, FieldInfo]) -> Iterator[tuple[str, object]]:
     """``__repr_args__`` for an adapter: the fields that differ from their defaults, each as
     what identifies it (a framework model by its class and model name: no clients, no keys,
     no callback managers), secrets masked and URLs redacted."""
@@ -117,14 +121,14 @@ def repr_args(obj: Any, fields: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
         )
 
 
-def _is_default(value: Any, info: Any) -> bool:
+def _is_default(value: object, info: FieldInfo) -> bool:
     try:
         return bool(value == info.get_default(call_default_factory=True))
     except Exception:  # an object whose == cannot compare with the default
         return False
 
 
-def _shown(value: Any) -> Any:
+def _shown(value: object) -> object:
     if isinstance(value, str):
         return redact_url(value) if "://" in value else value
     if value is None or isinstance(value, (int, float, bool)):
@@ -142,12 +146,35 @@ def _shown(value: Any) -> Any:
     return _Shown(f"{kind}(...)")
 
 
-def usage_dict(result: RankingResult) -> dict[str, Any]:
+def usage_dict(result: RankingResult) -> dict[str, int | float]:
     """A ranking's cost and agreement as plain data (document or node metadata)."""
     return result.usage.as_dict()
 
 
-Done = Callable[[str, Usage, "str | None", "Mapping[str, Any] | None"], Awaitable[None]]
+def psc_metadata(result: RankingResult, item: int, rank: int) -> dict[str, object]:
+    """What both adapters put in an item's ``metadata["psc"]``: its ``rank`` (1-based), the
+    ranking's ``samples``, ``failed``, ``confidence``, ``usage``, ``head`` and ``stopped``, and
+    the item's ``top_probability`` when the result has one (docs/scores.md).
+
+    >>> r = RankingResult((1, 0), (0.5, 1.0), head=2, top_probability=(0.25, 0.75))
+    >>> psc_metadata(r, 1, 1)["top_probability"], psc_metadata(r, 1, 1)["stopped"]
+    (0.75, 'complete')
+    """
+    out: dict[str, object] = {
+        "rank": rank,
+        "samples": len(result.samples),
+        "failed": len(result.failures),
+        "confidence": result.confidence,
+        "usage": usage_dict(result),
+        "head": result.head,
+        "stopped": result.stopped,
+    }
+    if result.top_probability:
+        out["top_probability"] = result.top_probability[item]
+    return out
+
+
+Done = Callable[[str, Usage, "str | None", "Mapping[str, object] | None"], Awaitable[None]]
 """``done(text, usage, model, extra)``: report one answer (``extra``: the first-token
 scorer's label probabilities and mass)."""
 
@@ -255,11 +282,11 @@ class OneRanker:
         for backend in owned:
             await backend.aclose()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> OneRanker:
+    def __deepcopy__(self, memo: dict[int, object]) -> OneRanker:
         return OneRanker()  # a copy builds its own ranker
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__init__()  # type: ignore[misc]

@@ -38,12 +38,11 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     PrivateAttr,
@@ -52,6 +51,8 @@ from pydantic import (
     field_serializer,
     model_validator,
 )
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from .errors import ConfigurationError
@@ -69,6 +70,9 @@ from .options import RankingOptions, unknown_option
 from .ranker import PSCRanker
 from .run.bridge import run_sync
 
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; only read by the type checker
+
 __all__ = [
     "AdapterModel",
     "PSCOptionsModel",
@@ -79,13 +83,13 @@ __all__ = [
 ]
 
 
-def option_types() -> dict[str, Any]:
+def option_types() -> dict[str, object]:
     """Each option's typed statement (:class:`RankingKeywords`' annotations), by name."""
     return dict(_statements())
 
 
 @functools.cache
-def _statements() -> dict[str, Any]:
+def _statements() -> dict[str, object]:
     statements = typing.get_type_hints(RankingKeywords)
     if tuple(statements) != RankingOptions.names():  # an option declared, the views not written
         raise RuntimeError(
@@ -94,13 +98,19 @@ def _statements() -> dict[str, Any]:
     return statements
 
 
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+_JSON_TYPES: dict[object, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    type(None): "null",
+}
 
 
-def _json_schema(statement: Any) -> dict[str, Any]:
+def _json_schema(statement: object) -> dict[str, object]:
     """``statement`` as JSON schema; a Python object (a prompt, a callable) by its name."""
     union = typing.get_origin(statement) in (Union, types.UnionType)
-    shown: list[dict[str, Any]] = []
+    shown: list[dict[str, object]] = []
     for member in typing.get_args(statement) if union else (statement,):
         schema = _member_schema(member)
         if schema not in shown:
@@ -108,7 +118,7 @@ def _json_schema(statement: Any) -> dict[str, Any]:
     return shown[0] if len(shown) == 1 else {"anyOf": shown}
 
 
-def _member_schema(member: Any) -> dict[str, Any]:
+def _member_schema(member: object) -> dict[str, object]:
     if member in _JSON_TYPES:
         return {"type": _JSON_TYPES[member]}
     origin = typing.get_origin(member)
@@ -124,20 +134,20 @@ class _AsGiven:
     """pydantic metadata of an option field: the value is kept as given, for the declaration
     to validate (pydantic would turn ``"5"`` into ``5``); the JSON schema is the statement."""
 
-    statement: Any
+    statement: object
 
     def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
+        self, source: object, handler: GetCoreSchemaHandler
     ) -> CoreSchema:
         return core_schema.any_schema()
 
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
-    ) -> dict[str, Any]:
+    ) -> JsonSchemaValue:
         return _json_schema(self.statement)
 
 
-def option_annotation(name: str) -> Any:
+def option_annotation(name: str) -> object:
     """Option ``name``'s typed statement as a pydantic annotation: the value kept as given,
     the statement as its JSON schema (for a framework's own models, e.g. LangChain's config
     schema, which would otherwise read the bare statement)."""
@@ -145,15 +155,15 @@ def option_annotation(name: str) -> Any:
     return Annotated[statement, _AsGiven(statement)]
 
 
-def option_fields() -> dict[str, Any]:
+def option_fields() -> dict[str, tuple[object, FieldInfo]]:
     """``{name: (annotation, FieldInfo)}`` for :func:`pydantic.create_model`: every option with
     its typed statement, the declaration's default and its help as the description."""
-    fields: dict[str, Any] = {}
+    fields: dict[str, tuple[object, FieldInfo]] = {}
     for info in RankingOptions.describe():
         if isinstance(info.default, dict):
-            spec = Field(default_factory=dict, description=info.help)
+            spec = FieldInfo.from_field(default_factory=dict, description=info.help)
         else:
-            spec = Field(default=info.default, description=info.help)
+            spec = FieldInfo.from_field(info.default, description=info.help)
         fields[info.name] = (option_annotation(info.name), spec)
     return fields
 
@@ -205,7 +215,7 @@ class AdapterModel(BaseModel):
     _shared_on_copy: ClassVar[frozenset[str]] = frozenset({"backend"})
     _one: OneRanker = PrivateAttr(default_factory=OneRanker)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, **data: object) -> None:
         fields = type(self).model_fields
         refuse_unknown(data, fields)  # before an adapter's defaults (LlamaIndex's Settings.llm)
         with typed_errors(fields):
@@ -227,15 +237,15 @@ class AdapterModel(BaseModel):
         return checked_options(values)
 
     @classmethod
-    def _given(cls, data: dict[str, Any]) -> dict[str, Any]:
+    def _given(cls, data: dict[str, object]) -> dict[str, object]:
         """The keywords given, with the adapter's defaults (called before validation)."""
         return data
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         """Check the adapter's own fields; return the model that ranks (``backend``)."""
         return getattr(self, "backend", None)
 
-    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
+    def _core_values(self, values: dict[str, object]) -> dict[str, object]:
         """The option values as the core takes them (e.g. a framework template as a prompt)."""
         return values
 
@@ -243,14 +253,14 @@ class AdapterModel(BaseModel):
         """How many results a call returns (the core's ``top_k`` unless set); None: all."""
         return None
 
-    def _assignment(self, name: str, value: Any) -> dict[str, Any]:
+    def _assignment(self, name: str, value: object) -> dict[str, object]:
         """The fields that setting ``name`` changes (LlamaIndex: ``llm`` replaces ``backend``)."""
         return {name: value}
 
     def _changed(self, name: str) -> None:
         """After ``name`` was set and checked (the ranker is rebuilt on the next call)."""
 
-    def _set(self, name: str, value: Any) -> None:
+    def _set(self, name: str, value: object) -> None:
         """``__setattr__``: a field the ranker is built from is checked with the others, a
         refused value rolled back; anything that is not a field is refused."""
         fields = type(self).model_fields
@@ -274,14 +284,16 @@ class AdapterModel(BaseModel):
     if not TYPE_CHECKING:  # so that mypy refuses a misspelt attribute (as pydantic hides its own)
         __setattr__ = _set
 
-    def __repr_args__(self) -> Any:
+    def __repr_args__(self) -> Iterator[tuple[str, object]]:
         return repr_args(self, type(self).model_fields)
 
     @field_serializer("backend_options", check_fields=False)
-    def _public_backend_options(self, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    def _public_backend_options(
+        self, value: Mapping[str, object] | None
+    ) -> dict[str, object] | None:
         return None if value is None else public_backend_options(value)
 
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+    def __deepcopy__(self, memo: dict[int, object] | None = None) -> Self:
         values = {name: getattr(self, name) for name in type(self).model_fields}
         shared = self._shared_on_copy
         return type(self)(

@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from .errors import InvalidRankingError
 
@@ -27,12 +26,12 @@ _ID_ATTRS = ("docid", "id", "node_id")  # node_id: LlamaIndex nodes
 _MISSING = object()
 
 
-def _describe(item: Any) -> str:
+def _describe(item: object) -> str:
     shown = repr(item)
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _text_and_id(item: Any) -> tuple[Any, Any]:
+def _text_and_id(item: object) -> tuple[object, object]:
     if isinstance(item, str):
         return item, None
     if isinstance(item, Mapping):
@@ -60,7 +59,7 @@ def _check_duplicates(ids: list[str | None]) -> None:
         )
 
 
-def normalize_items(items: Sequence[Any]) -> tuple[list[str], list[str | None]]:
+def normalize_items(items: Sequence[object]) -> tuple[list[str], list[str | None]]:
     """``(texts, ids)`` for ``items``; :class:`InvalidRankingError` says what is wrong.
 
     Raised for an empty list, an item without text (or with non-text text) and duplicate ids.

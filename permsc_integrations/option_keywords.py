@@ -111,6 +111,10 @@ class RankingKeywords(TypedDict, total=False):
     """sample in waves and stop once a sign test establishes every adjacent pair of the consensus
     at a confidence (default 0.9) (True, an Adaptive or 'FIRST,WAVE[,TOP_K[,CONFIDENCE]]');
     num_permutations is the cap"""
+    max_calls: int | None
+    """model calls per request at most, re-asks and retries included: the strategy plans within
+    it (blocks: rounds where the top k is uncertain; below one pass, the first items of the
+    input, the rest in input order); docs/strategies.md"""
     cache: ResponseCache | None
     """response cache: MemoryCache(), SQLiteCache(path) or None"""
     request_cap: CapGiven
@@ -155,6 +159,7 @@ class OptionFields:
     min_successful: int | None = _DECLARED
     min_coverage: float = _DECLARED
     adaptive: AdaptiveGiven = _DECLARED
+    max_calls: int | None = _DECLARED
     cache: ResponseCache | None = _DECLARED
     request_cap: CapGiven = _DECLARED
     ranker_cap: CapGiven = _DECLARED

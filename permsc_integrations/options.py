@@ -254,6 +254,16 @@ class RankingOptions:
         cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "
         "consensus is stable; -m is the cap",
     )
+    max_calls: int | None = _option(
+        None,
+        "model calls per request at most, re-asks and retries included: the strategy plans "
+        "within it (blocks: rounds where the top k is uncertain; below one pass, the first "
+        "items of the input, the rest in input order); docs/strategies.md",
+        at_least(1, optional=True),
+        cli=int,
+        cli_help="model calls per query at most, re-asks and retries included: the strategy "
+        "plans within it (docs/strategies.md)",
+    )
     cache: ResponseCache | None = _option(
         None, "response cache: MemoryCache(), SQLiteCache(path) or None", check_cache
     )

@@ -339,10 +339,22 @@ async def _run(engine: Engine, state: RequestState) -> RankingResult:
 
 async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
     """The request's result, once its ``request_end`` event is out."""
+    outcome = await req.concluded(order)
     windows, n, usage = req.windows, req.n, req.state.usage()
     confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
     await req.state.emit("request_end", n_items=n, status="ok", confidence=confidence, usage=usage)
-    return RankingResult(order, _scores(order, windows, n), tuple(windows), confidence, usage)
+    scores = _scores(order, windows, n)
+    return RankingResult(
+        order,
+        scores,
+        tuple(windows),
+        confidence,
+        usage,
+        top_probability=outcome.top_probability,
+        head=outcome.head,
+        stopped=outcome.stopped,
+        ties=outcome.ties,
+    )
 
 
 def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:

@@ -32,9 +32,10 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import anyio
 
@@ -43,6 +44,16 @@ from .errors import ConfigurationError, MissingDependencyError
 from .options import RankingOptions
 from .ranker import PSCRanker
 from .results import RankingResult, Usage
+
+if TYPE_CHECKING:  # optional dependencies (the ray extra), imported where used
+    from typing import Unpack  # Python 3.11
+
+    import pyarrow as pa
+    from ray import ObjectRef, ObjectRefGenerator
+    from ray.data import Dataset
+
+    from .backends.base import Backend
+    from .option_keywords import RankingKeywords
 
 __all__ = [
     "rank_dataset",
@@ -61,7 +72,7 @@ RESULT_COLUMNS = ("order", "scores", "confidence", "samples", "failed_samples", 
 USAGE_FIELDS = Usage.COUNTS
 
 
-def ray_module() -> Any:
+def ray_module() -> ModuleType:
     """``ray``, imported (with ``ray.data``), or an error naming the install line."""
     try:
         # lazy: optional dependency (the ray extra)
@@ -70,6 +81,27 @@ def ray_module() -> Any:
     except ImportError as exc:
         raise MissingDependencyError("ray", "ray", purpose="ranking Ray datasets") from exc
     return ray
+
+
+_R = TypeVar("_R", covariant=True)
+
+
+class RayCall(Protocol[_R]):
+    """A Ray actor class or actor method, as a driver calls it: ``.remote(...)``."""
+
+    def remote(self, *args: object) -> _R: ...
+
+
+class _Streaming(Protocol):
+    def options(self, *, num_returns: str) -> RayCall[ObjectRefGenerator]: ...
+
+
+class RowsHandle(Protocol):
+    """What a driver uses of a rows actor's handle (:mod:`permsc_integrations.ray_rows`):
+    Ray types a handle ``ActorHandle | type[Actor]``, whose methods have no ``options``."""
+
+    rank: _Streaming
+    __ray_ready__: RayCall[ObjectRef[None]]
 
 
 def split_budget(max_concurrency: int, actors: int) -> tuple[int, int]:
@@ -86,7 +118,7 @@ def split_budget(max_concurrency: int, actors: int) -> tuple[int, int]:
 
 
 def actor_options(
-    concurrency: int, ranker_options: Mapping[str, Any]
+    concurrency: int, ranker_options: Mapping[str, object]
 ) -> tuple[int, RankingOptions]:
     """``(actors, each actor's options)``: the options validated (before Ray starts work) and
     the job's ``max_concurrency`` split among at most ``concurrency`` actors."""
@@ -111,7 +143,7 @@ class RankedRow:
     ``order`` indexes its items best first; a failed row has ``error`` set, its ranking fields
     None, and ``usage`` still says what it spent."""
 
-    key: Any
+    key: object
     order: tuple[int, ...] | None
     scores: tuple[float, ...] | None
     confidence: float | None
@@ -121,7 +153,7 @@ class RankedRow:
     error: str | None
 
     @classmethod
-    def of(cls, key: Any, outcome: RankingResult | Exception) -> RankedRow:
+    def of(cls, key: object, outcome: RankingResult | Exception) -> RankedRow:
         """The row of a RankingResult, or of the exception its ranking raised."""
         usage = getattr(outcome, "usage", None)
         spent = {f: int(getattr(usage, f, 0) or 0) for f in USAGE_FIELDS}
@@ -139,7 +171,7 @@ class RankedRow:
         )
 
     @classmethod
-    def failed(cls, key: Any, error: str, usage: dict[str, int] | None = None) -> RankedRow:
+    def failed(cls, key: object, error: str, usage: dict[str, int] | None = None) -> RankedRow:
         """A failed row: ``error`` says why, ``usage`` what it spent (nothing known: zeros)."""
         spent = usage if usage is not None else dict.fromkeys(USAGE_FIELDS, 0)
         return cls(key, None, None, None, None, None, spent, error)
@@ -168,14 +200,18 @@ class RowRanker:
     """What every ranking actor holds: one ranker (its share of the job's budget); the
     process ends with its node (:func:`exit_with_parent`)."""
 
-    def __init__(self, backend: Any, options: RankingOptions) -> None:
+    def __init__(self, backend: str | Backend, options: RankingOptions) -> None:
         exit_with_parent()
         self.ranker = PSCRanker(backend, options=options)
 
-    async def rank(self, key: Any, query: Any, items: Any) -> RankedRow:
-        """One row's :class:`RankedRow`; a failure is a row with its error, never raised."""
-        try:  # the core refuses a query that is not a string
-            return RankedRow.of(key, await self.ranker.arank(query, items or (), request_id=key))
+    async def rank(self, key: object, query: object, items: object) -> RankedRow:
+        """One row's :class:`RankedRow`; a failure is a row with its error, never raised.
+        ``query`` and ``items`` are the row's, unchecked: the core refuses a query that is not
+        a string and items that are not a list of texts or mappings."""
+        try:
+            given = cast("Sequence[object]", items or ())
+            result = await self.ranker.arank(cast(str, query), given, request_id=key)
+            return RankedRow.of(key, result)
         except Exception as exc:
             return RankedRow.of(key, exc)
 
@@ -190,12 +226,12 @@ class _Columns:
 class _RankBatches:
     """The Ray Data actor: a :class:`RowRanker`, the rows of a batch ranked concurrently."""
 
-    def __init__(self, backend: Any, options: RankingOptions, columns: _Columns) -> None:
+    def __init__(self, backend: str | Backend, options: RankingOptions, columns: _Columns) -> None:
 
         self.columns = columns
         self.rows = RowRanker(backend, options)
 
-    async def __call__(self, batch: Any) -> AsyncIterator[Any]:
+    async def __call__(self, batch: pa.Table) -> AsyncIterator[pa.Table]:
         # lazy: optional dependency (pyarrow, with the ray extra)
         import pyarrow as pa
 
@@ -206,22 +242,22 @@ class _RankBatches:
             batch = batch.append_column(name, pa.array(values, type=types[name]))
         yield batch
 
-    async def _rank(self, rows: list[dict[str, Any]]) -> list[RankedRow]:
+    async def _rank(self, rows: list[dict[str, object]]) -> list[RankedRow]:
         """Every row's RankedRow, in row order."""
         c = self.columns
-        out: list[Any] = [None] * len(rows)
+        out: list[RankedRow | None] = [None] * len(rows)
 
-        async def one(k: int, row: dict[str, Any]) -> None:
+        async def one(k: int, row: dict[str, object]) -> None:
             rid = row.get(c.id) if c.id else k
             out[k] = await self.rows.rank(rid, row.get(c.query), row.get(c.items))
 
         async with anyio.create_task_group() as tg:
             for k, row in enumerate(rows):
                 tg.start_soon(one, k, row)
-        return out
+        return [row for row in out if row is not None]  # every one: the group waited for all
 
 
-def _column_types() -> dict[str, Any]:
+def _column_types() -> dict[str, pa.DataType]:
     # lazy: optional dependency (pyarrow, with the ray extra)
     import pyarrow as pa
 
@@ -237,9 +273,9 @@ def _column_types() -> dict[str, Any]:
 
 
 def rank_dataset(
-    ds: Any,
+    ds: Dataset,
     *,
-    backend: Any,
+    backend: str | Backend,
     query_column: str = "query",
     items_column: str = "items",
     id_column: str | None = None,
@@ -247,8 +283,8 @@ def rank_dataset(
     batch_size: int = 16,
     batches_per_actor: int = 4,
     num_cpus: float = 0.25,
-    **ranker_options: Any,
-) -> Any:
+    **ranker_options: Unpack[RankingKeywords],
+) -> Dataset:
     """``ds`` with the :data:`RESULT_COLUMNS` added to every row (see the module docstring).
 
     ``backend`` is a spec string (or a picklable backend object) that each actor resolves;

@@ -37,19 +37,27 @@ import functools
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
+from .backends.base import Backend
 from .checks import positive_int
 from .errors import ClusterCapacityError, PermscError
+from .option_keywords import RankingKeywords
 from .options import RankingOptions
 from .ranker import RankRequest
-from .ray import RankedRow, RowRanker, actor_options, ray_module
+from .ray import RankedRow, RayCall, RowRanker, RowsHandle, actor_options, ray_module
+
+if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
+    from typing import Unpack
+
+    from ray import ObjectRef, ObjectRefGenerator
 
 __all__ = ["rank_rows", "Watchdog", "ROW_LOSSES", "INIT_FAILURES"]
 
-_Row = tuple[int, Any, Any]  # (position, query, items): what an actor ranks
+_Row = tuple[int, str, Sequence[object]]  # (position, query, items): what an actor ranks
 
 
 class _Admission:
@@ -79,12 +87,12 @@ class _RowsActor:
     """The actor: a :class:`~permsc_integrations.ray.RowRanker`; each chunk's rows ranked
     concurrently (as :class:`_Admission` lets them start) and yielded as each finishes."""
 
-    def __init__(self, backend: Any, options: RankingOptions) -> None:
+    def __init__(self, backend: str | Backend, options: RankingOptions) -> None:
         self.rows = RowRanker(backend, options)
         self.options = options
         self.admission = _Admission(options.max_concurrency)
 
-    def _widest(self, items: Any) -> int:
+    def _widest(self, items: Sequence[object]) -> int:
         try:
             return max(r.calls.high for r in self.options.plan(len(items)).rounds)
         except (TypeError, PermscError):  # the ranker says what is wrong with the row
@@ -93,7 +101,7 @@ class _RowsActor:
     async def rank(self, rows: list[_Row]) -> AsyncIterator[RankedRow]:
         finished: asyncio.Queue[RankedRow] = asyncio.Queue()
 
-        async def one(position: int, query: Any, items: Any) -> None:
+        async def one(position: int, query: str, items: Sequence[object]) -> None:
             async with self.admission(self._widest(items or ())):
                 finished.put_nowait(await self.rows.rank(position, query, items))
 
@@ -107,10 +115,11 @@ class _RowsActor:
 
 
 @functools.cache
-def _remote_actor(ray: Any) -> Any:
+def _remote_actor(ray: ModuleType, num_cpus: float) -> RayCall[RowsHandle]:
     # max_restarts=0: a lost actor is replaced by the driver, which knows what it had not
     # delivered; Ray's restarts would wait for its node's capacity without limit
-    return ray.remote(max_restarts=0, max_task_retries=0)(_RowsActor)
+    actor = ray.remote(max_restarts=0, max_task_retries=0)(_RowsActor)
+    return actor.options(num_cpus=num_cpus, scheduling_strategy="SPREAD")
 
 
 ROW_LOSSES = 3
@@ -128,7 +137,7 @@ class _Feed:
         self._fresh = enumerate(requests)
         self._next = next(self._fresh, None)
         self.back: deque[tuple[int, RankRequest]] = deque()
-        self.keys: dict[int, Any] = {}
+        self.keys: dict[int, object] = {}
         self.losses: dict[int, int] = {}  # position: times lost with its actor
 
     def __bool__(self) -> bool:
@@ -159,7 +168,7 @@ class _Feed:
             failed.append(RankedRow.failed(self.delivered(position), error))
         return failed
 
-    def delivered(self, position: int) -> Any:
+    def delivered(self, position: int) -> object:
         """Forget the row at ``position`` (it is delivered); its key."""
         self.losses.pop(position, None)
         return self.keys.pop(position)
@@ -190,7 +199,7 @@ class Watchdog:
 
 @dataclass
 class _Chunk:
-    actor: Any
+    actor: RowsHandle
     left: dict[int, RankRequest]  # the rows not yet delivered
 
 
@@ -201,7 +210,7 @@ class _Settings:
     batches_per_actor: int
     capacity_timeout: float
     num_cpus: float
-    backend: Any
+    backend: str | Backend
     options: RankingOptions
 
 
@@ -220,14 +229,14 @@ def _cause(exc: Exception) -> str:
 class _Pool:
     """The driver's side: the actors, the chunks in flight, the deadline when none runs."""
 
-    ray: Any
+    ray: ModuleType
     settings: _Settings
     feed: _Feed
     watchdog: Watchdog
-    actors: dict[Any, int] = field(default_factory=dict)  # actor: chunks in flight
-    probes: dict[Any, Any] = field(default_factory=dict)  # ready probe: actor
-    alive: set[Any] = field(default_factory=set)
-    chunks: dict[Any, _Chunk] = field(default_factory=dict)  # streaming generator: chunk
+    actors: dict[RowsHandle, int] = field(default_factory=dict)  # actor: chunks in flight
+    probes: dict[ObjectRef[None], RowsHandle] = field(default_factory=dict)  # ready probe: actor
+    alive: set[RowsHandle] = field(default_factory=set)
+    chunks: dict[ObjectRefGenerator, _Chunk] = field(default_factory=dict)  # generator: chunk
     owed: list[float] = field(default_factory=list)  # when to start the lost actors' heirs
     losses: int = 0  # actors lost in a row, no row delivered in between: the heirs' backoff
     init_failures: int = 0
@@ -237,8 +246,7 @@ class _Pool:
 
     def add_actor(self) -> None:
         s = self.settings
-        actor = _remote_actor(self.ray).options(num_cpus=s.num_cpus, scheduling_strategy="SPREAD")
-        handle = actor.remote(s.backend, s.options)
+        handle = _remote_actor(self.ray, s.num_cpus).remote(s.backend, s.options)
         self.actors[handle] = 0
         self.probes[handle.__ray_ready__.remote()] = handle
 
@@ -263,7 +271,7 @@ class _Pool:
         if self.failed:
             return self.failed.pop()
         waiting = [*self.probes, *self.chunks]
-        ready: list[Any] = []
+        ready: list[ObjectRef[None]] | list[ObjectRefGenerator] = []
         if waiting:
             ready, _ = self.ray.wait(waiting, num_returns=1, timeout=1.0)
         else:  # every actor lost, the heirs not started yet
@@ -277,7 +285,7 @@ class _Pool:
         self._check_capacity()
         return row
 
-    def _probed(self, ref: Any) -> None:
+    def _probed(self, ref: ObjectRef[None]) -> None:
         actor = self.probes.pop(ref)
         try:
             self.ray.get(ref)
@@ -287,7 +295,7 @@ class _Pool:
         self.alive.add(actor)
         self.init_failures = 0
 
-    def _next_row(self, gen: Any) -> RankedRow | None:
+    def _next_row(self, gen: ObjectRefGenerator) -> RankedRow | None:
         chunk = self.chunks[gen]
         try:
             row: RankedRow = self.ray.get(next(gen))
@@ -298,16 +306,16 @@ class _Pool:
         except self._lost_errors() as exc:
             self._lost(chunk.actor, exc)
             return None
-        if chunk.left.pop(row.key, None) is None:
+        if chunk.left.pop(cast(int, row.key), None) is None:  # keyed by position
             return None  # delivered already (never expected: no task is retried)
         self.losses, self.delivered = 0, self.delivered + 1
-        return dataclasses.replace(row, key=self.feed.delivered(row.key))
+        return dataclasses.replace(row, key=self.feed.delivered(cast(int, row.key)))
 
     def _lost_errors(self) -> tuple[type[Exception], ...]:
         e = self.ray.exceptions
         return (e.RayActorError, e.ObjectLostError)
 
-    def _lost(self, actor: Any, exc: Exception) -> None:
+    def _lost(self, actor: RowsHandle, exc: Exception) -> None:
         """Kill ``actor`` for good, hand its rows back; its heir starts after a backoff."""
         for gen, chunk in list(self.chunks.items()):
             if chunk.actor is actor:
@@ -347,13 +355,13 @@ class _Pool:
 def rank_rows(
     requests: Iterable[RankRequest],
     *,
-    backend: Any,
+    backend: str | Backend,
     concurrency: int = 2,
     batch_size: int = 16,
     batches_per_actor: int = 4,
     num_cpus: float = 0.25,
     capacity_timeout: float = 60.0,
-    **ranker_options: Any,
+    **ranker_options: Unpack[RankingKeywords],
 ) -> Iterator[RankedRow]:
     """Each request's :class:`~permsc_integrations.ray.RankedRow` as soon as it is ranked
     (``key``: the request's ``id``, else its position), in any order (module docstring).
@@ -374,7 +382,9 @@ def rank_rows(
     return _rows(ray, settings, requests)
 
 
-def _rows(ray: Any, settings: _Settings, requests: Iterable[RankRequest]) -> Iterator[RankedRow]:
+def _rows(
+    ray: ModuleType, settings: _Settings, requests: Iterable[RankRequest]
+) -> Iterator[RankedRow]:
     pool = _Pool(
         ray, settings, _Feed(requests), Watchdog(settings.capacity_timeout, time.monotonic())
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from .errors import ConfigurationError, UnknownNameError
 
@@ -24,7 +24,7 @@ __all__ = ["Registry"]
 T = TypeVar("T")
 
 
-def _load(path: str) -> Any:
+def _load(path: str) -> object:
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -66,9 +66,9 @@ class Registry(Generic[T]):
         if key not in self._entries and key not in self.available():  # scan only if unknown
             raise UnknownNameError(self.kind, name, self.available())
         entry = self._entries[key]
-        if isinstance(entry, str):
-            entry = self._entries[key] = _load(entry)
-        return entry  # type: ignore[return-value]
+        if isinstance(entry, str):  # what an import path names is taken to be a T
+            entry = self._entries[key] = cast(T, _load(entry))
+        return entry
 
     def copy(self) -> Registry[T]:
         """An independent copy that scans entry points afresh (for tests and sandboxes)."""

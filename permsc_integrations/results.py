@@ -85,6 +85,7 @@ class ParseStatus(str, Enum):
     PARTIAL = "partial"  # a usable ranking with missing, duplicate or out-of-range ids
     INVALID = "invalid"  # nothing usable; the sample failed
     ERROR = "error"  # the call itself failed (backend error after retries)
+    SKIPPED = "skipped"  # not asked (or its re-ask or retry not sent): max_calls was spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,8 @@ class WindowResult:
 
     @property
     def failed(self) -> tuple[Sample, ...]:
-        return tuple(s for s in self.samples if not s.ok)
+        """The samples that failed (a skipped one, never asked for want of budget, did not)."""
+        return tuple(s for s in self.samples if not s.ok and s.status is not ParseStatus.SKIPPED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,16 @@ class RankingResult:
     ``i``'s score, strictly decreasing along ``order`` (usable as a relevance score). With
     first-token scoring and a probability aggregator over one window, ``scores[i]`` is item
     ``i``'s mean probability (in [0, 1], non-increasing along ``order``; docs/first_token.md).
+
+    ``top_probability[i]``: item ``i``'s probability of belonging in the top k under the
+    list model of every answer (docs/scores.md: k is ``top_k``, or 10 under ``max_calls``);
+    empty when there is no k, or no model was fitted (docs/strategies.md says when).
+    ``head``: the ranking ranked the first ``head`` items of the input; the rest follow in
+    their input order (a ``max_calls`` below one pass; None: not known, a result built by
+    hand). ``stopped``: why sampling ended (``"complete"``: the plan ran; ``"budget"``:
+    ``max_calls`` decided; ``"certified"``: the top k was certified; ``"cap"``: adaptive m
+    reached its cap; ``"exhausted"``: every distinct prompt was asked). ``ties``: pairs of
+    neighbours in the top k whose order the answers do not establish (settled as ties).
     """
 
     order: tuple[int, ...]
@@ -175,6 +187,10 @@ class RankingResult:
     confidence: float = 1.0
     usage: Usage = field(default_factory=Usage)
     request: Any = None
+    top_probability: tuple[float, ...] = ()
+    head: int | None = None
+    stopped: str = "complete"
+    ties: tuple[tuple[int, int], ...] = ()
 
     @property
     def samples(self) -> tuple[Sample, ...]:
@@ -182,7 +198,8 @@ class RankingResult:
 
     @property
     def failures(self) -> tuple[Sample, ...]:
-        return tuple(s for s in self.samples if not s.ok)
+        """The samples that failed (not those skipped for want of budget)."""
+        return tuple(s for w in self.windows for s in w.failed)
 
     def top(self, k: int) -> tuple[int, ...]:
         return self.order[:k]

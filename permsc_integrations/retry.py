@@ -26,10 +26,16 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    AttemptManager,
+    RetryCallState,
+    retry_if_exception,
+)
 
 from .checks import positive_int
 from .errors import BackendError, BackendTimeoutError, ConfigurationError
@@ -93,12 +99,16 @@ class RetryPolicy:
     def retrying(self, budget: Budget | None = None) -> AsyncRetrying:
         """A fresh tenacity ``AsyncRetrying`` for one call; ``budget`` (when given) measures
         ``max_total_time`` on the call's own attempts and backoff, not its queueing."""
-        stop: Any = stop_after_attempt(self.max_attempts)
-        stop = stop | self._asks_too_long  # a Retry-After past the cap: raised at once
-        if self.max_total_time is not None:
-            clock = budget or Budget()
+        clock = budget or Budget()
+
+        def stop(state: RetryCallState) -> bool:
+            """After ``max_attempts``; at once for a Retry-After past the cap; before a wait
+            that would pass ``max_total_time``."""
+            if state.attempt_number >= self.max_attempts or self._asks_too_long(state):
+                return True
             limit = self.max_total_time
-            stop = stop | (lambda state: clock.spent() + (state.upcoming_sleep or 0.0) >= limit)
+            return limit is not None and clock.spent() + (state.upcoming_sleep or 0.0) >= limit
+
         return AsyncRetrying(
             stop=stop,
             wait=self._wait,
@@ -150,20 +160,20 @@ class Attempts:
         policy: RetryPolicy,
         timeout: float | None,
         *,
-        guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+        guard: Callable[[], AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         self._budget = Budget()
         self._inner = policy.retrying(self._budget).__aiter__()
         self._total = math.inf if policy.max_total_time is None else policy.max_total_time
         self._timeout, self._guard = timeout, guard
-        self._held: AbstractAsyncContextManager[Any] | None = None
+        self._held: AbstractAsyncContextManager[object] | None = None
         self._cut: _Cut | None = None
         self.retries = -1
 
     def __aiter__(self) -> Attempts:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> AttemptManager:
         attempt = await self._inner.__anext__()  # tenacity's: enter it with ``with``
         self.retries += 1
         return attempt
@@ -181,12 +191,17 @@ class Attempts:
         if self._cut is not None:
             self._cut.__enter__()
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         try:
-            return self._cut.__exit__(*exc) if self._cut is not None else None
+            return self._cut.__exit__(kind, exc, tb) if self._cut is not None else None
         finally:
             if self._held is not None:
-                await self._held.__aexit__(*exc)
+                await self._held.__aexit__(kind, exc, tb)
 
 
 async def call_with_retry(
@@ -194,7 +209,7 @@ async def call_with_retry(
     policy: RetryPolicy,
     timeout: float | None,
     *,
-    guard: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+    guard: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> tuple[T, int]:
     """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries)
     (:class:`Attempts` says how; the final failure is re-raised as is: a
@@ -221,9 +236,14 @@ class _Cut:
     def __enter__(self) -> None:
         self._scope.__enter__()
 
-    def __exit__(self, *exc: Any) -> bool | None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         try:
-            return self._scope.__exit__(*exc)
+            return self._scope.__exit__(kind, exc, tb)
         except TimeoutError:
             what = (
                 f"the per-call timeout of {self.timeout:g} s"

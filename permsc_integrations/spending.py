@@ -42,7 +42,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
 from .admission import Admitting, Amount, Hold, Waiter
-from .errors import ConfigurationError, SpendingCapError
+from .errors import BudgetSpentError, ConfigurationError, SpendingCapError
 from .results import Usage
 
 __all__ = [
@@ -201,12 +201,23 @@ class Meter(Admitting):
     retry), cache hits and the calls adaptive m saved (:meth:`add`); an error raised out of the
     request carries a read of it (:attr:`spent`).
 
+    A request's ``budget`` (``max_calls``) is the most calls it may send: past it
+    :meth:`reserve` raises :class:`~.errors.BudgetSpentError` (the call is not sent, the
+    request goes on with the answers it has), where a cap raises :class:`SpendingCapError`.
+
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
 
     cap: SpendingCap | None  # type: ignore[assignment]  # Admitting's cap: set when it admits
 
-    def __init__(self, cap: SpendingCap | None, scope: str, prices: Prices | None = None) -> None:
-        self.cap, self.scope, self.prices = cap, scope, prices
+    def __init__(
+        self,
+        cap: SpendingCap | None,
+        scope: str,
+        prices: Prices | None = None,
+        *,
+        budget: int | None = None,
+    ) -> None:
+        self.cap, self.scope, self.prices, self.budget = cap, scope, prices, budget
         self._lock = threading.Lock()
         self._spent = Usage()
         self._flight: list[_Ticket] = []
@@ -237,11 +248,12 @@ class Meter(Admitting):
 
     def reserve(self, prompt_chars: int, hold: Hold | None = None) -> _Ticket:
         """Count a call about to be sent, or raise :class:`SpendingCapError` if it would pass
-        the cap (then nothing is counted and the call must not be sent). A call of an
-        admitted request (``hold``) is paid from what is held for it while that lasts."""
-        if self.cap is None:  # counted, never refused: nothing in flight to track
+        the cap (:class:`~.errors.BudgetSpentError` the budget): then nothing is counted and
+        the call must not be sent. A call of an admitted request (``hold``) is paid from what
+        is held for it while that lasts."""
+        if self.cap is None:  # nothing in flight to track
             with self._lock:
-                self._spent += _ONE_CALL
+                self._count_call()
             return _NOTHING
         guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
         with self._lock:
@@ -250,7 +262,7 @@ class Meter(Admitting):
                 max(self._largest.cost, self.cost_of(Usage(prompt_tokens=guess))),
                 hold,
             )
-            self._spent += _ONE_CALL
+            self._count_call()
             self._flight.append(est)
             self._use(est, Amount(1, est.tokens, est.cost))
             over = self.over(self.committed())
@@ -258,6 +270,12 @@ class Meter(Admitting):
                 self._undo(est)
                 raise SpendingCapError(self.scope, *over, self._priced(self._spent))
             return est
+
+    def _count_call(self) -> None:
+        """Count one call (the lock held), unless the budget is spent: then refuse it."""
+        if self.budget is not None and self._spent.calls >= self.budget:
+            raise BudgetSpentError(self.budget)
+        self._spent += _ONE_CALL
 
     def _use(self, ticket: _Ticket, amount: Amount) -> None:
         if ticket.hold is not None:
@@ -346,7 +364,7 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
     try:
         for meter in meters:
             tickets.append((meter, meter.reserve(prompt_chars)))
-    except SpendingCapError:
+    except (SpendingCapError, BudgetSpentError):
         for meter, ticket in tickets:  # the call is not sent: give the others back
             meter.release(ticket)
         raise

@@ -26,13 +26,20 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence, Sized
-from contextvars import ContextVar
-from typing import Any
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING
 
 from .events import Event, EventHook, emit
 from .items import normalize_items
 from .options import RankingOptions
 from .results import Usage
+
+if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the application traces
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.util.types import AttributeValue
+
+    Attributes = dict[str, AttributeValue]
 
 __all__ = ["RankingSpan", "CAPTURE_CONTENT_ENV", "reported_top_n", "model_of", "tracer"]
 
@@ -53,7 +60,7 @@ def reported_top_n(top_n: int | None) -> Iterator[None]:
         _top_n.reset(token)
 
 
-def tracer() -> Any:
+def tracer() -> Tracer | None:
     """The application's tracer, or None when it traces nothing: OpenTelemetry never imported,
     or no tracer provider configured (the API's default proxy)."""
     if "opentelemetry.trace" not in sys.modules:
@@ -73,7 +80,7 @@ def model_of(backend_name: str) -> str:
     return (rest.rpartition("@")[0] or rest) if rest else kind
 
 
-def _server(backend_name: str) -> dict[str, Any]:
+def _server(backend_name: str) -> Attributes:
     """``server.address``/``server.port`` of a backend name ending in ``@host[:port]``."""
     _, at, where = backend_name.rpartition("@")
     if not at:
@@ -84,17 +91,17 @@ def _server(backend_name: str) -> dict[str, Any]:
     return {"server.address": where}
 
 
-def _name_of(value: Any) -> str:
+def _name_of(value: object) -> str:
     return value if isinstance(value, str) else getattr(value, "__name__", type(value).__name__)
 
 
-def _common(backend_name: str) -> dict[str, Any]:
+def _common(backend_name: str) -> Attributes:
     provider = _PROVIDERS.get(backend_name.partition(":")[0])
     common = {"gen_ai.request.model": model_of(backend_name), "permsc.backend": backend_name}
     return {**common, **({"gen_ai.provider.name": provider} if provider else {})}
 
 
-def _request_attributes(backend_name: str, options: RankingOptions, items: Any) -> dict[str, Any]:
+def _request_attributes(backend_name: str, options: RankingOptions, items: object) -> Attributes:
     top_n = _top_n.get()
     top_n = options.top_k if top_n is None else top_n
     return {
@@ -107,10 +114,11 @@ def _request_attributes(backend_name: str, options: RankingOptions, items: Any) 
         "permsc.aggregator": _name_of(options.aggregator),
         "permsc.scoring": options.scoring,
         "permsc.window_size": options.window_size,
+        **({"permsc.max_calls": options.max_calls} if options.max_calls is not None else {}),
     }
 
 
-def _usage_attributes(usage: Usage) -> dict[str, Any]:
+def _usage_attributes(usage: Usage) -> Attributes:
     return {
         "gen_ai.usage.input_tokens": usage.prompt_tokens,
         "gen_ai.usage.output_tokens": usage.completion_tokens,
@@ -121,7 +129,12 @@ def _usage_attributes(usage: Usage) -> dict[str, Any]:
     }
 
 
-def _messages_json(messages: Sequence[Mapping[str, Any]]) -> str:
+def _ints(value: object) -> tuple[int, ...]:
+    """An event's ``items`` or ``permutation`` (positions), or none."""
+    return tuple(value) if isinstance(value, (tuple, list)) else ()
+
+
+def _messages_json(messages: Sequence[Mapping[str, object]]) -> str:
     """``gen_ai.input.messages`` as the conventions shape it, serialised as JSON."""
     parts = [
         {"role": m["role"], "parts": [{"type": "text", "content": str(m["content"])}]}
@@ -137,7 +150,12 @@ class RankingSpan:
     """
 
     def __init__(
-        self, otel_tracer: Any, backend_name: str, options: RankingOptions, query: str, items: Any
+        self,
+        otel_tracer: Tracer,
+        backend_name: str,
+        options: RankingOptions,
+        query: str,
+        items: Sequence[object],
     ) -> None:
         # lazy: optional, and only imported once the application traces
         from opentelemetry import context, trace
@@ -147,18 +165,18 @@ class RankingSpan:
         self.content = None  # (query, texts, prompt) when the application opts in to text
         if os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true":  # bad items: raised here
             self.content = (query, normalize_items(items)[0], options.build_prompt())
-        self.started: dict[tuple[Any, Any], int] = {}  # (window, sample) -> start, ns
-        self.windows: dict[Any, Sequence[int]] = {}  # window -> its items (caller indices)
+        self.started: dict[tuple[int | None, int | None], int] = {}  # (window, sample) -> ns
+        self.windows: dict[int | None, Sequence[int]] = {}  # window -> its items (caller's)
         self.failed = 0
         attributes = _request_attributes(backend_name, options, items)
         name = f"rerank {model_of(backend_name)}"
         self.span = otel_tracer.start_span(name, attributes=attributes)
         self.parent = trace.set_span_in_context(self.span)
-        self._token: Any = None
+        self._token: Token[Context] | None = None
 
     @classmethod
     def start(
-        cls, backend_name: str, options: RankingOptions, query: str, items: Any
+        cls, backend_name: str, options: RankingOptions, query: str, items: Sequence[object]
     ) -> RankingSpan | None:
         """The span of a ranking about to start, or None when the application traces nothing."""
         found = tracer()
@@ -178,29 +196,32 @@ class RankingSpan:
         """Take one event of the ranking: a call's start or end, or the request's end."""
         key = (event.window, event.sample)
         if event.kind == "window_start":
-            self.windows[event.window] = event.detail.get("items", ())
+            self.windows[event.window] = _ints(event.detail.get("items"))
         elif event.kind == "sample_start":
             self.started[key] = time.time_ns()
         elif event.kind == "sample_end":
             self._call(event, self.started.pop(key, None))
         elif event.kind == "request_end":
             usage, confidence = event.detail.get("usage"), event.detail.get("confidence")
-            self.span.set_attributes(_usage_attributes(usage) if usage else {})
-            if confidence is not None:
+            self.span.set_attributes(_usage_attributes(usage) if isinstance(usage, Usage) else {})
+            if isinstance(confidence, float):
                 self.span.set_attribute("permsc.confidence", confidence)
 
     def _call(self, event: Event, start: int | None) -> None:
-        """The ``chat`` span of one finished sample (a cache hit made no call: no span)."""
-        usage = event.detail.get("usage") or Usage()
-        if usage.cached_calls and not usage.calls:
-            return
+        """The ``chat`` span of one finished sample (a cache hit, or a sample the call budget
+        skipped before its first call, made no call: no span)."""
+        usage = event.detail.get("usage")
+        usage = usage if isinstance(usage, Usage) else Usage()
         status = event.detail.get("status")
+        if not usage.calls and (usage.cached_calls or status == "skipped"):
+            return
         self.failed += status in _FAILED
-        attributes = {
+        attempts, retries = event.detail.get("attempts", 1), event.detail.get("retries", 0)
+        attributes: Attributes = {
             "gen_ai.usage.input_tokens": usage.prompt_tokens,
             "gen_ai.usage.output_tokens": usage.completion_tokens,
-            "permsc.attempts": event.detail.get("attempts", 1),
-            "permsc.retries": event.detail.get("retries", 0),
+            "permsc.attempts": attempts if isinstance(attempts, int) else 1,
+            "permsc.retries": retries if isinstance(retries, int) else 0,
             "permsc.parse_status": str(status),
             **({"gen_ai.input.messages": self._prompt(event)} if self.content else {}),
         }
@@ -215,12 +236,12 @@ class RankingSpan:
         assert self.content is not None
         query, texts, prompt = self.content
         inside = self.windows.get(event.window, ())
-        shown = [texts[inside[p]] for p in event.detail.get("permutation", ())]
+        shown = [texts[inside[p]] for p in _ints(event.detail.get("permutation"))]
         return _messages_json(prompt.render(query, shown))
 
     def _call_span(
-        self, window: Any, sample: Any, start: int | None, attributes: Mapping[str, Any]
-    ) -> Any:
+        self, window: int | None, sample: int | None, start: int | None, attributes: Attributes
+    ) -> Span:
         settings = self.options.generation
         common = {
             "gen_ai.operation.name": "chat",
@@ -239,7 +260,7 @@ class RankingSpan:
             start_time=start,
         )
 
-    def _fail(self, span: Any, error_type: str) -> None:
+    def _fail(self, span: Span, error_type: str) -> None:
         span.set_attribute("error.type", error_type)
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error_type))
 
@@ -248,7 +269,8 @@ class RankingSpan:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
-        self._context.detach(self._token)
+        if self._token is not None:
+            self._context.detach(self._token)
         for window, sample in self.started:  # calls cut short: a fatal error or a cancel
             span = self._call_span(window, sample, self.started[(window, sample)], {})
             self._fail(span, "cancelled")

@@ -5,6 +5,12 @@ their tests send (``serve_case``)."""
 
 from __future__ import annotations
 
+import os
+
+# The list model's fit (frontier/) is small dense algebra: on these shared 2-core machines a
+# multi-threaded OpenBLAS spins for its threads and runs it up to 16x slower (docs/strategies.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator

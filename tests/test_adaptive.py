@@ -159,11 +159,20 @@ def test_four_agreeing_answers_are_not_yet_evidence_five_are(scripted_server) ->
 
 
 def test_one_dissent_needs_more_answers_before_the_pair_is_settled(scripted_server) -> None:
-    server = scripted_server(scripted_answers("beta alpha gamma"))
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))
+    # four items (24 distinct prompts; three items have only 6): Holm over three pairs
+    items, full = [*ABC, "delta"], "alpha beta gamma delta"
+    server = scripted_server(scripted_answers("beta alpha gamma delta", then=full))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1), items=items)
     # alpha over beta: 3-1, 4-1, 5-1 (p 7/64 > 0.1), then 6-1 (p 1/16 <= 0.1)
     assert waves == [(4, "unsettled"), (5, "unsettled"), (6, "unsettled"), (7, "stable")]
-    assert result.order == (0, 1, 2)
+    assert result.order == (0, 1, 2, 3)
+
+
+def test_three_items_are_asked_at_most_their_six_orders(scripted_server) -> None:
+    server = scripted_server(scripted_answers("beta alpha gamma"))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))  # cap 10: 6 orders
+    assert waves == [(4, "unsettled"), (5, "unsettled"), (6, "cap")]
+    assert server.request_count == 6 and len({s.permutation for s in result.samples}) == 6
 
 
 def test_a_pair_seen_together_less_often_is_less_evidence(scripted_server) -> None:
@@ -179,8 +188,9 @@ def test_a_pair_seen_together_less_often_is_less_evidence(scripted_server) -> No
 
 
 def test_a_pair_the_model_cannot_decide_runs_to_the_cap(scripted_server) -> None:
-    server = scripted_server(scripted_answers(*["alpha beta gamma", "beta alpha gamma"] * 4))
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=2), cap=8)
+    coin = ["alpha beta gamma delta", "beta alpha gamma delta"] * 4
+    server = scripted_server(scripted_answers(*coin))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=2), cap=8, items=[*ABC, "delta"])
     assert waves == [(4, "unsettled"), (6, "unsettled"), (8, "cap")]
     assert len(result.samples) == 8 and result.usage.saved_calls == 0
 

@@ -382,3 +382,28 @@ def test_no_command_prints_help_and_fails(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     assert "rank" in err and "demo" in err and "estimate" in err
+
+
+def test_max_calls_bounds_estimate_and_rank(oracle, tmp_path, capsys):
+    path, _ = big_input(tmp_path)
+    assert main(["estimate", "-i", str(path), "--max-calls", "12", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    # each query: the frontier's four rounds within 12 calls (100 items: 5, 3, 2, 2; 250: the
+    # first 160 items in 8 blocks, then 2, 1, 1)
+    assert (got["calls"], got["min_calls"], got["rounds"]) == (24, 24, 8)
+    assert main(["estimate", "-i", str(path), "--max-calls", "12"]) == 0
+    assert "calls:             24 (m=20, max_calls=12: at most;" in capsys.readouterr().out
+    out = tmp_path / "ranked.jsonl"
+    args = ["rank", "-i", str(path), "-o", str(out), "--max-calls", "12", "--no-progress"]
+    assert main([*args, *remote(oracle)]) == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["usage"]["calls"] for r in records] == [12, 12] and oracle.request_count == 24
+    assert [(r["head"], r["stopped"]) for r in records] == [(100, "budget"), (160, "budget")]
+    chances = [entry["top_probability"] for entry in records[1]["ranking"]]
+    assert sum(chances) == pytest.approx(10, abs=0.05) and chances[160:] == [0.0] * 90
+    assert [entry["docid"] for entry in records[1]["ranking"][160:]] == [
+        f"b-d{k}"
+        for k in range(160, 250)  # the tail in input order
+    ]
+    assert main(["estimate", "-i", str(path), "--max-calls", "0"]) == 2
+    assert "max_calls must be an int >= 1" in capsys.readouterr().err

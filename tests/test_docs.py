@@ -77,8 +77,11 @@ def test_snippet_runs(
     try:
         exec(compile(code, name, "exec"), namespace)  # noqa: S102 - the documented code itself
     except ModuleNotFoundError as exc:  # a framework client of docs/serve.md, test-only
-        if name.startswith("docs/serve.md") and (exc.name or "").split(".")[0] in SERVE_CLIENTS:
+        root = (exc.name or "").split(".")[0]
+        if name.startswith("docs/serve.md") and root in SERVE_CLIENTS:
             pytest.skip(f"{exc.name} is not installed (the serve-test extra)")
+        if name.startswith("docs/agents.md") and root in ("mcp", "opentelemetry"):
+            pytest.skip(f"{exc.name} is not installed (the mcp or otel extra)")
         raise
     except MissingDependencyError as exc:  # an embedded model's package: setup.sh installs it
         if "embedded:" in code:
@@ -90,7 +93,7 @@ def test_snippet_runs(
         if "result" in namespace:
             result = namespace["result"]
             assert result.order[0] == 1, "the goldfish passage must rank first"
-            assert server.request_count == 20
+            assert server.request_count == 6  # three passages have 3! = 6 orders (m = 20)
 
 
 def test_every_guide_marks_a_plain_install_line_and_its_example(

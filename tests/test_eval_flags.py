@@ -215,7 +215,8 @@ def test_every_ranking_flag_of_eval_is_the_declarations() -> None:
         assert ours.option_strings == theirs.option_strings
     for dest in RANKING_FLAGS:  # the declaration's help and default, not a copy of them
         info = declared[dest]
-        assert eval_flags[dest].help == f"{info.cli_help or info.help} (default: {info.default})"
+        shown = "" if info.default is None else f" (default: {info.default})"
+        assert eval_flags[dest].help == f"{info.cli_help or info.help}{shown}"
         assert eval_flags[dest].default in (info.default, [info.default])
     for dest, action in eval_flags.items():
         names = {s.lstrip("-").replace("-", "_") for s in action.option_strings}

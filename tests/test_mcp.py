@@ -69,11 +69,13 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
         "documents",
         "top_n",
         "num_permutations",
+        "max_calls",
         "return_documents",
     ]
     assert tool.input_schema["required"] == ["query", "documents"]
     assert properties["documents"]["maxItems"] == 1000  # the server's --max-documents
     assert properties["num_permutations"]["anyOf"][0]["maximum"] == 4  # the server's -m
+    assert "maximum" not in properties["max_calls"]["anyOf"][0]  # the server sets no budget
     assert set(tool.output_schema["properties"]) == {"model", "results", "confidence", "usage"}
     arguments = {"query": case.query, "documents": list(case.docs), "top_n": 3}
     result = await client.call_tool("rerank", {**arguments, "return_documents": True})
@@ -89,6 +91,8 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
     cheaper = await client.call_tool("rerank", {**arguments, "num_permutations": 2})
     assert cheaper.structured_content["usage"]["calls"] == 2
     assert "text" not in cheaper.structured_content["results"][0]
+    budget = await client.call_tool("rerank", {**arguments, "max_calls": 3})
+    assert budget.structured_content["usage"]["calls"] == 3
 
 
 async def check_bad_calls(client: Client, upstream: Any) -> None:
@@ -138,7 +142,8 @@ async def check_one_call_at_a_time_per_key(client: Client, upstream: Any) -> Non
     upstream.reset()
     async with anyio.create_task_group() as group:
         for query in ("first", "second"):
-            group.start_soon(client.call_tool, "rerank", {"query": query, "documents": ["a", "b"]})
+            arguments = {"query": query, "documents": ["a", "b", "c"]}  # 4 of 3! orders
+            group.start_soon(client.call_tool, "rerank", arguments)
     calls = sorted(upstream.records, key=lambda record: record.start)
     first, second = calls[:4], calls[4:]
     assert len(calls) == 8 and len({c.request.text.split("query: ")[1][:5] for c in first}) == 1

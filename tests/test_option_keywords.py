@@ -64,17 +64,17 @@ def test_both_views_hold_every_option_in_order_with_what_it_accepts() -> None:
 
 
 def test_a_new_option_reaches_both_views_by_being_declared(generator: ModuleType) -> None:
-    """Issue 31's ``max_calls``, declared on a copy of the declaration: the script writes it
-    into both views (the adapters' fields and the CLI flags read the declaration itself)."""
+    """A new option (``max_seconds``), declared on a copy of the declaration: the script writes
+    it into both views (the adapters' fields and the CLI flags read the declaration itself)."""
     extended = dataclasses.make_dataclass(
         "Extended",
-        [("max_calls", "int | None", _option(None, "calls per request", at_least(1), cli=int))],
+        [("max_seconds", "int | None", _option(None, "seconds per request", at_least(1), cli=int))],
         bases=(RankingOptions,),
         frozen=True,
     )
     source = generator.render(extended, declaration)
-    assert source.count("    max_calls: int | None\n") == 1  # RankingKeywords
-    assert source.count("    max_calls: int | None = _DECLARED\n") == 1  # OptionFields
+    assert source.count("    max_seconds: int | None\n") == 1  # RankingKeywords
+    assert source.count("    max_seconds: int | None = _DECLARED\n") == 1  # OptionFields
     module = ModuleType("permsc_integrations._probe")
     module.__package__ = "permsc_integrations"
     sys.modules[module.__name__] = module
@@ -83,7 +83,7 @@ def test_a_new_option_reaches_both_views_by_being_declared(generator: ModuleType
     finally:
         del sys.modules[module.__name__]
     for view in (module.RankingKeywords, module.OptionFields):  # the written source runs
-        assert list(view.__annotations__)[-1] == "max_calls"
+        assert list(view.__annotations__)[-1] == "max_seconds"
 
 
 def test_an_accepted_type_must_be_named_in_the_declaration(generator: ModuleType) -> None:

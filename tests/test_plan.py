@@ -172,3 +172,37 @@ def test_the_plan_holds_on_the_wire(scripted_server) -> None:
             result = ranker.rank("q", items(61))
         planned = ranker.options.plan(61).calls
         assert server.request_count == result.usage.calls == planned.high, strategy
+
+
+@pytest.mark.parametrize("strategy", ["blocks", "sliding"])
+@pytest.mark.parametrize("adaptive", [None, Adaptive(first_wave=2, wave=2, top_k=5)])
+def test_under_a_budget_the_plan_is_an_upper_bound_the_calls_never_pass(strategy, adaptive) -> None:
+    """Under ``max_calls`` the plan is the strategy's plan within it: never above the budget,
+    each round at most its planned calls, no more rounds than planned; with every answer
+    readable and a budget below the fixed plan, exactly the plan (the frontier's rounds run
+    out of new prompts only on a few items)."""
+    judge = Judge(noise=0.3)
+
+    async def run_all() -> list[str]:
+        wrong = []
+        for n in (2, 5, 21, 60, 101, 250):
+            for budget in (1, 2, 5, 12, 40, 300):
+                options = {"max_calls": budget, "num_permutations": 6, "adaptive": adaptive}
+                ranker = PSCRanker(judge, strategy=strategy, max_words=5, **options)
+                plan, before = ranker.options.plan(n), judge.calls
+                result = await ranker.arank("q", items(n))
+                made, where = result.usage.calls, f"n={n} max_calls={budget}: plan {plan.calls}"
+                if not made == judge.calls - before <= plan.calls.high <= budget:
+                    wrong.append(f"{where}: made {made}, the backend saw {judge.calls - before}")
+                if adaptive is None and n >= 6 and made != plan.calls.high:
+                    wrong.append(f"{where}: made {made}, not the plan")
+                if len(result.windows) > len(plan.rounds):
+                    wrong.append(f"{where}: {len(result.windows)} rounds")
+                paired = zip(result.windows, plan.rounds, strict=False)
+                for k, (window, planned) in enumerate(paired):
+                    spent = sum(s.usage.calls for s in window.samples)
+                    if spent > planned.calls.high:
+                        wrong.append(f"{where}: round {k} made {spent}, planned {planned.calls}")
+        return wrong
+
+    assert anyio.run(run_all) == []

@@ -179,11 +179,18 @@ def test_a_killed_driver_that_started_ray_takes_it_all(job, until) -> None:
     try:
         assert kill_driver(job, until, tmpdir) <= BUDGET
 
+        left: dict[int, str] = {}
+
         def all_gone() -> bool:
             """no process of the driver's Ray is alive (its node agents included)"""
-            return not processes_with(tmpdir)
+            left.clear()
+            left.update(processes_with(tmpdir))
+            return not left
 
-        asyncio.run(until(all_gone, timeout=30))
+        try:
+            asyncio.run(until(all_gone, timeout=30))
+        except pytest.fail.Exception:
+            pytest.fail(f"alive 30 s after the driver was killed: {left}")
     finally:
         reap(tmpdir)
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -112,7 +112,7 @@ def test_auth_models_health_and_metrics(keyed) -> None:
     assert httpx.get(f"{proc.url}/v1/models").status_code == 401
     models = httpx.get(f"{proc.url}/v1/models", headers=auth).json()
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["permsc"]
-    body = {"model": "other", "query": "q", "documents": ["a", "b"]}
+    body = {"model": "other", "query": "q", "documents": ["a", "b", "c"]}  # 3! = 6 = m orders
     unknown = httpx.post(f"{proc.url}/v2/rerank", json=body, headers=auth)
     assert unknown.status_code == 404 and "permsc" in unknown.json()["message"]
     body["model"] = "permsc"

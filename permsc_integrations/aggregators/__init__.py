@@ -34,6 +34,10 @@ ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
 
 
 class Aggregator(Protocol):
+    """A function from rankings to one ranking of ``n_items``. ``options`` are the
+    aggregator's own (``k`` for RRF, ``probabilities`` for the first-token ones, ...): each
+    declares the ones it reads with their types and ignores the rest, hence ``Any`` here."""
+
     def __call__(
         self, rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any
     ) -> list[int]: ...
@@ -110,7 +114,7 @@ def aggregate(
     *,
     method: str | Aggregator = "kemeny",
     n_items: int | None = None,
-    **options: Any,
+    **options: object,
 ) -> list[int]:
     """Aggregate ``rankings`` (best first, maybe partial) into one full ranking.
 

@@ -14,7 +14,6 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -70,7 +69,7 @@ def _midway(deadline: float, share: float = 0.5) -> float:
     return now + share * max(0.0, deadline - now)
 
 
-def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -> Part:
+def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: object) -> Part:
     """Best ranking of ``W``'s items found by ``deadline``, from ``start``, with its bound."""
     upper = kendall_cost(start, W)
     lower = float(pairs_bound(W))
@@ -84,7 +83,6 @@ def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -
         return Part(start, upper, lower, "bound")
     best = Part(start, upper, lower, "heuristic(time)")
     try:
-
         if deadline - time.perf_counter() < LP_SECONDS_PER_PAIR * k * (k - 1) / 2:
             return best  # not even one LP solve would finish: the packing is the bound
         model = TriangleModel(perturbed(W))
@@ -97,7 +95,9 @@ def solve_large(W: np.ndarray, start: list[int], deadline: float, solver: Any) -
     return _with_lp(W, model, deadline, solver, best)
 
 
-def _with_lp(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part) -> Part:
+def _with_lp(
+    W: np.ndarray, model: TriangleModel, deadline: float, solver: object, best: Part
+) -> Part:
     """LP rounds: each LP solution is rounded and refined by local search, and the rounds
     stop once the best ranking meets the LP bound; an integral LP with no violated row is
     optimal. A fractional LP at the end goes on to the integer step."""
@@ -116,7 +116,7 @@ def _with_lp(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part
 
 
 def _lp_rounds(
-    model: Any, deadline: float, k: int
+    model: TriangleModel, deadline: float, k: int
 ) -> Iterator[tuple[np.ndarray, float, list[int] | None]]:
     """Solve the LP, adding violated 3-cycle rows, until none is violated or time is up.
 
@@ -146,15 +146,16 @@ def _lp_rounds(
         rounds += 1
 
 
-def _integer(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part) -> Part:
+def _integer(
+    W: np.ndarray, model: TriangleModel | None, deadline: float, solver: object, best: Part
+) -> Part:
     """The integer step (HiGHS MIP on the same model, or PuLP), within the time left."""
     left = deadline - time.perf_counter()
     if left <= 0 or (model is not None and left < 3 * model.slowest_solve_s):
         return best  # too little time for a MIP
-    if isinstance(solver, str) and solver == "highs":
+    if model is not None and isinstance(solver, str) and solver == "highs":
         order, proven, bound, name = _highs_mip(model, deadline, W.shape[0])
     else:
-
         triples = model.triples() if model is not None else np.empty((0, 3), dtype=np.intp)
         res = solve_pulp(perturbed(W), triples, solver, time_limit=deadline - time.perf_counter())
         order, proven, bound, name = res.order, res.optimal, -math.inf, f"mip:pulp:{res.solver}"
@@ -168,7 +169,9 @@ def _integer(W: np.ndarray, model: Any, deadline: float, solver: Any, best: Part
     return Part(order, obj, max(best.lower_bound, bound), name + "(time)")
 
 
-def _highs_mip(model: Any, deadline: float, k: int) -> tuple[list[int] | None, bool, float, str]:
+def _highs_mip(
+    model: TriangleModel, deadline: float, k: int
+) -> tuple[list[int] | None, bool, float, str]:
 
     model.make_integer()
     while (left := deadline - time.perf_counter()) > 0:

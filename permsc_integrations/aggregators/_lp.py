@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    from highspy import Highs
 
 __all__ = ["TriangleModel", "LPResult", "violated_triangles", "order_from_matrix", "pair_matrix"]
 
@@ -38,7 +42,7 @@ def _highspy():  # noqa: ANN202 - the module itself
     return highspy
 
 
-def quiet_highs(hs: Any) -> Any:
+def quiet_highs(hs: ModuleType) -> Highs:
     """A HiGHS instance that writes nothing to stdout, not even the licence banner.
 
     highspy's Python ``Highs()`` registers its callbacks in ``__init__``, which prints the

@@ -15,12 +15,16 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigurationError, MissingDependencyError
 from ._lp import order_from_matrix, pair_matrix, violated_triangles
+
+if TYPE_CHECKING:
+    from pulp import LpProblem, LpVariable  # untyped: the type checker reads them as Any
 
 __all__ = ["solve_pulp", "PulpResult", "make_solver"]
 
@@ -33,7 +37,7 @@ class PulpResult:
     solver: str
 
 
-def _pulp():  # noqa: ANN202
+def _pulp() -> ModuleType:
     try:
         # lazy: optional dependency (the pulp extra)
         import pulp
@@ -42,7 +46,7 @@ def _pulp():  # noqa: ANN202
     return pulp
 
 
-def make_solver(spec: Any, time_limit: float) -> tuple[Any, str]:
+def make_solver(spec: object, time_limit: float) -> tuple[object, str]:
     """A PuLP solver from ``"pulp"``, ``"pulp:CBC"``, ``"pulp:HiGHS"``, ``"pulp:<NAME>"``
     or a solver object."""
     pulp = _pulp()
@@ -66,7 +70,9 @@ def make_solver(spec: Any, time_limit: float) -> tuple[Any, str]:
     return solver, full
 
 
-def _model(pulp: Any, cost: np.ndarray, triples: np.ndarray) -> tuple[Any, dict]:
+def _model(
+    pulp: ModuleType, cost: np.ndarray, triples: np.ndarray
+) -> tuple[LpProblem, dict[tuple[int, int], LpVariable]]:
     k = cost.shape[0]
     prob = pulp.LpProblem("kemeny", pulp.LpMinimize)
     new = getattr(prob, "add_variable", None)  # PuLP >= 3.3; LpVariable(...) is deprecated there
@@ -83,7 +89,9 @@ def _model(pulp: Any, cost: np.ndarray, triples: np.ndarray) -> tuple[Any, dict]
     return prob, x
 
 
-def _add_rows(pulp: Any, prob: Any, x: dict, triples: np.ndarray) -> None:
+def _add_rows(
+    pulp: ModuleType, prob: LpProblem, x: dict[tuple[int, int], LpVariable], triples: np.ndarray
+) -> None:
     for i, j, h in np.asarray(triples, dtype=int).tolist():
         expr = x[i, j] + x[j, h] - x[i, h]
         prob += expr <= 1, f"up_{i}_{j}_{h}"
@@ -91,7 +99,7 @@ def _add_rows(pulp: Any, prob: Any, x: dict, triples: np.ndarray) -> None:
 
 
 def solve_pulp(
-    cost: np.ndarray, triples: np.ndarray, spec: Any, *, time_limit: float
+    cost: np.ndarray, triples: np.ndarray, spec: object, *, time_limit: float
 ) -> PulpResult:
     """Solve the block's integer model with PuLP, adding violated 3-cycle rows lazily."""
 

@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,7 @@ def borda_scores(rankings: Sequence[Sequence[int]], n_items: int) -> np.ndarray:
     return np.where(seen > 0, total / np.maximum(seen, 1), -np.inf)
 
 
-def borda(rankings: Sequence[Sequence[int]], *, n_items: int, **_: Any) -> list[int]:
+def borda(rankings: Sequence[Sequence[int]], *, n_items: int, **_: object) -> list[int]:
     """Items by Borda points, best first; ties by index, absent items last."""
     # rounded: equal scores reached through different sums must tie (then: by index)
     return np.argsort(-np.round(borda_scores(rankings, n_items), 12), kind="stable").tolist()

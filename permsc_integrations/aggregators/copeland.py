@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -31,7 +30,7 @@ def copeland_scores(W: np.ndarray) -> np.ndarray:
     return np.divide(points, games, out=np.full(W.shape[0], 0.5), where=games > 0)
 
 
-def copeland(rankings: Sequence[Sequence[int]], *, n_items: int, **_: Any) -> list[int]:
+def copeland(rankings: Sequence[Sequence[int]], *, n_items: int, **_: object) -> list[int]:
     """Items by Copeland score, best first; ties by index, absent items last."""
     W = pairwise_counts(rankings, n_items)
     scores = copeland_scores(W)

@@ -24,10 +24,10 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import permutations
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from ._pairwise import (
 )
 from .local_search import insertion_refine, local_search
 
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; only read by the type checker
+
 __all__ = ["kemeny", "kemeny_with", "kemeny_solve", "KemenySolution", "kemeny_objective"]
 
 logger = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ _OPTIONS = {"time_limit", "solver", "dp_max"}
 
 @dataclass(frozen=True, slots=True)
 class _Options:
-    solver: Any
+    solver: object
     dp_max: int
 
 
@@ -149,7 +152,7 @@ def _solve_block(W: np.ndarray, block: np.ndarray, budget: _Budget, opts: _Optio
     return solved
 
 
-def _check_solver(solver: Any) -> None:
+def _check_solver(solver: object) -> None:
     if (
         isinstance(solver, str)
         and solver not in ("highs", "pulp")
@@ -166,7 +169,7 @@ def kemeny_solve(
     *,
     n_items: int,
     time_limit: float = 1.0,
-    solver: Any = "highs",
+    solver: object = "highs",
     dp_max: int = 10,
 ) -> KemenySolution:
     """Kemeny ranking of ``n_items`` with its proven lower bound.
@@ -208,17 +211,35 @@ def kemeny_solve(
     )
 
 
-def _check_options(options: dict[str, Any]) -> None:
+class KemenyOptions(TypedDict, total=False):
+    """:func:`kemeny`'s options (see :func:`kemeny_solve`)."""
+
+    time_limit: float
+    solver: object  # "highs", "pulp", "pulp:<NAME>" or a PuLP solver object
+    dp_max: int
+
+
+def _check_options(options: Mapping[str, object]) -> None:
     if unknown := sorted(options.keys() - _OPTIONS):
         raise ConfigurationError(
             f"unknown kemeny option(s) {unknown}; accepted: {', '.join(sorted(_OPTIONS))}"
         )
 
 
-def kemeny(rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any) -> list[int]:
+def kemeny(
+    rankings: Sequence[Sequence[int]],
+    *,
+    n_items: int,
+    time_limit: float = 1.0,
+    solver: object = "highs",
+    dp_max: int = 10,
+    **unknown: object,
+) -> list[int]:
     """The Kemeny ranking (see :func:`kemeny_solve` for the options); warns if approximate."""
-    _check_options(options)
-    sol = kemeny_solve(rankings, n_items=n_items, **options)
+    _check_options(unknown)
+    sol = kemeny_solve(
+        rankings, n_items=n_items, time_limit=time_limit, solver=solver, dp_max=dp_max
+    )
     if not sol.exact:
         fix = (
             "pip install highspy"
@@ -255,7 +276,7 @@ def how_far(sol: KemenySolution) -> str:
     )
 
 
-def kemeny_with(**options: Any) -> Aggregator:
+def kemeny_with(**options: Unpack[KemenyOptions]) -> Aggregator:
     """Kemeny with ``options`` (those of :func:`kemeny_solve`: ``time_limit``, ``solver``,
     ``dp_max``) as an aggregator, keeping its quick stand-in for a blocks round's head.
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -105,7 +104,7 @@ def _start(rankings: Sequence[Sequence[int]], n_items: int, initial: Initial) ->
 
 
 def local_search(
-    rankings: Sequence[Sequence[int]], *, n_items: int, initial: Initial = None, **_: Any
+    rankings: Sequence[Sequence[int]], *, n_items: int, initial: Initial = None, **_: object
 ) -> list[int]:
     """Refine ``initial`` (default: Borda) by insertion moves on the Kemeny objective.
 

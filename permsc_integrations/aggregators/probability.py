@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from ..errors import ConfigurationError
 
@@ -82,7 +81,7 @@ class _ProbabilityAggregator:
         *,
         n_items: int,
         probabilities: Probabilities | None = None,
-        **_: Any,
+        **_: object,
     ) -> list[int]:
         if probabilities is not None and len(probabilities) != len(rankings):
             raise ConfigurationError(

@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -53,7 +52,9 @@ def rrf_scores(rankings: Sequence[Sequence[int]], n_items: int, k: float = 60.0)
     return np.where(seen > 0, total / np.maximum(seen, 1), -np.inf)
 
 
-def rrf(rankings: Sequence[Sequence[int]], *, n_items: int, k: float = 60.0, **_: Any) -> list[int]:
+def rrf(
+    rankings: Sequence[Sequence[int]], *, n_items: int, k: float = 60.0, **_: object
+) -> list[int]:
     """Items by RRF score, best first (``k`` defaults to 60 as in the paper)."""
     # rounded: equal scores reached through different sums must tie (then: by index)
     return np.argsort(-np.round(rrf_scores(rankings, n_items, k), 12), kind="stable").tolist()

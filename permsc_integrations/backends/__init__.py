@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..checks import unknown_option
 from ..errors import ConfigurationError
@@ -65,7 +64,7 @@ def available() -> list[str]:
     return _registry.available()
 
 
-def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
+def resolve_backend(spec: str | Backend, **options: object) -> Backend:
     """A backend object as given, or one built from a spec string such as ``"openai:gpt-4o"``.
 
     ``options`` go to the factory (``base_url=``, ``api_key=``, ``device=``, ...).
@@ -82,7 +81,7 @@ def resolve_backend(spec: str | Backend, **options: Any) -> Backend:
     return _registry.get(kind)(model.strip() or None, **options)
 
 
-def check_backend_options(backend: str | Backend, options: Mapping[str, Any]) -> None:
+def check_backend_options(backend: object, options: Mapping[str, object]) -> None:
     """Refuse an option the backend of the spec string ``backend`` does not take, naming the
     closest ones, and a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a
     value; a backend object takes no options (it is configured by whoever built it).
@@ -116,7 +115,7 @@ def check_backend_options(backend: str | Backend, options: Mapping[str, Any]) ->
             raise ConfigurationError(message)
 
 
-def _accepted(factory: Callable[..., Any]) -> tuple[str, ...] | None:
+def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:
     declared = getattr(factory, "accepted_options", None)
     if declared is not None:
         return tuple(declared)

@@ -28,7 +28,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio.to_thread
 
@@ -44,7 +44,7 @@ class HomeLoop:
         self._home: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[type[HomeLoop], tuple[()]]:
         return (HomeLoop, ())  # a copy of the model is a new client: it finds its own home
 
     def is_home(self) -> bool:

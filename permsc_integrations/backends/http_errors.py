@@ -58,7 +58,7 @@ _CONTEXT = re.compile(
 )
 
 
-def retry_after(response: Any) -> float | None:
+def retry_after(response: object) -> float | None:
     """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     headers = getattr(response, "headers", None) or {}
     try:
@@ -76,7 +76,7 @@ def retry_after(response: Any) -> float | None:
 
 
 def status_error(
-    status: int, detail: str, *, code: str | None = None, response: Any = None
+    status: int, detail: str, *, code: str | None = None, response: object = None
 ) -> BackendError:
     """The typed error for an HTTP ``status``; ``detail`` says who answered what."""
     if status == 429:
@@ -153,7 +153,7 @@ def _openai_connection(exc: BaseException, o: _Origin) -> BackendError:
     )
 
 
-def _openai_status(exc: Any, o: _Origin) -> BackendError:
+def _openai_status(exc: Any, o: _Origin) -> BackendError:  # an openai.APIStatusError
     body = exc.body
     said = body.get("message") if isinstance(body, dict) else None
     detail = o.redact(f"{o.where} answered {exc.status_code}: {said or exc.message}")
@@ -299,7 +299,7 @@ def map_openai_error(
     exc: Exception,
     base_url: str | None,
     timeout: float | None,
-    redact: Any = redact_text,
+    redact: Callable[[str], str] = redact_text,
 ) -> BackendError:
     """The library's typed error for an ``openai`` SDK error, with ``retryable`` set; every
     text goes through ``redact`` (URLs and, from a backend, its key)."""

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import BackendError, ConfigurationError, LogprobsUnavailableError
 
@@ -71,7 +71,7 @@ def label_probabilities(
 
 
 def label_probabilities_from_logits(
-    logits: Any, label_ids: Sequence[Sequence[int]]
+    logits: npt.ArrayLike, label_ids: Sequence[Sequence[int]]
 ) -> tuple[tuple[float, ...], float]:
     """From a whole vocabulary's logits: each label's probability (the softmax summed over
     its token ids), renormalised over the labels, and the labels' mass before that.
@@ -90,7 +90,7 @@ def label_probabilities_from_logits(
     return tuple(r / mass for r in raw), mass
 
 
-def top_list(choice: Any, source: str) -> TopList:
+def top_list(choice: object, source: str) -> TopList:
     """The first token's ``(token, probability)`` top list from one answer choice."""
     logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
     if logprobs is None:
@@ -113,7 +113,7 @@ def top_list(choice: Any, source: str) -> TopList:
     return [_entry(entry, source) for entry in entries]
 
 
-def _legacy(tops: Any, source: str) -> TopList:
+def _legacy(tops: object, source: str) -> TopList:
     if not isinstance(tops, list) or not tops or not isinstance(tops[0], Mapping):
         raise _unavailable(source, "no top_logprobs for the first token")
     if not tops[0]:
@@ -121,13 +121,13 @@ def _legacy(tops: Any, source: str) -> TopList:
     return [(str(token), _probability(lp, None, source)) for token, lp in tops[0].items()]
 
 
-def _entry(entry: Any, source: str) -> tuple[str, float]:
+def _entry(entry: object, source: str) -> tuple[str, float]:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("token"), str):
         raise _malformed(source, "a top_logprobs entry", entry)
     return entry["token"], _probability(entry.get("logprob"), entry.get("prob"), source)
 
 
-def _probability(logprob: Any, probability: Any, source: str) -> float:
+def _probability(logprob: object, probability: object, source: str) -> float:
     """``exp(logprob)`` (``-9999``, OpenAI's "very unlikely", gives 0), or ``prob``."""
     value, is_log = (logprob, True) if logprob is not None else (probability, False)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
@@ -139,7 +139,7 @@ def _probability(logprob: Any, probability: Any, source: str) -> float:
     return float(value)
 
 
-def refused_logprobs(error: BackendError, top_logprobs: Any) -> LogprobsUnavailableError | None:
+def refused_logprobs(error: BackendError, top_logprobs: object) -> LogprobsUnavailableError | None:
     """A 400/422 that names logprobs (a model without them, a cap on ``top_logprobs`` such as
     vLLM's ``--max-logprobs``) as the fatal :class:`LogprobsUnavailableError`, with what to
     do; ``None`` for any other error."""
@@ -162,7 +162,7 @@ def _unavailable(source: str, what: str) -> LogprobsUnavailableError:
     )
 
 
-def _malformed(source: str, what: str, value: Any) -> BackendError:
+def _malformed(source: str, what: str, value: object) -> BackendError:
     return BackendError(
         f"{source} answered {what} {value!r:.120}, not OpenAI's logprobs shape; the answer "
         "was dropped (a malformed provider response)",

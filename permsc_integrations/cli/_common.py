@@ -16,13 +16,19 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from ..backends import resolve_backend
 from ..errors import ConfigurationError, MissingDependencyError
 
-if TYPE_CHECKING:
-    from ..options import RankingOptions  # lazy: start-up time of every permsc command
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from argparse import _ArgumentGroup, _SubParsersAction
+
+    from ..backends.base import Backend
+    from ..option_keywords import RankingKeywords
+    from ..options import RankingOptions
+
+    Subparsers = _SubParsersAction[argparse.ArgumentParser]  # what add_parser takes
 
 __all__ = [
     "LOCAL_KINDS",
@@ -60,7 +66,7 @@ class Query:
     query: str
     texts: tuple[str, ...]
     docids: tuple[str, ...]
-    items: tuple[Any, ...]
+    items: tuple[object, ...]
     plain: bool  # ``{"query", "items"}`` rather than ``{"qid", "query", "candidates"}``
     line: int = 0  # its line (or Parquet row), which is its qid when it names none
 
@@ -105,13 +111,13 @@ def say(text: str = "") -> None:
 
 
 def _flag(
-    group: Any,
+    group: _ArgumentGroup,
     name: str,
     *,
     help: str | None = None,
     filled: bool = False,
     several: bool = False,
-    default: Any = None,
+    default: object = None,
 ) -> None:
     """A ``--kebab-name`` flag (and its :data:`ALIASES`) for the option ``name``, from its
     declaration. Left out, it parses as None ("not given", so :func:`ranker_options` can tell
@@ -193,7 +199,7 @@ def add_ranking_arguments(
     *,
     filled: bool = False,
     several: Collection[str] = (),
-    defaults: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, object] | None = None,
 ) -> None:
     """The ranking options ``names`` (default: :func:`ranking_flags`) as flags, from the one
     declaration (:mod:`..options`): left out, None (or, ``filled``, the declared default);
@@ -231,7 +237,7 @@ def answer_cap(items: int) -> int:
     return 8 + 6 * items
 
 
-def call_limits(args: argparse.Namespace, spec: str, cap: int) -> dict[str, Any]:
+def call_limits(args: argparse.Namespace, spec: str, cap: int) -> RankingKeywords:
     """``timeout`` and ``max_tokens`` from the flags; unless they say otherwise, a local
     ``spec`` gets no per-call timeout and ``cap`` answer tokens, a served model the
     declaration's timeout and the backend's own answer limit."""
@@ -246,11 +252,11 @@ def call_limits(args: argparse.Namespace, spec: str, cap: int) -> dict[str, Any]
     }
 
 
-def build_backend(args: argparse.Namespace) -> Any:
+def build_backend(args: argparse.Namespace) -> Backend:
     """Resolve the backend with the options that apply to its kind."""
 
     spec = backend_spec(args)
-    options: dict[str, Any] = {}
+    options: dict[str, object] = {}
     if args.base_url:
         options["base_url"] = args.base_url
     if args.device and is_local(spec) and not spec.startswith("llamacpp"):
@@ -258,16 +264,18 @@ def build_backend(args: argparse.Namespace) -> Any:
     return resolve_backend(spec, **options)
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The ranking options given as flags (those left out are absent)."""
+def _given(args: argparse.Namespace) -> RankingKeywords:
+    """The ranking options given as flags (those left out are absent), as parsed by each
+    option's flag type (the declaration validates them)."""
     # lazy: start-up time of every permsc command
     from ..options import RankingOptions
 
-    return {
+    given = {
         info.name: getattr(args, info.name)
         for info in RankingOptions.describe()
         if info.cli_type is not None and getattr(args, info.name, None) is not None
     }
+    return cast("RankingKeywords", given)  # keys: declared names, values: their flag types
 
 
 def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOptions:
@@ -283,13 +291,14 @@ def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOpt
     return RankingOptions.from_kwargs(**given)
 
 
-def ranker_options(args: argparse.Namespace, spec: str) -> dict[str, Any]:
+def ranker_options(args: argparse.Namespace, spec: str) -> RankingKeywords:
     """PSCRanker keywords for every command-line option (see :func:`cli_options`)."""
     options = cli_options(args, spec)
-    return {info.name: getattr(options, info.name) for info in options.describe() if info.cli_type}
+    kept = {info.name: getattr(options, info.name) for info in options.describe() if info.cli_type}
+    return cast("RankingKeywords", kept)  # declared names, validated values
 
 
-def _items(obj: dict[str, Any], lineno: int) -> tuple[list[str], list[str], list[Any], bool]:
+def _items(obj: dict[str, object], lineno: int) -> tuple[list[str], list[str], list[object], bool]:
     plain = "candidates" not in obj
     raw = obj.get("items") if plain else obj["candidates"]
     if not isinstance(raw, list) or not raw:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..results import RankingResult, Sample
 from ..run.bridge import run_sync
@@ -32,16 +32,19 @@ from ._common import (
     say,
 )
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ._common import Subparsers
+
 __all__ = ["add_parser", "run", "demo_query"]
 
 DEMO_PERMUTATIONS = 6
 
 
-DEMO_FLAGS = ("num_permutations", "aggregator", "prompt", "scoring", "seed")
+DEMO_FLAGS = ("num_permutations", "aggregator", "prompt", "scoring", "seed", "max_calls")
 """The ranking options the demo takes (from the declaration); the rest keep their defaults."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("demo", help="rank a small shipped example and show each sample")
     # the demo's one departure from the declared defaults: fewer shuffles, for a CPU model
     add_ranking_arguments(parser, DEMO_FLAGS, defaults={"num_permutations": DEMO_PERMUTATIONS})
@@ -100,9 +103,10 @@ def run(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     options = ranker_options(args, spec)
     options.update(call_limits(args, spec, answer_cap(len(query.texts))))
+    options["min_successful"] = 1
     backend = build_backend(args)
     try:
-        ranker = PSCRanker(backend, **{**options, "min_successful": 1})
+        ranker = PSCRanker(backend, **options)
         report(
             f"ranking {len(query.texts)} passages in {args.num_permutations} shuffled prompts "
             f"on {backend.name} (a local model loads first, then answers them in one batch) ..."

@@ -4,8 +4,10 @@ Calls come from the strategy's plan (``RankingOptions.plan``: its rounds, each w
 and calls). They count the prompts sent when every answer is read the first time: re-asks and
 retries come on top and cache hits are not calls, so the count is exact only for a fixed m and
 a model that always answers well; with adaptive m it is a range (each round stops between its
-first stable wave and m). Tokens are approximate: characters / 4 of the rendered prompts, no
-tokenizer needed, counted at the most calls, as are the cost and the caps. With ``--prices``
+first stable wave and m). With ``--max-calls`` it is the strategy's plan within the budget, an
+upper bound: re-asks and retries never take a query past it, they leave prompts unsent.
+Tokens are approximate: characters / 4 of the rendered prompts, no tokenizer needed, counted
+at the most calls, as are the cost and the caps. With ``--prices``
 the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says how many queries a
 cap would stop (request) or allow (ranker).
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..results import Usage
 from ..strategies.plan import approx_tokens, planned_tokens
@@ -26,8 +28,10 @@ from ._common import Query, add_ranking_arguments, cli_options, load_queries, sa
 
 if TYPE_CHECKING:
     from ..options import RankingOptions
+    from ..prompts import Prompt
     from ..spending import Prices, SpendingCap
     from ..strategies import Plan
+    from ._common import Subparsers
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
 
@@ -65,12 +69,29 @@ def _passes(cap: SpendingCap, usage: Usage, prices: Prices | None) -> bool:
     )
 
 
-def cap_report(per_query: list[Estimate], options: RankingOptions) -> dict[str, Any]:
+class _Stopped(TypedDict):
+    cap: str
+    queries_stopped: int
+
+
+class _Allowed(TypedDict):
+    cap: str
+    queries_allowed: int
+
+
+class CapReport(TypedDict, total=False):
+    """What :func:`cap_report` finds, for each cap that is set."""
+
+    request_cap: _Stopped
+    ranker_cap: _Allowed
+
+
+def cap_report(per_query: list[Estimate], options: RankingOptions) -> CapReport:
     """What the caps would do to these queries: ``request_cap`` stops the queries whose own
     estimate passes it; ``ranker_cap`` allows as many queries as fit together, in input
     order, as ``permsc rank`` admits them (:mod:`..admission`: a query starts only when the
     cap can pay for its plan; under adaptive m one may finish early and leave room for more)."""
-    out: dict[str, Any] = {}
+    out: CapReport = {}
     prices = options.prices
     if options.request_cap is not None:
         over = sum(_passes(options.request_cap, q.usage, prices) for q in per_query)
@@ -90,7 +111,7 @@ def _cap_text(cap: SpendingCap) -> str:
     return ",".join(f"{k}={v:g}" for k, v in asdict(cap).items() if v is not None)
 
 
-def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
+def estimate_query(query: Query, prompt: Prompt, plan: Plan) -> Estimate:
     """The plan's calls; each round's prompts rendered on the items at its positions when
     the ranking starts (a later round's head is not known yet: the first items stand in)."""
     prompt_tokens, completion = planned_tokens(
@@ -100,7 +121,7 @@ def estimate_query(query: Query, prompt: Any, plan: Plan) -> Estimate:
     return Estimate(1, plan.n, len(plan.rounds), calls.low, calls.high, prompt_tokens, completion)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("estimate", help="calls and tokens a rank run would spend")
     parser.add_argument("--input", "-i", required=True, help="JSONL file, as for 'permsc rank'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -127,13 +148,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         calls = f"{total.calls}" if exact else f"{total.min_calls}..{total.calls}"
         stops = "" if exact else "adaptive m: a round stops between its first stable wave and m; "
+        budget = "" if options.max_calls is None else f", max_calls={options.max_calls}: at most"
         say(f"queries:           {total.queries} ({bad} bad lines skipped)")
         say(f"items:             {total.items}")
         say(f"strategy:          {strategy}")
         say(f"rounds:            {total.rounds} (PSC windows and blocks rounds)")
         say(
-            f"calls:             {calls} (m={options.num_permutations}; {stops}every answer read "
-            "the first time: re-asks and retries come on top, cache hits are not calls)"
+            f"calls:             {calls} (m={options.num_permutations}{budget}; {stops}every "
+            "answer read the first time: re-asks and retries come on top, cache hits are not "
+            "calls)"
         )
         say(f"prompt tokens:     ~{total.prompt_tokens:,} (approximate: characters / 4)")
         say(f"completion tokens: ~{total.completion_tokens:,} (approximate: 6 per ranked item)")
@@ -143,17 +166,17 @@ def run(args: argparse.Namespace) -> int:
     return 2 if bad else 0
 
 
-def _say_caps(caps: dict[str, Any], queries: int) -> None:
+def _say_caps(caps: CapReport, queries: int) -> None:
     if "request_cap" in caps:
-        cap = caps["request_cap"]
+        stopped = caps["request_cap"]
         say(
-            f"request cap:       {cap['cap']}: would stop {cap['queries_stopped']} of "
+            f"request cap:       {stopped['cap']}: would stop {stopped['queries_stopped']} of "
             f"{queries} queries (each query's own estimate)"
         )
     if "ranker_cap" in caps:
-        cap = caps["ranker_cap"]
+        allowed = caps["ranker_cap"]
         say(
-            f"ranker cap:        {cap['cap']}: allows about {cap['queries_allowed']} of "
+            f"ranker cap:        {allowed['cap']}: allows about {allowed['queries_allowed']} of "
             f"{queries} queries (a query starts only if the cap can pay for its plan: "
             "the rest are not started, and --resume ranks them later)"
         )

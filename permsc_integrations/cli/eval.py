@@ -9,9 +9,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..aggregators import get
 from ..errors import ConfigurationError
@@ -25,6 +25,14 @@ from ._common import (
 )
 from .eval_output import emit_reports, progress, samples_log
 from .eval_trec import first_token_offline, offline_runs, passages_offline, trec
+
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..backends.base import Backend
+    from ..eval.datasets import SortingDataset
+    from ..eval.report import EvalReport
+    from ..eval.samples import ListSamples, RunRecord
+    from ..option_keywords import RankingKeywords
+    from ._common import Subparsers
 
 __all__ = [
     "add_parser",
@@ -47,6 +55,7 @@ RANKING_FLAGS = (
     "window_size",
     "step",
     "scoring",
+    "max_calls",
 )
 """The ranking options ``permsc eval`` takes as flags: ``permsc rank``'s flags (names, help,
 types and defaults from :class:`~permsc_integrations.options.RankingOptions`), parsed with
@@ -63,10 +72,11 @@ USE = """how eval uses the ranking flags (declared once; the same as in 'permsc 
                       window of --depth passages, and with --scoring first_token the block
                       size each order is cut into; sorting: one window per list
   --max-words         trec --samples: passage truncation in words
+  --max-calls         model calls per list (sorting) or query (trec) at most
 """
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "eval",
         help="measure single-pass vs PSC (sorting tasks, TREC, or existing runs)",
@@ -116,13 +126,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def load_dataset(args: argparse.Namespace) -> Any:
+def load_dataset(args: argparse.Namespace) -> SortingDataset:
     """The sorting lists the flags name: --generate N fresh ones, or --data's (--limit)."""
     # lazy: start-up time of every permsc command
     from ..eval import datasets, generators
 
     if args.generate:
-        make: dict[str, Callable[..., Any]] = {
+        make: dict[str, Callable[..., SortingDataset]] = {
             "mathsort": generators.generate_mathsort,
             "wordsort": generators.generate_wordsort,
         }
@@ -132,7 +142,9 @@ def load_dataset(args: argparse.Namespace) -> Any:
     return datasets.load_sorting(args.task, args.data).head(args.limit)
 
 
-def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[str, Any]) -> Any:
+def _score(
+    args: argparse.Namespace, lists: list[ListSamples], task: str, config: Mapping[str, object]
+) -> EvalReport:
     # lazy: start-up time of every permsc command
     from ..eval.runner import score_sorting
 
@@ -143,11 +155,11 @@ def _score(args: argparse.Namespace, lists: list[Any], task: str, config: dict[s
 
 
 def sorting_config(
-    args: argparse.Namespace, dataset: Any, backend_name: str, temperature: float
-) -> dict[str, Any]:
+    args: argparse.Namespace, dataset: SortingDataset, backend_name: str, temperature: float
+) -> RunRecord:
     """The ``run`` record of a sorting samples file: what ``--resume`` compares."""
     task = dataset.examples[0].task
-    config = {
+    config: RunRecord = {
         "task": task,
         "dataset": dataset.name,
         "backend": backend_name,
@@ -163,11 +175,11 @@ def sorting_config(
 
 def _one_temperature(
     args: argparse.Namespace,
-    dataset: Any,
-    backend: Any,
+    dataset: SortingDataset,
+    backend: Backend,
     temperature: float,
-    options: dict[str, Any],
-) -> tuple[Any, list[Any]]:
+    options: RankingKeywords,
+) -> tuple[EvalReport, list[ListSamples]]:
     """Collect (saving and resuming with --samples) and score one temperature."""
     # lazy: start-up time of every permsc command
     from ..eval.runner import acollect_samples
@@ -194,7 +206,9 @@ def _one_temperature(
     return _score(args, lists, f"{dataset.name} (T={temperature})", config), lists
 
 
-def _observations(lists: list[Any], n: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+def _observations(
+    lists: list[ListSamples], n: int
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(permutation, ranking) of every parsed answer on the longest lists (for the bias map)."""
     return [
         (p, r)
@@ -225,7 +239,7 @@ def _from_samples(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bias_map(args: argparse.Namespace, lists: list[Any], backend_name: str) -> None:
+def _bias_map(args: argparse.Namespace, lists: list[ListSamples], backend_name: str) -> None:
     if not args.bias_map:
         return
     # lazy: start-up time of every permsc command
@@ -238,6 +252,11 @@ def _bias_map(args: argparse.Namespace, lists: list[Any], backend_name: str) -> 
     bias.to_csv(Path(args.bias_map).with_suffix(".csv"))
 
 
+def _shared(args: argparse.Namespace) -> RankingKeywords:
+    """The ranking flags every task passes to its rankers as they are."""
+    return {"scoring": args.scoring, "max_calls": args.max_calls}
+
+
 def sorting_max_tokens(n_items: int) -> int:
     """A local model's answer cap for a sorting list of ``n_items`` (about 10 tokens an item)."""
     return 12 + 10 * n_items
@@ -248,7 +267,7 @@ def _sorting(args: argparse.Namespace) -> int:
     spec = backend_spec(args)
     backend = build_backend(args)
     n = max(len(e.items) for e in dataset.examples)
-    options = {**call_limits(args, spec, sorting_max_tokens(n)), "scoring": args.scoring}
+    options: RankingKeywords = {**call_limits(args, spec, sorting_max_tokens(n)), **_shared(args)}
     reports, collected = [], []
     try:
         for temperature in args.temperature:

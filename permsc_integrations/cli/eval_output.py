@@ -6,15 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..eval.report import EvalReport
+    from ..eval.samples import ListSamples, RunRecord, SampleLog
 
 __all__ = ["progress", "emit_reports", "samples_log"]
 
 
-def progress(args: argparse.Namespace, label: str) -> Any:
+def progress(args: argparse.Namespace, label: str) -> Callable[[int, int], None] | None:
     if args.no_progress:
         return None
     try:
@@ -34,7 +39,7 @@ def progress(args: argparse.Namespace, label: str) -> Any:
     return update
 
 
-def emit_reports(args: argparse.Namespace, reports: list[Any]) -> None:
+def emit_reports(args: argparse.Namespace, reports: list[EvalReport]) -> None:
     # lazy: start-up time of every permsc command
     from ..eval.report import EvalReport
 
@@ -59,7 +64,9 @@ def emit_reports(args: argparse.Namespace, reports: list[Any]) -> None:
         )
 
 
-def samples_log(args: argparse.Namespace, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def samples_log(
+    args: argparse.Namespace, config: RunRecord
+) -> tuple[SampleLog | None, dict[str, ListSamples]]:
     """The --samples log (new, or resumed with the lists it already holds)."""
     # lazy: start-up time of every permsc command
     from ..eval.samples import SampleLog

@@ -6,18 +6,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from ..run.bridge import run_sync
 from ._common import answer_cap, backend_spec, build_backend, call_limits
 from .eval_output import emit_reports, progress, samples_log
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..eval.samples import ListSamples, RunRecord
+    from ..eval.trec import Qrels, Query, Run
+    from ..option_keywords import RankingKeywords
+
 __all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline", "passages_config"]
 
 
-def _write_runs(args: argparse.Namespace, runs: dict[str, Any]) -> None:
+def _write_runs(args: argparse.Namespace, runs: Mapping[str, Run]) -> None:
     if not args.write_runs:
         return
     # lazy: start-up time of every permsc command
@@ -36,7 +42,7 @@ def offline_runs(args: argparse.Namespace) -> int:
 
     if not args.qrels:
         raise ConfigurationError("--runs needs --qrels to score against")
-    runs: dict[str, Any] = {}
+    runs: dict[str, Run] = {}
     for number, path in enumerate(args.runs, 1):
         name = Path(path).stem
         runs[name if name not in runs else f"{name}-{number}"] = read_run(path)
@@ -53,7 +59,7 @@ def offline_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+def passages_offline(args: argparse.Namespace, header: RunRecord, lists: list[ListSamples]) -> int:
     # lazy: start-up time of every permsc command
     from ..eval.passages import score_passages
     from ..eval.trec import read_qrels
@@ -73,7 +79,9 @@ def passages_offline(args: argparse.Namespace, header: dict[str, Any], lists: li
     return 0
 
 
-def first_token_offline(args: argparse.Namespace, header: dict[str, Any], lists: list[Any]) -> int:
+def first_token_offline(
+    args: argparse.Namespace, header: RunRecord, lists: list[ListSamples]
+) -> int:
     """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
@@ -90,11 +98,11 @@ def first_token_offline(args: argparse.Namespace, header: dict[str, Any], lists:
         qrels = read_qrels(args.qrels)
         lists = [s for s in lists if s.example.id in qrels]
 
-        def metric(order: Any, s: Any) -> float:
+        def metric(order: Sequence[int], s: ListSamples) -> float:
             return ndcg_of(order, s, qrels)
     else:
 
-        def metric(order: Any, s: Any) -> float:
+        def metric(order: Sequence[int], s: ListSamples) -> float:
             return kendall_tau_b(list(order), s.example.keys)
 
     n = max(len(s.example.items) for s in lists)
@@ -118,10 +126,10 @@ def first_token_offline(args: argparse.Namespace, header: dict[str, Any], lists:
     return 0
 
 
-def passages_config(args: argparse.Namespace, backend_name: str) -> dict[str, Any]:
+def passages_config(args: argparse.Namespace, backend_name: str) -> RunRecord:
     """The ``run`` record of a passages samples file: what ``--resume`` compares (with
     first-token scoring, ``window``: the block size each order is cut into)."""
-    config = {
+    config: RunRecord = {
         "task": "trec",
         "dataset": Path(args.candidates).name,
         "backend": backend_name,
@@ -138,7 +146,7 @@ def passages_config(args: argparse.Namespace, backend_name: str) -> dict[str, An
     return config
 
 
-def _passages(args: argparse.Namespace, queries: list[Any], qrels: Any) -> int:
+def _passages(args: argparse.Namespace, queries: list[Query], qrels: Qrels) -> int:
     """One window per query, every answer saved to --samples (resumable)."""
     # lazy: start-up time of every permsc command
     from ..eval.passages import acollect_passages, score_passages
@@ -188,7 +196,11 @@ def trec(args: argparse.Namespace) -> int:
         return _passages(args, queries, read_qrels(args.qrels))
     spec = backend_spec(args)
     backend = build_backend(args)
-    options = {**call_limits(args, spec, answer_cap(args.window_size)), "scoring": args.scoring}
+    options: RankingKeywords = {
+        **call_limits(args, spec, answer_cap(args.window_size)),
+        "scoring": args.scoring,
+        "max_calls": args.max_calls,
+    }
     try:
         report, runs = run_sync(
             aevaluate_trec,

@@ -11,15 +11,18 @@ Example:
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import MissingDependencyError
 from .serve import add_server_arguments, config_from_args
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ._common import Subparsers
+
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "mcp",
         help="serve a rerank tool to agents over MCP (stdio, or --transport http)",

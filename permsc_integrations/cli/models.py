@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..backends.local.model_store import EMBEDDED_MODELS, default_model, part_files
 from ..errors import MissingDependencyError
 from ._common import report, say
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ._common import Subparsers
+
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "models",
         help="list or prepare the embedded models",
@@ -45,7 +48,7 @@ def _prepare(name: str) -> None:
     from ..backends.local.embedded import embedded_backend
 
     started = time.perf_counter()
-    backend: Any = embedded_backend(name)
+    backend = embedded_backend(name)
     backend.load()  # assembles, checks and converts on the first time; reads the copy after
     report(f"{name}: ready in {time.perf_counter() - started:.1f} s")
 

@@ -12,10 +12,10 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, cast
 
 from ..errors import ConfigurationError, SpendingCapError
 from ..results import RankingResult
@@ -35,8 +35,15 @@ from .rank_input import DuplicateQidError, check_qids
 from .rank_ray import rank_queries_on_ray
 from .rank_records import to_json, to_trec
 
-if TYPE_CHECKING:
-    from ..options import RankingOptions  # lazy: start-up time of every permsc command
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from tqdm import tqdm
+
+    from ..events import Event
+    from ..option_keywords import RankingKeywords
+    from ..options import RankingOptions
+    from ..ranker import PSCRanker
+    from ..ray import RankedRow
+    from ._common import Subparsers
 
 __all__ = [
     "add_parser",
@@ -49,7 +56,7 @@ __all__ = [
 ]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "rank",
         help="rerank the candidates of every query in a JSONL file",
@@ -177,7 +184,7 @@ class _Progress:
     def __init__(
         self, queries: list[Query], samples: int, enabled: bool, every: float = 10.0
     ) -> None:
-        self.bars: list[Any] = []
+        self.bars: list[tqdm] = []
         self.lines: _LogLines | None = None
         if enabled and not sys.stderr.isatty():
             self.lines = _LogLines(len(queries), samples, every)
@@ -193,7 +200,7 @@ class _Progress:
                 tqdm(total=samples, desc="samples", unit="s", position=1),
             ]
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: Event) -> None:
         if event.kind != "sample_end":
             return
         if self.bars:
@@ -207,7 +214,7 @@ class _Progress:
         if self.lines is not None:
             self.lines.query_done()
 
-    def row_done(self, row: Any) -> None:
+    def row_done(self, row: RankedRow) -> None:
         """A row ranked elsewhere (a Ray actor): its samples at once, then the query."""
         if self.bars:
             self.bars[1].update(row.samples or 0)
@@ -235,7 +242,7 @@ def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
 
 
 async def _rank_all(
-    ranker: Any, queries: list[Query], writer: _OrderedWriter, progress: _Progress
+    ranker: PSCRanker, queries: list[Query], writer: _OrderedWriter, progress: _Progress
 ) -> int:
     """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
     when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
@@ -245,10 +252,14 @@ async def _rank_all(
 
     failed, refused = 0, []
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
-    outcomes = ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True)
+    outcomes = cast(  # an async generator, which arank_many's annotation does not say
+        "AsyncGenerator[RankingResult | BaseException, None]",
+        ranker.arank_many(requests, on_event=progress.on_event, return_exceptions=True),
+    )
     async with contextlib.aclosing(outcomes):
         async for outcome in outcomes:
-            position = outcome.request.id
+            request: RankRequest = getattr(outcome, "request")  # noqa: B009 - set on both kinds
+            position = request.id
             if isinstance(outcome, SpendingCapError) and outcome.needed is not None:
                 refused.append(outcome)
                 writer.put(position, None)
@@ -274,7 +285,7 @@ def _report_refused(refused: list[SpendingCapError]) -> None:
     )
 
 
-def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
+def _ranker(args: argparse.Namespace, opts: RankingKeywords) -> PSCRanker:
     # lazy: start-up time of every permsc command
     from ..ranker import PSCRanker
 
@@ -286,7 +297,8 @@ def _ranker(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
         cache = SQLiteCache(args.cache)
     backend = build_backend(args)
     try:
-        ranker = PSCRanker(backend, cache=cache, **opts)
+        given: RankingKeywords = {**opts, "cache": cache}
+        ranker = PSCRanker(backend, **given)
     except BaseException:
         run_sync(backend.aclose)
         raise
@@ -312,7 +324,7 @@ def _done_qids(args: argparse.Namespace) -> set[str]:
     return {json.loads(line)["qid"] for line in lines if line.strip()}
 
 
-def _open_output(args: argparse.Namespace) -> Any:
+def _open_output(args: argparse.Namespace) -> AbstractContextManager[IO[str]]:
     if args.output == "-":
         return nullcontext(sys.stdout)
     return open(args.output, "a" if args.resume else "w", encoding="utf-8")
@@ -343,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_kemeny_time(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
+def _with_kemeny_time(args: argparse.Namespace, opts: RankingKeywords) -> RankingKeywords:
     """``--kemeny-time-limit``: the Kemeny aggregator with that time limit."""
     if args.kemeny_time_limit is None:
         return opts
@@ -368,7 +380,7 @@ def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:
 
 
 def _rank_here(
-    args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
+    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: _OrderedWriter
 ) -> int:
     ranker = _ranker(args, opts)
     planned = planned_samples(queries, ranker.options)
@@ -381,7 +393,7 @@ def _rank_here(
 
 
 def _rank_on_ray(
-    args: argparse.Namespace, opts: dict[str, Any], queries: list[Query], writer: _OrderedWriter
+    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: _OrderedWriter
 ) -> int:
     """The same records through Ray actors (permsc_integrations.ray_rows), written in input
     order; every row to OUTPUT.journal as it finishes (cli/rank_journal.py)."""

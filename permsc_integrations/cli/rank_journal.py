@@ -21,7 +21,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, TypedDict
 
 from ._common import Query
 
@@ -37,7 +37,7 @@ OPERATIONAL = frozenset(
 """Options that change how a row is run, not its answer: outside the unit key."""
 
 
-def unit_key(query: Query, backend: str, options: Mapping[str, Any]) -> str:
+def unit_key(query: Query, backend: str, options: Mapping[str, object]) -> str:
     """A stable digest of one row's unit of work (see the module docstring)."""
     unit = {
         "qid": query.qid,
@@ -65,7 +65,21 @@ def _record(key: str, qid: str, row: RankedRow) -> str:
     return json.dumps(fields, ensure_ascii=False) + "\n"
 
 
-def _ranked_row(record: dict[str, Any]) -> RankedRow:
+class _Ranked(TypedDict):
+    """A journal line of a ranked row (``error`` None)."""
+
+    qid: str
+    key: str
+    order: list[int]
+    scores: list[float]
+    confidence: float
+    samples: int
+    failed_samples: int
+    usage: dict[str, int]
+    error: None
+
+
+def _ranked_row(record: _Ranked) -> RankedRow:
     # lazy: start-up time of every permsc command
     from ..ray import RankedRow
 

@@ -19,24 +19,34 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..results import RankingResult, Usage, scores_from_order
 from ._common import Query, backend_spec, report
 from .rank_journal import Journal, unit_key
 from .rank_records import to_json
 
-if TYPE_CHECKING:
-    from ..ray import RankedRow  # lazy: start-up time of every permsc command
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..option_keywords import RankingKeywords
+    from ..ray import RankedRow
 
 __all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
 
 
-def job_options(args: argparse.Namespace, opts: dict[str, Any]) -> dict[str, Any]:
+class _Writer(Protocol):
+    """Where each query's record goes, in input order (``permsc rank``'s writer)."""
+
+    def put(self, position: int, text: str | None) -> None: ...
+
+    def render(self, query: Query, result: RankingResult) -> str: ...
+
+
+def job_options(args: argparse.Namespace, opts: RankingKeywords) -> RankingKeywords:
     """The actors' ranking options: ``opts`` (the command line's) with the backend's
     ``base_url`` and ``device`` (each actor builds its own backend)."""
     backend_options = dict(opts.get("backend_options", {}))
@@ -123,24 +133,40 @@ def _close(reaper: subprocess.Popen[bytes]) -> None:
 
 def reap_marked() -> None:
     """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
-    environment holds the token given as its argument."""
+    environment holds the token given as its argument, sweeping again until a sweep finds
+    none (a node agent killed mid-fork leaves a child the sweep before did not list)."""
     sys.stdin.buffer.read()
     mark = f"{_MARK}={sys.argv[1]}".encode()
+    for _ in range(_SWEEPS):
+        if not _kill_marked(mark):
+            return
+        time.sleep(0.05)
+
+
+_SWEEPS = 200
+"""At most this many sweeps (10 s and more): a fork loop cannot hold the reaper forever."""
+
+
+def _kill_marked(mark: bytes) -> int:
+    """SIGKILL the processes whose environment holds ``mark``; how many were found."""
+    found = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if mark in (entry / "environ").read_bytes().split(b"\0"):
+                found += 1
                 os.kill(int(entry.name), signal.SIGKILL)
         except OSError:  # gone, or not ours
             continue
+    return found
 
 
 def rank_queries_on_ray(
     args: argparse.Namespace,
-    opts: dict[str, Any],
+    opts: RankingKeywords,
     queries: list[Query],
-    writer: Any,
+    writer: _Writer,
     on_row: Callable[[RankedRow], None],
 ) -> int:
     """Rank ``queries`` on Ray; write each record in input order; return the failures."""
@@ -165,7 +191,7 @@ class _Job:
     args: argparse.Namespace
     queries: list[Query]
     keys: list[str]  # each query's unit key (rank_journal.unit_key)
-    writer: Any
+    writer: _Writer
     on_row: Callable[[RankedRow], None]
     journal: Journal | None
 
@@ -185,7 +211,7 @@ class _Job:
             report(f"resuming: {done} queries ranked in {self.journal.path}, no calls made")
         return todo
 
-    def rank(self, todo: list[int], spec: str, options: dict[str, Any]) -> int:
+    def rank(self, todo: list[int], spec: str, options: RankingKeywords) -> int:
         """Rank the queries at ``todo``; each row to the journal as it comes; the failures."""
         # lazy: optional dependency (the ray extra), and start-up time of every command
         from ..ranker import RankRequest
@@ -202,7 +228,7 @@ class _Job:
         )
         failed = 0
         for row in rows:
-            failed += self._finished(int(row.key), row)
+            failed += self._finished(cast(int, row.key), row)  # the ids given: positions
         return failed
 
     def _finished(self, k: int, row: RankedRow) -> int:
@@ -219,7 +245,7 @@ class _Job:
         return 0
 
 
-def _render(args: argparse.Namespace, writer: Any, query: Query, row: RankedRow) -> str:
+def _render(args: argparse.Namespace, writer: _Writer, query: Query, row: RankedRow) -> str:
     """The single process's record; its sample counts come from the row (no windows here)."""
     if args.format != "jsonl":
         return str(writer.render(query, _result(row)))

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..results import RankingResult
 from ._common import Query
 
 __all__ = ["to_json", "to_trec"]
 
 
-def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
-    """The JSONL record of one ranked query."""
-    record: dict[str, Any] = {
+def to_json(query: Query, result: RankingResult) -> dict[str, object]:
+    """The JSONL record of one ranked query (each item's ``top_probability`` of the top k
+    where the ranking has one; ``head``: the items ranked, the rest in input order)."""
+    chances = bool(result.top_probability)
+    record: dict[str, object] = {
         "qid": query.qid,
         "query": query.query,
         "ranking": [
             {"docid": query.docids[i], "rank": r, "score": round(result.scores[i], 6)}
+            | ({"top_probability": round(result.top_probability[i], 4)} if chances else {})
             for r, i in enumerate(result.order, start=1)
         ],
         "order": list(result.order),
@@ -25,6 +26,8 @@ def to_json(query: Query, result: RankingResult) -> dict[str, Any]:
         "failed_samples": len(result.failures),
         "usage": result.usage.as_dict(),
     }
+    if result.head is not None:  # what the ranker says (not a row rebuilt from a Ray table)
+        record |= {"head": result.head, "stopped": result.stopped}
     if query.plain:
         record["items"] = [query.items[i] for i in result.order]
     return record

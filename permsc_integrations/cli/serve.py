@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._common import (
     add_backend_arguments,
@@ -19,10 +19,14 @@ from ._common import (
     ranking_flags,
 )
 
+if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from ..serve.config import ServeConfig
+    from ._common import Subparsers
+
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "serve",
         help="serve PSC reranking over HTTP (Cohere's rerank API)",
@@ -41,6 +45,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any free)")
     s.add_argument("--config", help="TOML file of named models ([models.NAME] tables)")
     s.add_argument("--name", default="permsc", help="the model name the flags' model answers to")
+    s.add_argument(
+        "--relevance-score",
+        default="win_share",
+        choices=("win_share", "top_probability"),
+        help="the scale of the flags' model's scores: pairwise win share (default) or each "
+        "document's probability of the top k (needs --top-k or --max-calls; docs/scores.md)",
+    )
     s.add_argument("--api-key-file", help="client keys, one a line (also: PERMSC_API_KEYS)")
     s.add_argument(
         "--allow-unauthenticated",
@@ -115,7 +126,7 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
     # lazy: start-up time (the ranker and its backends load only when serving)
     from ..serve.auth import ENV_KEYS, load_keys
@@ -127,7 +138,12 @@ def config_from_args(args: argparse.Namespace) -> Any:
         spec = backend_spec(args)
         models = (
             ModelConfig(
-                args.name, spec, ranker_options(args, spec), args.base_url, device=args.device
+                args.name,
+                spec,
+                ranker_options(args, spec),
+                args.base_url,
+                device=args.device,
+                relevance_score=args.relevance_score,
             ),
         )
     limits = Limits(

@@ -31,9 +31,12 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; only read by the type checker
 
 __all__ = [
     "SortingExample",
@@ -48,6 +51,14 @@ __all__ = [
 ]
 
 Key = float | str | int
+
+
+class _Ordered(Protocol):
+    """A sort key: a number or a string (compared with keys of its own kind)."""
+
+    def __lt__(self, other: Self, /) -> bool: ...
+
+    def __gt__(self, other: Self, /) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +92,7 @@ class SortingDataset:
 
     name: str
     examples: tuple[SortingExample, ...]
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -117,7 +128,7 @@ def _path(path: str | Path | None, filename: str) -> Path:
     return resolved
 
 
-def _stats(examples: Sequence[SortingExample], **extra: Any) -> dict[str, Any]:
+def _stats(examples: Sequence[SortingExample], **extra: int) -> dict[str, int]:
     return {
         "examples": len(examples),
         "items": sum(len(e.items) for e in examples),
@@ -203,7 +214,7 @@ def load_sorting(task: str, path: str | Path | None = None) -> SortingDataset:
     return loader(path)
 
 
-def kendall_tau_b(order: Sequence[int], keys: Sequence[Any]) -> float:
+def kendall_tau_b(order: Sequence[int], keys: Sequence[_Ordered]) -> float:
     """Kendall tau between a predicted order (best first) and the tie-aware truth ``keys``.
 
     Only pairs whose keys differ are scored: +1 in the true order, -1 reversed, 0 when both

@@ -30,7 +30,6 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..aggregators import aggregate, fuse_first_stage, resolve
 from ..errors import ConfigurationError
@@ -60,7 +59,7 @@ class FirstTokenTable:
     costs: dict[str, dict[str, float]]
     first_stage: str | None
     single: str
-    config: dict[str, Any]
+    config: dict[str, object]
 
     def to_markdown(self, scale: float = 1.0, digits: int = 2) -> str:
         base = [b for b in (self.first_stage, self.single) if b]
@@ -86,7 +85,7 @@ class FirstTokenTable:
             mean = statistics.fmean(scores) * scale
             lines.append(f"| {name} | {mean:.{digits}f} | {ps} | {spent} |")
         top = self.config.get("top_label")
-        if top:
+        if isinstance(top, tuple) and top:
             label, share, window = top
             lines += [
                 "",
@@ -95,7 +94,7 @@ class FirstTokenTable:
                 f"{100 / window:.0f} %).",
             ]
         weights = self.config.get("first_stage_weights") or {}
-        if weights:
+        if isinstance(weights, dict) and weights:
             best = ", ".join(f"{k}: {w:g}" for k, w in weights.items())
             lines += [
                 "",
@@ -103,7 +102,7 @@ class FirstTokenTable:
             ]
         return "\n".join(lines) + "\n"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "config": self.config,
@@ -145,10 +144,15 @@ def _ranked(block: Sequence[int], probs: Sequence[float]) -> list[int]:
     return [block[j] for j in sorted(range(len(block)), key=lambda j: -probs[j])]
 
 
-def _psc(orders: Sequence[Order], n: int, method: str, priors: Any = None) -> list[int]:
+def _psc(
+    orders: Sequence[Order],
+    n: int,
+    method: str,
+    priors: Mapping[int, PositionPrior] | None = None,
+) -> list[int]:
     blocks = [(b, priors[len(b)].correct(p) if priors else p) for o in orders for b, p in o if p]
     rankings = [_ranked(b, p) for b, p in blocks]
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if getattr(resolve(method), "uses_probabilities", False):
         extra["probabilities"] = [dict(zip(b, p, strict=True)) for b, p in blocks]
     return aggregate(rankings, method=method, n_items=n, **extra)
@@ -197,7 +201,7 @@ def score_first_token(
     passages: bool,
     m_values: Sequence[int] = (1, 5, 10),
     aggregators: Sequence[str] = ("kemeny", "borda", "mean_probability", "mean_log_probability"),
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> FirstTokenTable:
     """The rows described in the module docstring, over ``lists`` (see :class:`FirstTokenTable`)."""
     if not lists:
@@ -304,7 +308,11 @@ def _top_label(lists: Sequence[ListSamples], first: int, window: int) -> tuple[s
 
 
 def _orders_of(
-    name: str, every: Sequence[Sequence[Order]], n_items: Sequence[int], first: int, calib: Any
+    name: str,
+    every: Sequence[Sequence[Order]],
+    n_items: Sequence[int],
+    first: int,
+    calib: Mapping[int, PositionPrior],
 ) -> list[list[int]]:
     """The orders behind row ``name`` again (for the fusion)."""
     if name.startswith("single pass"):

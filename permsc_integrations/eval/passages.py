@@ -18,9 +18,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -28,6 +28,7 @@ from ..aggregators import aggregate
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
 from ..metrics import ndcg_at_k
+from ..options import RankingOptions
 from ..permutations import cut_blocks, sample_permutations
 from ..run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
 from ..run.request import RequestRun
@@ -35,6 +36,9 @@ from .datasets import SortingExample
 from .report import EvalReport
 from .samples import ListSamples, SampleLog, collected
 from .trec import Qrels, Query
+
+if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
+    from ..ranker import PSCRanker
 
 __all__ = ["acollect_passages", "score_passages", "ndcg_of"]
 
@@ -44,7 +48,7 @@ def _example(q: Query) -> SortingExample:
     return SortingExample(q.qid, texts, tuple(c.docid for c in q.candidates), "trec")
 
 
-async def _one(ranker: Any, q: Query, m: int) -> ListSamples:
+async def _one(ranker: PSCRanker, q: Query, m: int) -> ListSamples:
     example = _example(q)
     try:
         result = await ranker.arank(q.query, list(example.items), request_id=q.qid)
@@ -54,7 +58,7 @@ async def _one(ranker: Any, q: Query, m: int) -> ListSamples:
     return collected(example, result.samples, q.query)
 
 
-async def _blocks(ranker: Any, q: Query, window: int, skip: int) -> ListSamples:
+async def _blocks(ranker: PSCRanker, q: Query, window: int, skip: int) -> ListSamples:
     """The m orders (the first-stage order first) but the first ``skip`` (drawn before), each
     cut into blocks of at most ``window`` passages, one call a block; every block is one
     saved sample (a round of the ranker's request: its limits, seed and events)."""
@@ -86,7 +90,13 @@ def _joined(a: ListSamples, b: ListSamples) -> ListSamples:
 
 
 async def _topped_up(
-    ranker: Any, q: Query, m: int, window: int, have: ListSamples | None, log: Any, index: int
+    ranker: PSCRanker,
+    q: Query,
+    m: int,
+    window: int,
+    have: ListSamples | None,
+    log: SampleLog | None,
+    index: int,
 ) -> ListSamples:
     """A query's blocks answers up to m orders: only the orders ``have`` lacks are drawn."""
     per_order = len(cut_blocks(range(len(q.candidates)), window))
@@ -99,7 +109,7 @@ async def _topped_up(
     return new if have is None else _joined(have, new)
 
 
-async def _record_priors(ranker: Any, log: SampleLog, sizes: set[int]) -> None:
+async def _record_priors(ranker: PSCRanker, log: SampleLog, sizes: set[int]) -> None:
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
         engine = ranker.engine
@@ -117,9 +127,9 @@ async def acollect_passages(
     m: int = 10,
     log: SampleLog | None = None,
     done: Mapping[str, ListSamples] | None = None,
-    progress: Any = None,
+    progress: Callable[[int, int], None] | None = None,
     window: int | None = None,
-    **ranker_options: Any,
+    **ranker_options: object,
 ) -> list[ListSamples]:
     """``m`` answers per query (the first in first-stage order), one query after another.
 
@@ -134,7 +144,8 @@ async def acollect_passages(
         raise ConfigurationError("passage ranking needs at least two candidates per query")
     size = min(window or n, n)
     options = {"window_size": size, "step": size - 1, "min_successful": 1, **ranker_options}
-    ranker = PSCRanker(backend, num_permutations=m, include_identity=True, **options)
+    chosen = RankingOptions.from_kwargs(num_permutations=m, include_identity=True, **options)
+    ranker = PSCRanker(backend, options=chosen)
     out: list[ListSamples] = []
     try:
         if window is not None and log is not None:
@@ -180,7 +191,7 @@ def score_passages(
     *,
     aggregators: Sequence[str] = ("kemeny",),
     m_sweep: Sequence[int] = (),
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> EvalReport:
     """nDCG@10 per query of the first stage, of every single answer and of each aggregator."""
     judged = [s for s in lists if s.example.id in qrels]

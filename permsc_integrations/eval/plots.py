@@ -7,7 +7,7 @@ Example (not run here: it writes a file):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from ..errors import ConfigurationError, MissingDependencyError
 from .report import EvalReport
@@ -15,7 +15,7 @@ from .report import EvalReport
 __all__ = ["sweep_png"]
 
 
-def _pyplot() -> Any:
+def _pyplot() -> ModuleType:
     try:
         # lazy: optional dependency (matplotlib, the eval extra)
         import matplotlib

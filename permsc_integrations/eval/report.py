@@ -14,7 +14,6 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["EvalReport", "paired_wilcoxon", "bootstrap_ci"]
 
@@ -64,8 +63,8 @@ class EvalReport:
     singles: tuple[tuple[float, ...], ...]
     methods: Mapping[str, tuple[float, ...]]
     sweep: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
-    config: Mapping[str, Any] = field(default_factory=dict)
-    stats: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, object] = field(default_factory=dict)
+    stats: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def n_lists(self) -> int:
@@ -114,7 +113,7 @@ class EvalReport:
         """A percentile bootstrap confidence interval of ``method``'s mean over the lists."""
         return bootstrap_ci(self.methods[method], level=level, resamples=resamples)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "task": self.task,
             "metric": self.metric,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -39,12 +39,16 @@ from ..backends import resolve_backend
 from ..backends.base import Backend
 from ..errors import ConfigurationError, InsufficientSamplesError
 from ..metrics import ndcg_at_k
+from ..options import RankingOptions
 from ..ranker import DEFAULT_MAX_CONCURRENCY
 from ..run.bridge import run_sync
 from .datasets import SortingDataset, SortingExample, kendall_tau_b
 from .report import EvalReport
 from .samples import ListSamples, SampleLog, collected
 from .trec import Qrels, Query, Run
+
+if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
+    from ..ranker import PSCRanker
 
 __all__ = [
     "ListSamples",
@@ -61,7 +65,7 @@ __all__ = [
 ]
 
 AGGREGATORS = ("kemeny", "rrf", "borda", "copeland")
-TREC_SETUP: Mapping[str, Any] = MappingProxyType({"strategy": "sliding"})
+TREC_SETUP: Mapping[str, object] = MappingProxyType({"strategy": "sliding"})
 """Where :func:`aevaluate_trec` (and so ``permsc eval trec``) departs from the defaults of
 :class:`~permsc_integrations.options.RankingOptions`: the paper's set-up, RankGPT's sliding
 windows back to front, not the ranker's blocks. The declared ``window_size`` (20) and ``step``
@@ -70,12 +74,11 @@ Progress = Callable[[int, int], None]
 """``progress(done, total)`` after each list (or query)."""
 
 
-def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: Any) -> Any:
+def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: object) -> PSCRanker:
     # lazy: start-up time; offline scoring never ranks
     from ..ranker import PSCRanker
 
-    return PSCRanker(
-        backend,
+    chosen = RankingOptions.from_kwargs(
         num_permutations=m,
         prompt=task,
         window_size=max(n, 2),
@@ -84,9 +87,10 @@ def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: Any) -
         aggregator="borda",
         **options,
     )
+    return PSCRanker(backend, options=chosen)
 
 
-async def _one(ranker: Any, example: SortingExample, m: int) -> ListSamples:
+async def _one(ranker: PSCRanker, example: SortingExample, m: int) -> ListSamples:
     try:
         result = await ranker.arank("", list(example.items), request_id=example.id)
     except InsufficientSamplesError:
@@ -106,7 +110,7 @@ async def acollect_samples(
     progress: Progress | None = None,
     log: SampleLog | None = None,
     done: Mapping[str, ListSamples] | None = None,
-    **ranker_options: Any,
+    **ranker_options: object,
 ) -> list[ListSamples]:
     """Ask the model for ``m`` shuffled answers per list, all lists concurrently.
 
@@ -153,7 +157,7 @@ def score_sorting(
     aggregators: Sequence[str] = AGGREGATORS,
     m_sweep: Sequence[int] = (),
     task: str = "",
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> EvalReport:
     """Score single runs and every aggregator on the same samples (see module docs)."""
     if not lists:
@@ -196,7 +200,8 @@ async def aevaluate_sorting(
     progress: Progress | None = None,
     **ranker_options: Any,
 ) -> EvalReport:
-    """Collect ``m`` shuffled answers per list and score single runs vs PSC."""
+    """Collect ``m`` shuffled answers per list and score single runs vs PSC (``ranker_options``:
+    :func:`acollect_samples`' other keywords, ``log`` and ``done``, or ranker options)."""
     lists = await acollect_samples(
         dataset,
         backend,
@@ -223,7 +228,9 @@ async def aevaluate_sorting(
     )
 
 
-def evaluate_sorting(dataset: SortingDataset, backend: Backend | str, **options: Any) -> EvalReport:
+def evaluate_sorting(
+    dataset: SortingDataset, backend: Backend | str, **options: object
+) -> EvalReport:
     """Sync :func:`aevaluate_sorting` (through the one bridge)."""
     return run_sync(aevaluate_sorting, dataset, backend, **options)
 
@@ -292,7 +299,7 @@ def aggregate_runs(
     return report, merged
 
 
-async def _rerank(ranker: Any, queries: Sequence[Query], progress: Progress | None) -> Run:
+async def _rerank(ranker: PSCRanker, queries: Sequence[Query], progress: Progress | None) -> Run:
     """Every query through ``ranker``, concurrently (the ranker's limiter caps the calls)."""
     run: Run = {}
 
@@ -316,7 +323,7 @@ async def aevaluate_trec(
     m: int = 20,
     aggregator: str = "kemeny",
     progress: Progress | None = None,
-    **ranker_options: Any,
+    **ranker_options: object,
 ) -> tuple[EvalReport, dict[str, Run]]:
     """First stage vs one RankGPT pass (first-stage order) vs PSC, nDCG@10 per query.
 
@@ -328,10 +335,15 @@ async def aevaluate_trec(
 
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)
-    for name, value in TREC_SETUP.items():
-        ranker_options.setdefault(name, value)
-    single = PSCRanker(backend, num_permutations=1, include_identity=True, **ranker_options)
-    psc = PSCRanker(backend, num_permutations=m, aggregator=aggregator, **ranker_options)
+    options = {**TREC_SETUP, **ranker_options}
+    single = PSCRanker(
+        backend,
+        options=RankingOptions.from_kwargs(num_permutations=1, include_identity=True, **options),
+    )
+    psc = PSCRanker(
+        backend,
+        options=RankingOptions.from_kwargs(num_permutations=m, aggregator=aggregator, **options),
+    )
     runs: dict[str, Run] = {
         "first-stage": {q.qid: [c.docid for c in q.candidates] for q in queries}
     }
@@ -344,7 +356,7 @@ async def aevaluate_trec(
         if owned:
             await backend.aclose()
     scores = score_runs(runs, qrels)
-    config = {"m": m, "aggregator": aggregator, "backend": backend.name, **ranker_options}
+    config = {"m": m, "aggregator": aggregator, "backend": backend.name, **options}
     methods = {k: v for k, v in scores.items() if k != "single"}
     report = EvalReport(
         "trec",

@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TypedDict
 
 from ..errors import ConfigurationError
 from ..results import Sample, Usage
@@ -57,6 +57,38 @@ RESUME_KEYS = (
 
 _ABSENT = {"scoring": "generate"}
 """What a key missing from an older file's header meant."""
+
+
+class RunRecord(TypedDict, total=False):
+    """A samples file's ``run`` record: how its answers were asked (:data:`RESUME_KEYS`)."""
+
+    type: str
+    task: str
+    dataset: str
+    backend: str
+    m: int
+    seed: int
+    temperature: float
+    prompt: str
+    scoring: str
+    window: int
+    depth: int
+    max_words: int | None
+
+
+class _SampleRecord(TypedDict, total=False):
+    """A ``sample`` record: one answer of a list."""
+
+    type: str
+    list_id: str
+    k: int
+    permutation: list[int]
+    raw_text: str
+    status: str
+    ranking: list[int]
+    probabilities: list[float]
+    mass: float | None
+    usage: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +142,7 @@ class SampleLog:
         self.priors: dict[int, tuple[float, ...]] = {}  # first-token: position priors by size
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: Mapping[str, Any]) -> SampleLog:
+    def create(cls, path: str | os.PathLike[str], config: Mapping[str, object]) -> SampleLog:
         """A new file (an existing one is refused: resume it or choose another name)."""
         target = Path(path)
         if target.exists() and target.stat().st_size > 0:
@@ -124,7 +156,7 @@ class SampleLog:
 
     @classmethod
     def resume(
-        cls, path: str | os.PathLike[str], config: Mapping[str, Any], *, extend: bool = False
+        cls, path: str | os.PathLike[str], config: RunRecord, *, extend: bool = False
     ) -> tuple[SampleLog, dict[str, ListSamples]]:
         """The file opened for appending and the lists it already holds (config checked).
 
@@ -133,12 +165,13 @@ class SampleLog:
         topped up; the seeded orders are a prefix of the larger m's)."""
         header, done = read_samples(path, partial=extend)
         keys = [k for k in RESUME_KEYS if not (extend and k == "m")]
-        differ = [k for k in keys if k in config and header.get(k, _ABSENT.get(k)) != config[k]]
+        given, found = dict(config), dict(header)
+        differ = [k for k in keys if k in given and found.get(k, _ABSENT.get(k)) != given[k]]
         if extend and int(config.get("m", 0)) < int(header.get("m", 0)):
             differ.append("m")
         if differ:
             shown = ", ".join(
-                f"{k}: {header.get(k, _ABSENT.get(k))!r} in the file, {config[k]!r} now"
+                f"{k}: {found.get(k, _ABSENT.get(k))!r} in the file, {given[k]!r} now"
                 for k in differ
             )
             raise ConfigurationError(f"cannot resume {path}: {shown}")
@@ -154,7 +187,7 @@ class SampleLog:
         flush them to disk. ``start`` > 0 appends more answers to a list already written,
         numbered from ``start``."""
         ex = lists.example
-        records: list[dict[str, Any]] = (
+        records: list[Mapping[str, object]] = (
             []
             if start
             else [
@@ -190,12 +223,12 @@ class SampleLog:
             records.append(record)
         self._put(records)
 
-    def write_prior(self, size: int, probabilities: Sequence[float], **detail: Any) -> None:
+    def write_prior(self, size: int, probabilities: Sequence[float], **detail: object) -> None:
         """Record the position prior of windows of ``size`` (:mod:`..calibration`)."""
         self.priors[size] = tuple(probabilities)
         self._put([{"type": "prior", "size": size, "probabilities": list(probabilities), **detail}])
 
-    def _put(self, records: list[dict[str, Any]]) -> None:
+    def _put(self, records: Sequence[Mapping[str, object]]) -> None:
         self._handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
         self._handle.flush()
         os.fsync(self._handle.fileno())
@@ -228,18 +261,18 @@ def read_priors(path: str | os.PathLike[str]) -> dict[int, tuple[float, ...]]:
 
 def read_samples(
     path: str | os.PathLike[str], *, partial: bool = False
-) -> tuple[dict[str, Any], dict[str, ListSamples]]:
+) -> tuple[RunRecord, dict[str, ListSamples]]:
     """``(run configuration, {list_id: ListSamples})`` of the complete lists in a file (at
     least ``m`` answers, ``m`` of the last ``run`` record), in dataset order; ``partial``:
     every list with an answer."""
     source = Path(path)
     if not source.is_file():
         raise ConfigurationError(f"samples file not found: {source}")
-    header: dict[str, Any] | None = None
+    header: RunRecord | None = None
     examples: dict[str, SortingExample] = {}
     places: dict[str, int] = {}
     queries: dict[str, str] = {}
-    answers: dict[str, list[dict[str, Any]]] = {}
+    answers: dict[str, list[_SampleRecord]] = {}
     for line in source.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
@@ -273,7 +306,7 @@ def read_samples(
     return header, lists
 
 
-def _list(example: SortingExample, found: list[dict[str, Any]], query: str) -> ListSamples:
+def _list(example: SortingExample, found: list[_SampleRecord], query: str) -> ListSamples:
     found = sorted(found, key=lambda r: r["k"])
     return ListSamples(
         example,

@@ -128,10 +128,25 @@ class Frontier:
         self._shown.update(windows)
         return windows
 
-    def observe(self, answers: Sequence[Answer]) -> None:
-        """Every answer of the round (failed windows may be left out)."""
+    def observe(self, answers: Sequence[Answer], *, spent: int | None = None) -> None:
+        """Every answer of the round (failed windows may be left out); ``spent``: the calls
+        really spent so far, re-asks and retries included (cache hits not), when the caller
+        counts them: the budget left is the budget less these."""
         self.answers.extend(answers)
+        if spent is not None:
+            self.calls = spent
         self._fit = None
+
+    def planned(self) -> tuple[int, ...]:
+        """The calls of each round at the most, before any answer (a plan): a budget's
+        rounds are fixed up front, adaptive rounds may stop after the first."""
+        dry, out = Frontier(self.n, self.settings), list[int]()
+        while self.n >= 2 and dry.calls < dry.limit:
+            first = min(dry.limit, -(-dry.head // self.settings.window))
+            calls = dry._round_calls() if out else first
+            out.append(calls)
+            dry.calls, dry.rounds = dry.calls + calls, dry.rounds + 1
+        return tuple(out)
 
     def model(self) -> ListFit:
         """The list model of the head, fitted to every answer so far."""

@@ -28,19 +28,21 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
 from pydantic import Field
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import ConfigurationError
 from ..serve.auth import KeyRing, Unauthorized
 from ..serve.config import Limits, ServeConfig
 from ..serve.run import serve
+from ..serve.scoring import SCALES
 from .tool import BUDGETS, RerankResult, RerankTool, ToolError
 
 __all__ = ["build_server", "http_app", "serve_mcp", "TRANSPORTS", "DESCRIPTION"]
@@ -56,7 +58,9 @@ DESCRIPTION = (
 
 
 def _parameters(tool: RerankTool, limits: Limits) -> list[inspect.Parameter]:
-    def arg(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> Any:
+    def arg(
+        name: str, annotation: object, default: object = inspect.Parameter.empty
+    ) -> inspect.Parameter:
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         return inspect.Parameter(name, kind, default=default, annotation=annotation)
 
@@ -92,9 +96,15 @@ def build_server(tool: RerankTool, limits: Limits) -> MCPServer:
     signature (which the SDK turns into its input schema) is built, not written: it carries
     this server's limits, and each of ``BUDGETS`` is an argument without another change."""
 
-    async def rerank(**arguments: Any) -> RerankResult:
+    async def rerank(
+        query: str,
+        documents: list[str],
+        top_n: int | None = None,
+        return_documents: bool = False,
+        **budgets: int | None,
+    ) -> RerankResult:  # called with the arguments of the signature below, by name
         try:
-            return await tool.rerank(**arguments)
+            return await tool.rerank(query, documents, top_n, return_documents, **budgets)
         except ToolError as exc:  # the SDK's own: an is_error result with this message
             raise SDKToolError(str(exc)) from exc
 
@@ -111,11 +121,11 @@ class _RequireKey:
     KEY`` with one of the server's client keys (none configured: everyone is let in), and
     each key has at most ``key_concurrency`` requests in progress (the others wait)."""
 
-    def __init__(self, app: Any, keys: KeyRing, key_concurrency: int) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing, key_concurrency: int) -> None:
         self.app, self.keys, self.key_concurrency = app, keys, key_concurrency
         self.per_key: dict[str, anyio.CapacityLimiter] = {}
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or ())
@@ -163,7 +173,8 @@ def _tool(config: ServeConfig, model: str | None) -> RerankTool:
     if chosen is None:
         raise ConfigurationError(f"unknown model {model!r}; configured: {', '.join(models)}")
     secrets = (*config.keys, os.environ.get(chosen.api_key_env) if chosen.api_key_env else None)
-    return RerankTool(chosen.build(), chosen.name, secrets=secrets)
+    scale = SCALES[chosen.relevance_score]
+    return RerankTool(chosen.build(), chosen.name, secrets=secrets, scale=scale)
 
 
 async def _stdio(config: ServeConfig, model: str | None) -> None:

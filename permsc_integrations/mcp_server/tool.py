@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # pydantic (the SDK's output schema) reads TypedDicts from typing_extensions before 3.12
 from typing_extensions import NotRequired, TypedDict
@@ -55,7 +56,12 @@ BUDGETS: tuple[Budget, ...] = (
         "shuffled prompts per window (m): fewer is cheaper and less steady; "
         "at most the server's value, which is the default",
     ),
-    # issue 31's call budget takes one line here: Budget("max_calls", "model calls at most ...")
+    Budget(
+        "max_calls",
+        "model calls at most for this ranking, re-asks and retries included: the ranking "
+        "plans within it (below one pass it ranks the first documents, the rest in the order "
+        "sent); at most the server's value",
+    ),
 )
 
 
@@ -88,10 +94,18 @@ def _secrets(ranker_keys: Sequence[str | None]) -> tuple[str | None, ...]:
 class RerankTool:
     """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
     owns: :meth:`aclose` closes it. A budget below the server's builds a ranker that shares
-    the backend, once per budget."""
+    the backend, once per budget. ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
+    the model's ``relevance_score``)."""
 
-    def __init__(self, ranker: PSCRanker, name: str, *, secrets: Sequence[str | None] = ()) -> None:
-        self.ranker, self.name = ranker, name
+    def __init__(
+        self,
+        ranker: PSCRanker,
+        name: str,
+        *,
+        secrets: Sequence[str | None] = (),
+        scale: Callable[[Any], tuple[float, ...]] = relevance_scores,
+    ) -> None:
+        self.ranker, self.name, self.scale = ranker, name, scale
         self.secrets = _secrets(secrets)
         self._variants: dict[tuple[tuple[str, int], ...], PSCRanker] = {}
 
@@ -136,7 +150,7 @@ class RerankTool:
         except PermscError as exc:
             upstream = self.ranker.backend.name
             raise ToolError(http_error(exc, upstream).redacted(self.secrets).message) from exc
-        scores = relevance_scores(result)
+        scores = self.scale(result)
         results: list[Document] = []
         for index, score in order_results(result.order, scores, top_n):
             results.append({"index": index, "relevance_score": score})

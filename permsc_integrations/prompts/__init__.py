@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from ..registry import Registry
 from .base import Prompt
 from .truncate import truncate_words
+
+if TYPE_CHECKING:  # loaded on first use (module __getattr__)
+    from .rankgpt import RankGPTPrompt
+    from .rankvicuna import RankVicunaPrompt
+    from .sorting import GSM8KSortPrompt, MathSortPrompt, WordSortPrompt
+    from .template import TemplatePrompt
 
 __all__ = [
     "Prompt",
@@ -74,7 +80,7 @@ def available_prompts() -> list[str]:
     return _registry.available()
 
 
-def _with_options(prompt: Prompt, options: dict[str, Any]) -> Prompt:
+def _with_options(prompt: Prompt, options: Mapping[str, object]) -> Prompt:
     if not options:
         return prompt
     if not dataclasses.is_dataclass(prompt):
@@ -91,7 +97,7 @@ def _with_options(prompt: Prompt, options: dict[str, Any]) -> Prompt:
     return dataclasses.replace(prompt, **options)  # type: ignore[type-var]
 
 
-def get_prompt(name_or_prompt: str | Prompt, **options: Any) -> Prompt:
+def get_prompt(name_or_prompt: str | Prompt, **options: object) -> Prompt:
     """A prompt by registered name (built with ``options``) or a prompt object as given.
 
     Options on an object return a copy with those fields replaced.
@@ -117,7 +123,7 @@ def get_prompt(name_or_prompt: str | Prompt, **options: Any) -> Prompt:
     return prompt
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _CLASSES:
         module, _, attr = _BUILTIN[_CLASSES[name]].partition(":")
         return getattr(importlib.import_module(module), attr)

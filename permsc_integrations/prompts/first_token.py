@@ -27,10 +27,11 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NoReturn
 
 from ..backends.base import Message
 from ..errors import ConfigurationError
+from .base import Prompt
 from .truncate import clean_passage
 
 __all__ = ["FirstTokenPrompt", "first_token_prompt", "LETTERS", "TASKS"]
@@ -119,14 +120,14 @@ class FirstTokenPrompt:
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> Any:
+    def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> NoReturn:
         raise ConfigurationError(
             "a first-token prompt is scored from label probabilities, not parsed: use it with "
             "scoring='first_token'"
         )
 
 
-def first_token_prompt(prompt: Any, max_words: int | None = 300) -> FirstTokenPrompt:
+def first_token_prompt(prompt: str | Prompt, max_words: int | None = 300) -> FirstTokenPrompt:
     """The first-token form of ``prompt``: a :class:`FirstTokenPrompt` as given, or one for a
     built-in prompt's name or object (rankgpt and rankvicuna: passages; the sorting tasks)."""
     if isinstance(prompt, FirstTokenPrompt):

@@ -39,7 +39,7 @@ from ..events import EventHook
 from ..metrics import consensus_confidence
 from ..options import RankingOptions
 from ..prompts.base import Prompt
-from ..results import Sample, WindowResult
+from ..results import ParseStatus, Sample, WindowResult
 from ..spending import Charged, Meter
 from ..strategies import get as get_strategy
 from ..strategies.base import Draw, Strategy
@@ -98,12 +98,12 @@ class Engine:
         request_id: Any = None,
         ranker_meter: Charged | None = None,
     ) -> RequestState:
-        """A request's state: its meter (``request_cap``), its limiter
+        """A request's state: its meter (``request_cap``, ``max_calls``), its limiter
         (``request_concurrency``) before the ranker's, its events' total (the plan's rounds)."""
         o = self.options
         cap = o.request_concurrency
         limiters = [lim for lim in (CallLimiter(cap) if cap else None, self.limiter) if lim]
-        mine = Meter(o.request_cap, "request", o.prices)
+        mine = Meter(o.request_cap, "request", o.prices, budget=o.max_calls)
         calls = Calls(
             self.backend.name, o.retry, o.timeout, self.breaker, limiters, mine, ranker_meter
         )
@@ -113,18 +113,22 @@ class Engine:
     def good_needed(self, drawn: int, per_unit: int = 1) -> int:
         """Good samples a round needs among the ``drawn`` ones (blocks: ``per_unit`` answers
         per shuffle): ``min_successful`` per shuffle when set, else half of them, at least
-        one; a fixed-m window (no adaptive m, one prompt per shuffle) counts all m as drawn."""
+        one."""
         o = self.options
         if o.min_successful is not None:
             return int(o.min_successful) * per_unit
-        if not o.adaptive and per_unit == 1:
-            drawn = o.num_permutations
         return max(1, drawn // 2)
 
-    async def consensus(self, draw: Draw) -> WindowResult:
+    async def consensus(self, draw: Draw, order: Sequence[int] | None = None) -> WindowResult:
         """The consensus of a round's samples (the ranker's aggregator, in a worker thread:
-        exact Kemeny can take a while, and the loop stays free for other calls)."""
-        result = await anyio.to_thread.run_sync(self._aggregate, draw)
+        exact Kemeny can take a while, and the loop stays free for other calls); ``order``
+        (the caller's indices of the round's items): the strategy's own order of them
+        instead, kept with the samples."""
+        if order is None:
+            result = await anyio.to_thread.run_sync(self._aggregate, draw)
+        else:
+            at = {item: j for j, item in enumerate(draw.inside)}
+            result = self._result(draw, self._good_rankings(draw), [at[i] for i in order])
         return replace(result, saved_calls=draw.saved)
 
     def head_by(self, method: str | Aggregator | None) -> Aggregator:
@@ -169,12 +173,17 @@ class Engine:
         )
 
     def _good_rankings(self, draw: Draw) -> list[tuple[int, ...]]:
-        """The good samples' rankings; :class:`InsufficientSamplesError` when too few."""
+        """The good samples' rankings; :class:`InsufficientSamplesError` when too few of
+        those asked (a sample the budget skipped was not; a round it left without a call
+        needs none: its items keep their order)."""
         good = [s.ranking for s in draw.samples if s.ok]
-        required = self.good_needed(len(draw.samples), draw.per_unit)
+        asked = sum(s.status is not ParseStatus.SKIPPED for s in draw.samples)
+        required = min(self.good_needed(asked, draw.per_unit), asked)
         if len(good) < required:
             failures = [
-                s.exception or PermscError(s.error or "failed") for s in draw.samples if not s.ok
+                s.exception or PermscError(s.error or "failed")
+                for s in draw.samples
+                if not s.ok and s.status is not ParseStatus.SKIPPED
             ]
             error = InsufficientSamplesError(len(good), required, failures)
             end = draw.start + len(draw.inside) - 1
@@ -187,23 +196,36 @@ class Engine:
         n = len(draw.inside)
         extra = _probabilities(self.aggregator, draw.samples)
         consensus = aggregate(good, method=self.aggregator, n_items=n, **extra)
-        confidence = float(consensus_confidence(good, consensus))
         scores = getattr(self.aggregator, "item_scores", None)
         weight = self.options.first_stage_weight
         if weight > 0:  # the caller's item indices are the first-stage order
             stage = sorted(range(n), key=lambda j: draw.inside[j])
-            consensus = fuse_first_stage(consensus, weight, stage)
-            scores = None
+            fused = fuse_first_stage(consensus, weight, stage)
+            return self._result(draw, good, fused, consensus)
+        item_scores = tuple(scores(extra["probabilities"], n_items=n)) if extra and scores else ()
+        return self._result(draw, good, consensus, consensus, item_scores)
+
+    def _result(
+        self,
+        draw: Draw,
+        good: Sequence[Sequence[int]],
+        order: Sequence[int],
+        agreed: Sequence[int] | None = None,
+        scores: tuple[float, ...] = (),
+    ) -> WindowResult:
+        """The round's result: ``order`` (positions in the round), the samples in the
+        caller's indices, their agreement with ``agreed`` (the consensus; default ``order``)."""
+        confidence = float(consensus_confidence(good, order if agreed is None else agreed))
         return WindowResult(
             start=draw.start,
             indices=draw.inside,
-            order=draw.items(consensus),
+            order=draw.items(order),
             samples=tuple(
                 replace(s, permutation=draw.items(s.permutation), ranking=draw.items(s.ranking))
                 for s in draw.samples
             ),
             confidence=confidence,
-            scores=tuple(scores(extra["probabilities"], n_items=n)) if extra and scores else (),
+            scores=scores,
         )
 
 

@@ -36,7 +36,7 @@ from ..results import ParseStatus, Sample, Usage
 from ..spending import prompt_chars
 from .calibration import PriorCache
 from .calls import Calls
-from .sampling import Ask
+from .sampling import Ask, Refused
 
 __all__ = ["FirstToken", "require_first_token", "scored_sample"]
 
@@ -121,7 +121,7 @@ class FirstToken:
 
     async def sample_batch(
         self, query: str, asks: Sequence[Ask], calls: Calls
-    ) -> list[Sample | BackendError]:
+    ) -> list[Sample | Refused]:
         for ask in asks:
             ask.messages = self.prompt.render(query, ask.shown)
         labels = self.labels(len(asks[0].shown))

@@ -8,7 +8,10 @@ runs PSC over a window of the list; ``draw``, ``settle`` and ``lead`` are the pa
 a strategy composes: ``draw`` sends any prompts over chosen items (in waves under adaptive m)
 and returns every sample, ``lead`` picks a round's head at once and computes its consensus
 meanwhile, in the request's task group, while the strategy starts its next round. Each round
-gets its ``window_start``/``window_end`` events and a seed derived from the request.
+gets its ``window_start``/``window_end`` events and a seed derived from the request; its
+shuffles are distinct (:func:`~permsc_integrations.permutations.distinct_permutations`). A
+strategy that plans its own rounds reads ``spent`` (the request's meter), runs its model with
+``offload`` and reports ``wave_end`` and its :class:`~..strategies.base.Outcome`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import replace
 from itertools import accumulate
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -28,15 +31,25 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ..adaptive import Adaptive, waves
 from ..aggregators import Aggregator
 from ..errors import first_failure
-from ..permutations import sample_permutations
-from ..results import Sample, WindowResult
-from ..strategies.base import Draw, Lead
+from ..frontier import Answer, fit_list
+from ..permutations import distinct_permutations
+from ..results import ParseStatus, Sample, WindowResult
+from ..strategies.base import Draw, Lead, Outcome
+from ..strategies.frontier_rounds import served_k
 from ..window_plan import Window
 from .engine import Engine
 from .sampling import WindowRun
 from .state import RequestState
 
-__all__ = ["RequestRun"]
+__all__ = ["RequestRun", "FIT_LIMIT"]
+
+T = TypeVar("T")
+
+FIT_LIMIT = 200
+"""The most items a fixed plan's list model is fitted over, for ``top_probability``: the
+top ``FIT_LIMIT`` of its order, from the answers that showed only them (the items below get
+0). 100 items, m = 20: 0.1-0.5 s of CPU in a worker thread (docs/benchmarks.md
+"top-probability"); the fit grows with the cube of the items."""
 
 
 class RequestRun:
@@ -48,10 +61,17 @@ class RequestRun:
         # what a strategy reads (RankContext), as plain attributes
         self.n = len(state.texts)
         self.window_size, self.step, self.top_k = o.window_size, o.step, o.top_k
-        self.num_permutations = o.num_permutations
+        self.num_permutations, self.adaptive = o.num_permutations, o.adaptive
+        self.min_successful, self.max_calls = o.min_successful, o.max_calls
         self.seed = state.seed_for
         self.done: dict[int, WindowResult] = {}
+        self.outcome = Outcome()
         self._group: TaskGroup | None = None
+
+    @property
+    def spent(self) -> int:
+        """Calls the request has sent so far (a read of its meter)."""
+        return self.state.calls.meter.spent.calls
 
     @property
     def windows(self) -> list[WindowResult]:
@@ -73,12 +93,14 @@ class RequestRun:
         except BaseExceptionGroup as errors:  # surface the failure itself
             raise first_failure(errors) from None
 
-    async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
+    async def window(
+        self, number: int, window: Window, inside: tuple[int, ...], *, shuffles: int | None = None
+    ) -> Sequence[int]:
         """PSC over one window (``inside``: its items in input order), with its events."""
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
-        perms = sample_permutations(
+        perms = distinct_permutations(
             len(inside),
-            self.options.num_permutations,
+            self.options.num_permutations if shuffles is None else shuffles,
             seed=self.seed(inside, (window.pass_index, window.start)),
             include_identity=self.options.include_identity,
         )
@@ -92,9 +114,10 @@ class RequestRun:
         shown: Sequence[Sequence[tuple[int, ...]]],
         *,
         top: int | None = None,
+        waves: bool = True,
     ) -> Draw:
         where = {"start": 0, "end": len(inside), "pass": number, "blocks": True}
-        return await self._draw(number, inside, shown, where, top)
+        return await self._draw(number, inside, shown, where, top, waves=waves)
 
     async def _draw(
         self,
@@ -104,12 +127,15 @@ class RequestRun:
         where: dict[str, Any],
         top: int | None,
         start: int = 0,
+        *,
+        waves: bool = True,
     ) -> Draw:
         """Round ``number`` over ``inside`` (``shown``: its shuffles' prompts), with its
-        ``window_start``; under adaptive m its head (top ``top``) decides when to stop."""
+        ``window_start``; under adaptive m (and ``waves``) its head (top ``top``) decides
+        when to stop."""
         await self.state.emit("window_start", number, **where, items=tuple(inside))
         self.engine.breaker.check()
-        policy = self.options.adaptive
+        policy = self.options.adaptive if waves else None
         if policy is not None and top is not None and policy.top_k is None:
             policy = replace(policy, top_k=top)
         local = [self.state.texts[i] for i in inside]
@@ -148,8 +174,8 @@ class RequestRun:
                 return samples, end
         return samples, cap
 
-    async def settle(self, draw: Draw) -> Sequence[int]:
-        result = await self.engine.consensus(draw)
+    async def settle(self, draw: Draw, order: Sequence[int] | None = None) -> Sequence[int]:
+        result = await self.engine.consensus(draw, order)
         self.done[draw.number] = result
         await self.state.emit(
             "window_end",
@@ -160,6 +186,39 @@ class RequestRun:
             samples=len(result.samples),
         )
         return result.order
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(work)
+
+    async def wave_end(self, number: int, *, calls: int, cap: int, why: str) -> None:
+        stopped = why != "unsettled"
+        await self.state.emit(
+            "wave_end", number, total=cap, wave=0, samples=calls, cap=cap, stopped=stopped, why=why
+        )
+
+    def conclude(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.state.calls.saved(outcome.saved)
+
+    async def concluded(self, order: Sequence[int]) -> Outcome:
+        """What the result says beside the order: the strategy's :class:`Outcome`, with
+        ``head`` (all items unless it said fewer), ``stopped`` ``"budget"`` when the budget
+        refused a call, and, where the strategy gave none and the ranking has a k
+        (:func:`~..strategies.frontier_rounds.served_k`), ``top_probability`` from the list
+        model fitted to the samples (:data:`FIT_LIMIT`)."""
+        out, k = self.outcome, served_k(self.options)
+        samples = [s for w in self.done.values() for s in w.samples]
+        skipped = any(s.status is ParseStatus.SKIPPED for s in samples)
+        out = replace(
+            out,
+            head=self.n if out.head is None else out.head,
+            stopped="budget" if skipped else out.stopped,
+        )
+        if out.top_probability or k is None or self.n < 2:
+            return out
+        good = [s for s in samples if s.ok]
+        fit = await self.offload(lambda: _top_probability(order, good, k))
+        return replace(out, top_probability=fit)
 
     async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:
         pick = self.engine.head_by(by)
@@ -197,3 +256,21 @@ class _Soon:
     async def _wait(self) -> Sequence[int]:
         await self._done.wait()
         return self._value
+
+
+def _top_probability(order: Sequence[int], samples: Sequence[Sample], k: int) -> tuple[float, ...]:
+    """Each item's probability of the top ``k`` under the list model of the ``samples``
+    that showed only the top :data:`FIT_LIMIT` items of ``order`` (their input order is the
+    first stage); 0 for the items below."""
+    kept = sorted(order[:FIT_LIMIT])
+    at = {item: j for j, item in enumerate(kept)}
+    answers = [
+        Answer(tuple(at[i] for i in s.permutation), tuple(at[i] for i in s.ranking))
+        for s in samples
+        if all(i in at for i in s.permutation)
+    ]
+    p = fit_list(len(kept), answers).top_probabilities(k)
+    out = [0.0] * len(order)
+    for item, j in at.items():
+        out[item] = float(p[j])
+    return tuple(out)

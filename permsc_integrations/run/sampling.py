@@ -19,6 +19,9 @@ included) and their summed latency; a batch is *one* call, so its calls and retr
 batch's first sample and its latency is split evenly over the batch's samples. The request's
 usage is its meter's count (:mod:`.calls`), never a sum rewritten on the way up.
 
+A call the request's budget (``max_calls``) refuses is not sent: its sample is *skipped*
+(:attr:`ParseStatus.SKIPPED`, with what it spent before), and the round goes on with the others.
+
 A failure a retry cannot fix for any call (``BackendError.fatal``: bad key, unknown model, no
 credit, prompt too long) cancels the window's other calls and is raised as itself; one that
 ``trips_breaker`` also opens the ranker's :class:`~.breaker.Breaker`, so no later call is
@@ -36,7 +39,7 @@ from typing import Protocol
 import anyio
 
 from ..backends.base import Backend, BatchBackend, Completion, Message
-from ..errors import BackendError, ParseError, first_failure
+from ..errors import BackendError, BudgetSpentError, ParseError, first_failure
 from ..events import EventKind
 from ..options import RankingOptions
 from ..prompts.base import Prompt
@@ -49,7 +52,10 @@ from .state import RequestState
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["WindowRun", "Ask", "Sampler", "Generate", "REASK"]
+__all__ = ["WindowRun", "Ask", "Sampler", "Generate", "REASK", "Refused"]
+
+Refused = BackendError | BudgetSpentError
+"""Why a sample has no answer: its call failed, or the request's budget did not send it."""
 
 
 @dataclass(slots=True)
@@ -78,8 +84,8 @@ class Sampler(Protocol):
 
     async def sample_batch(
         self, query: str, asks: Sequence[Ask], calls: Calls
-    ) -> list[Sample | BackendError]:
-        """The samples of one batch, each a sample or the error that failed it."""
+    ) -> list[Sample | Refused]:
+        """The samples of one batch, each a sample or the error that failed (or skipped) it."""
         ...
 
 
@@ -130,7 +136,7 @@ class WindowRun:
         ask = await self._start(k)
         try:
             sample = await self.sampler.sample(self.state.query, ask, self.state.calls)
-        except BackendError as exc:
+        except (BackendError, BudgetSpentError) as exc:
             sample = self._failed(ask, exc)
         await self._finish(k, sample)
 
@@ -138,14 +144,18 @@ class WindowRun:
         asks = [await self._start(k) for k in keys]
         try:
             outcomes = await self.sampler.sample_batch(self.state.query, asks, self.state.calls)
-        except BackendError as exc:  # the batch's call failed: every sample in it fails
+        except (BackendError, BudgetSpentError) as exc:  # the batch's call: all of it
             outcomes = [exc] * len(keys)
         for k, ask, outcome in zip(keys, asks, outcomes, strict=True):
             sample = outcome if isinstance(outcome, Sample) else self._failed(ask, outcome)
             await self._finish(k, sample)
 
-    def _failed(self, ask: Ask, exc: BackendError) -> Sample:
-        """The failed sample; a fatal error opens the breaker and is raised instead."""
+    def _failed(self, ask: Ask, exc: Refused) -> Sample:
+        """The failed sample (skipped, when the budget refused its call); a fatal error opens
+        the breaker and is raised instead."""
+        if isinstance(exc, BudgetSpentError):
+            status = ParseStatus.SKIPPED
+            return Sample(ask.perm, (), ask.raw_text, status, str(exc), ask.usage, ask.asks)
         if exc.fatal:
             self.state.calls.breaker.trip(exc)
             raise exc
@@ -207,16 +217,16 @@ class Generate:
 
     async def sample_batch(
         self, query: str, asks: Sequence[Ask], calls: Calls
-    ) -> list[Sample | BackendError]:
+    ) -> list[Sample | Refused]:
         """One batch of the window's prompts, then one of the re-asks, until all are read."""
-        out: dict[int, Sample | BackendError] = {}
+        out: dict[int, Sample | Refused] = {}
         for ask in asks:
             ask.messages = self.prompt.render(query, ask.shown)
         todo = list(range(len(asks)))
         while todo:
             try:
                 answers = await self._answers([asks[k] for k in todo], calls)
-            except BackendError as exc:
+            except (BackendError, BudgetSpentError) as exc:
                 out.update(dict.fromkeys(todo, exc))
                 break
             reads = {k: self._read(asks[k], c) for k, c in zip(todo, answers, strict=True)}

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config import Limits, ModelConfig, ServeConfig, load_models
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "create_app", "serve"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "create_app":
         # lazy: starlette, pydantic and prometheus-client (the serve extra) load with the app
         from .run import load_app

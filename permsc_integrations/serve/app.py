@@ -21,9 +21,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import anyio
 from starlette.applications import Starlette
@@ -42,12 +42,24 @@ from .errors import HttpError, http_error
 from .metrics import ServeMetrics
 from .openapi import RERANK_PATHS, openapi_document
 from .schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from .scoring import cut_words, order_results, relevance_scores
+from .scoring import SCALES, cut_words, order_results
+
+if TYPE_CHECKING:  # built by ServeConfig's models
+    from ..ranker import PSCRanker
 
 __all__ = ["create_app"]
 
 logger = logging.getLogger("permsc_integrations.serve")
 _GONE = "499"  # the client closed the connection before the answer (nginx's convention)
+
+
+class _Outcome(TypedDict, total=False):
+    """A ranking's outcome (:func:`_rank`): its result or its error, and the documents it
+    ranked; neither when the client left or the server is stopping."""
+
+    kept: list[int]
+    result: RankingResult
+    error: Exception
 
 
 def _text(body: bytes, media_type: str) -> Response:
@@ -61,8 +73,9 @@ def _error(status: int, message: str, headers: Mapping[str, str] | None = None) 
 class _Service:
     """The state behind the routes (built once per app)."""
 
-    def __init__(self, config: ServeConfig, rankers: Mapping[str, Any]) -> None:
+    def __init__(self, config: ServeConfig, rankers: Mapping[str, PSCRanker]) -> None:
         self.config, self.rankers = config, dict(rankers)
+        self.scales = {m.name: SCALES[m.relevance_score] for m in config.models}
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
         self.slow = Tally(on_count=self.metrics.slow_client)  # one log line per 10 s at most
@@ -119,7 +132,7 @@ class _Service:
             return bytes(body)
         raise BadRequest(f"request body not received within {seconds:g} s", 408)
 
-    def check(self, req: RerankRequest) -> Any:
+    def check(self, req: RerankRequest) -> PSCRanker:
         """The ranker for ``req.model``, after the limits; :class:`BadRequest` if not."""
         ranker = self.rankers.get(req.model)
         if ranker is None:
@@ -137,7 +150,13 @@ class _Service:
         return ranker
 
     def answer(
-        self, route: str, req: RerankRequest, texts: list[str], ranker: Any, outcome: Any, s: float
+        self,
+        route: str,
+        req: RerankRequest,
+        texts: list[str],
+        ranker: PSCRanker,
+        outcome: _Outcome,
+        s: float,
     ) -> Response:
         """The HTTP answer for a ranking's outcome (see :func:`_rank`), counted."""
         model = req.model
@@ -145,7 +164,8 @@ class _Service:
             self.metrics.count_usage(model, outcome["result"].usage)
             self.metrics.latency.labels(model=model).observe(s)
             self.metrics.requests.labels(route=route, model=model, status="200").inc()
-            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"]))
+            scale = self.scales.get(model, SCALES["win_share"])
+            return JSONResponse(_answer(req, texts, outcome["result"], outcome["kept"], scale))
         if "error" in outcome:
             failure = outcome["error"]
             self.metrics.count_usage(model, getattr(failure, "usage", None))
@@ -169,12 +189,12 @@ async def _until_disconnect(request: Request, scope: anyio.CancelScope) -> None:
 
 
 async def _rank(
-    service: _Service, request: Request, ranker: Any, query: str, texts: list[str]
-) -> dict[str, Any]:
+    service: _Service, request: Request, ranker: PSCRanker, query: str, texts: list[str]
+) -> _Outcome:
     """``{"result": ..., "kept": ...}`` (the ranking of the non-empty documents, ``kept``),
     ``{"error": exc}``, or ``{}`` when the client disconnected or the server is stopping."""
     kept = [k for k, text in enumerate(texts) if text.strip()]
-    outcome: dict[str, Any] = {"kept": kept}
+    outcome: _Outcome = {"kept": kept}
     if len(kept) < 2:  # nothing to compare: no call
         outcome["result"] = RankingResult(tuple(range(len(kept))), (1.0,) * len(kept))
         return outcome
@@ -199,16 +219,22 @@ async def _rank(
     return outcome
 
 
-def _answer(req: RerankRequest, texts: list[str], result: Any, kept: list[int]) -> dict[str, Any]:
-    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones); the
-    empty ones follow, score 0, in the order sent."""
+def _answer(
+    req: RerankRequest,
+    texts: list[str],
+    result: RankingResult,
+    kept: list[int],
+    scale: Callable[[RankingResult], tuple[float, ...]],
+) -> dict[str, object]:
+    """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones), each
+    scored on the model's ``scale``; the empty ones follow, score 0, in the order sent."""
     scores = [0.0] * len(texts)
-    for k, share in enumerate(relevance_scores(result)):
+    for k, share in enumerate(scale(result)):
         scores[kept[k]] = share
     order = [kept[k] for k in result.order] + sorted(set(range(len(texts))) - set(kept))
     results = []
     for index, score in order_results(order, scores, req.top_n):
-        item: dict[str, Any] = {"index": index, "relevance_score": score}
+        item: dict[str, object] = {"index": index, "relevance_score": score}
         if req.return_documents:
             item["document"] = {"text": req.texts[index]}
         results.append(item)
@@ -268,7 +294,7 @@ async def rerank(service: _Service, request: Request) -> Response:
 
 
 def _routes(service: _Service) -> list[Route]:
-    def guarded(route: str, make: Any) -> Route:
+    def guarded(route: str, make: Callable[[], Response]) -> Route:
         """A GET route that needs a key when keys are set; its answers are counted."""
 
         async def handler(request: Request) -> Response:
@@ -318,7 +344,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return _error(500, f"internal error ({type(exc).__name__}); see the server's log")
 
 
-def create_app(config: ServeConfig, rankers: Mapping[str, Any] | None = None) -> Starlette:
+def create_app(config: ServeConfig, rankers: Mapping[str, PSCRanker] | None = None) -> Starlette:
     """The app for ``config``; each model's ranker is built now (or taken from ``rankers``,
     by name) and closed when the app shuts down (only those built here)."""
     owned = {m.name: m.build() for m in config.models if not rankers or m.name not in rankers}

@@ -31,11 +31,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServeConfig, is_loopback
 from .errors import HttpError
@@ -102,11 +102,11 @@ class _Refuse:
     """ASGI middleware: the guard's refusals, answered through ``fail`` (logged, counted)."""
 
     def __init__(
-        self, app: Any, guard: BrowserGuard, fail: Callable[[str, str, HttpError], Any]
+        self, app: ASGIApp, guard: BrowserGuard, fail: Callable[[str, str, HttpError], ASGIApp]
     ) -> None:
         self.app, self.guard, self.fail = app, guard, fail
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
             error = self.guard.refuse(
@@ -119,7 +119,7 @@ class _Refuse:
 
 
 def browser_middleware(
-    config: ServeConfig, fail: Callable[[str, str, HttpError], Any]
+    config: ServeConfig, fail: Callable[[str, str, HttpError], ASGIApp]
 ) -> list[Middleware]:
     """The app's middleware: CORS grants for ``cors_origins`` only (outermost, so that a
     granted preflight is answered), then the guard's refusals."""

@@ -6,6 +6,7 @@ Several named configurations come from a TOML file, one table per name::
     backend = "openai:gpt-4o-mini"      # any backend spec PSCRanker takes
     base_url = "http://localhost:8000/v1"  # optional: an OpenAI-compatible server
     api_key_env = "OPENAI_API_KEY"      # optional: the variable holding the upstream key
+    relevance_score = "win_share"       # optional: or "top_probability" (docs/scores.md)
     num_permutations = 6                # any RankingOptions option
     aggregator = "borda"
 
@@ -33,6 +34,8 @@ from ..checks import at_least, did_you_mean, number, positive_int
 from ..errors import ConfigurationError
 from ..options import RankingOptions
 from ..ranker import PSCRanker
+from ..strategies.frontier_rounds import served_k
+from .scoring import SCALES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,7 +44,7 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = ["Limits", "ModelConfig", "ServeConfig", "load_models", "is_loopback"]
 
-_MODEL_KEYS = ("backend", "base_url", "api_key_env", "device")
+_MODEL_KEYS = ("backend", "base_url", "api_key_env", "device", "relevance_score")
 _MAX_CONNECTIONS = 4096
 
 
@@ -68,7 +71,9 @@ class Limits:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """One served name: a backend spec and the ranking options of its ``PSCRanker``."""
+    """One served name: a backend spec and the ranking options of its ``PSCRanker``;
+    ``relevance_score``, the scale of its answers' scores (:data:`~.scoring.SCALES`:
+    ``"win_share"``, or ``"top_probability"``, which needs a k: ``top_k`` or ``max_calls``)."""
 
     name: str
     backend: str
@@ -76,11 +81,22 @@ class ModelConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     device: str | None = None
+    relevance_score: str = "win_share"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigurationError(f"a model name must be a non-empty string, got {self.name!r}")
-        RankingOptions.from_kwargs(**self.options)  # refuse a bad option at start-up
+        options = RankingOptions.from_kwargs(**self.options)  # refuse a bad option at start-up
+        if self.relevance_score not in SCALES:
+            raise ConfigurationError(
+                f"model {self.name!r}: relevance_score must be one of {', '.join(SCALES)}, got "
+                f"{self.relevance_score!r}{did_you_mean(str(self.relevance_score), tuple(SCALES))}"
+            )
+        if self.relevance_score == "top_probability" and served_k(options) is None:
+            raise ConfigurationError(
+                f"model {self.name!r}: relevance_score = 'top_probability' is the chance of the "
+                "top k: set top_k (or max_calls, where k is 10)"
+            )
 
     def build(self) -> Any:
         """A :class:`~permsc_integrations.PSCRanker` for this configuration (it owns its

@@ -28,10 +28,13 @@ import errno
 import logging
 import socket
 from collections import Counter, OrderedDict
-from collections.abc import Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..checks import number, positive_int
+
+if TYPE_CHECKING:  # the serve extra's, imported by the app
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["Connections", "Tally", "TrackRequests", "CONNECTION_KEY", "REASONS"]
 
@@ -123,16 +126,16 @@ class Connections:
         # ones to close at the cap, longest first (with when they became one)
         self._candidates: OrderedDict[_Connection, float] = OrderedDict()
         self._closing: set[_Connection] = set()  # closed by us, not yet lost
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._listener: socket.socket | None = None
         self._reading = False
         self._retry: asyncio.TimerHandle | None = None
-        self._make: Callable[[dict[str, Any]], asyncio.Protocol] = lambda state: asyncio.Protocol()
+        self._make: Callable[[dict[str, object]], asyncio.Protocol] = lambda s: asyncio.Protocol()
 
     # ---------------------------------------------------------------- accepting
 
     def listen(
-        self, sock: socket.socket, make: Callable[[dict[str, Any]], asyncio.Protocol]
+        self, sock: socket.socket, make: Callable[[dict[str, object]], asyncio.Protocol]
     ) -> None:
         """Accept on ``sock``; ``make(state)`` builds a connection's HTTP protocol, with
         ``state`` to add to its app state (the connection, under :data:`CONNECTION_KEY`)."""
@@ -193,7 +196,9 @@ class Connections:
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._made(t, connection, sock))
 
-    def _made(self, task: asyncio.Task[Any], connection: _Connection, sock: socket.socket) -> None:
+    def _made(
+        self, task: asyncio.Task[object], connection: _Connection, sock: socket.socket
+    ) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is None:
             return
@@ -273,10 +278,10 @@ class TrackRequests:
     coming, then complete, then answered); a request on a connection that
     :class:`Connections` did not accept passes through untouched."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state") if scope["type"] == "http" else None
         connection = state.get(CONNECTION_KEY) if isinstance(state, dict) else None
         if not isinstance(connection, _Connection):
@@ -284,7 +289,7 @@ class TrackRequests:
             return
         owner = connection.owner
 
-        async def received() -> Any:
+        async def received() -> Message:
             message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False):
                 owner.working(connection)

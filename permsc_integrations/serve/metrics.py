@@ -13,10 +13,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from ..results import Usage
+    from .connections import Connections
 
 __all__ = ["ServeMetrics"]
 
@@ -72,11 +76,11 @@ class ServeMetrics:
     def slow_client(self, reason: str) -> None:
         self.slow_clients.labels(reason=reason).inc()
 
-    def watch_connections(self, connections: Any) -> None:
+    def watch_connections(self, connections: Connections) -> None:
         """Report ``connections.open`` (a :class:`~.connections.Connections`) at each scrape."""
         self.connections_open.set_function(lambda: connections.open)
 
-    def count_usage(self, model: str, usage: Any) -> None:
+    def count_usage(self, model: str, usage: Usage | None) -> None:
         """Add a ranking's upstream calls and tokens (a failed ranking's too)."""
         if usage is None:
             return

@@ -8,8 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from .schemas import RerankRequest, openapi_schemas
 
@@ -18,19 +17,23 @@ __all__ = ["openapi_document", "RERANK_PATHS"]
 RERANK_PATHS = ("/v2/rerank", "/v1/rerank", "/rerank")
 
 
-def _ref(name: str) -> dict[str, Any]:
+def _ref(name: str) -> dict[str, object]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(name: str, description: str) -> dict[str, Any]:
+def _json(name: str, description: str) -> dict[str, object]:
     return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def _errors(*codes: int) -> dict[str, object]:
     return {str(c): _json("ErrorBody", "an error, in Cohere's shape") for c in codes}
 
 
-def _rerank(names: Sequence[str]) -> dict[str, Any]:
+def _rerank(names: Sequence[str]) -> dict[str, object]:
+    responses: dict[str, object] = {
+        "200": _json("RerankResponse", "results, highest relevance_score first"),
+        **_errors(400, 401, 404, 413, 429, 502, 504),
+    }
     return {
         "post": {
             "summary": "Rerank documents for a query with permutation self-consistency",
@@ -40,32 +43,27 @@ def _rerank(names: Sequence[str]) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": _ref("RerankRequest")}},
             },
-            "responses": {
-                "200": _json("RerankResponse", "results, highest relevance_score first"),
-                **_errors(400, 401, 404, 413, 429, 502, 504),
-            },
+            "responses": responses,
         }
     }
 
 
-def _get(summary: str, content: dict[str, Any], secured: bool = True) -> dict[str, Any]:
-    operation: dict[str, Any] = {
-        "summary": summary,
-        "responses": {"200": {"description": summary, "content": content}},
-    }
+def _get(summary: str, content: Mapping[str, object], secured: bool = True) -> dict[str, object]:
+    responses: dict[str, object] = {"200": {"description": summary, "content": content}}
+    operation: dict[str, object] = {"summary": summary, "responses": responses}
     if secured:
         operation["security"] = [{"bearer": []}]
-        operation["responses"].update(_errors(401))
+        responses.update(_errors(401))
     return {"get": operation}
 
 
 def openapi_document(
     names: Sequence[str], version: str = "0", request: type[RerankRequest] = RerankRequest
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The whole document for a server answering to model ``names`` and taking ``request``
     (its :func:`~.schemas.request_model`)."""
     health = {"application/json": {"schema": {"type": "object"}}}
-    paths: dict[str, Any] = {path: _rerank(names) for path in RERANK_PATHS}
+    paths: dict[str, object] = {path: _rerank(names) for path in RERANK_PATHS}
     paths["/v1/models"] = _get(
         "the model names this server answers to",
         {"application/json": {"schema": _ref("ModelList")}},

@@ -16,11 +16,17 @@ import asyncio
 import logging
 import signal
 import socket
-from typing import Any
+from collections.abc import Callable
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import MissingDependencyError
 from .config import ServeConfig
 from .connections import Connections, Tally, TrackRequests
+
+if TYPE_CHECKING:  # the serve extra's, imported when a server starts
+    from starlette.applications import Starlette
+    from uvicorn import Server
 
 __all__ = ["serve", "bind", "load_app"]
 
@@ -28,7 +34,13 @@ logger = logging.getLogger("permsc_integrations.serve")
 _BACKSTOP = 10.0  # seconds past the grace period before uvicorn cancels what is left
 
 
-def load_app() -> Any:
+class _Rankings(Protocol):
+    """The rerank app's service, as the server stops it."""
+
+    def stop_rankings(self) -> None: ...
+
+
+def load_app() -> Callable[[ServeConfig], Starlette]:
     """:func:`~permsc_integrations.serve.app.create_app`, or the install line if the ``serve``
     extra is missing."""
     try:
@@ -40,7 +52,7 @@ def load_app() -> Any:
     return create_app
 
 
-def _uvicorn() -> Any:
+def _uvicorn() -> ModuleType:
     try:
         # lazy: the serve extra's
         import uvicorn
@@ -73,30 +85,30 @@ def _open_files() -> int | None:
 
 
 def _server_class(
-    uvicorn: Any,
+    uvicorn: ModuleType,
     config: ServeConfig,
-    service: Any,
+    service: _Rankings | None,
     connections: Connections,
     sock: socket.socket,
     name: str,
-) -> Any:
+) -> type[Server]:
     """uvicorn's server, with ``connections`` accepting on ``sock`` (uvicorn's HTTP protocol
     inside), a drained SIGTERM as a clean exit, and (the rerank app's ``service``) 503s once
     the grace period is over."""
 
     class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
-        def handle_exit(self, sig: int, frame: Any) -> None:
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
             if sig == signal.SIGTERM and captured and captured[-1] == sig:
                 captured.pop()  # a drained SIGTERM is a clean exit, not a death by signal
 
-        async def startup(self, sockets: Any = None) -> None:
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=[])  # uvicorn's own server accepts nothing here
             if self.should_exit:  # the app's start-up failed
                 return
 
-            def protocol(state: dict[str, Any]) -> Any:
+            def protocol(state: dict[str, object]) -> asyncio.Protocol:
                 return self.config.http_protocol_class(
                     config=self.config,
                     server_state=self.server_state,
@@ -106,7 +118,7 @@ def _server_class(
             connections.listen(sock, protocol)
             logger.info("%s: listening on %s:%d", name, config.host, sock.getsockname()[1])
 
-        async def shutdown(self, sockets: Any = None) -> None:
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             connections.close()
             if service is not None:  # the rankings still running then are answered 503
                 asyncio.get_running_loop().call_later(config.grace_period, service.stop_rankings)
@@ -115,7 +127,7 @@ def _server_class(
     return Server
 
 
-def serve(config: ServeConfig, app: Any = None, name: str = "permsc serve") -> None:
+def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc serve") -> None:
     """Serve ``config`` (its rerank app, or the ASGI ``app`` given: ``permsc mcp``) until
     SIGTERM or SIGINT, behind the same connection limits; logs ``NAME: listening on
     HOST:PORT`` once ready (the port a ``port`` of 0 was given)."""

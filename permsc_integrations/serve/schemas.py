@@ -24,12 +24,15 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaValue, models_json_schema
 
 from ..errors import PermscError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 __all__ = [
     "BadRequest",
@@ -171,7 +174,7 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-def _where(loc: tuple[Any, ...]) -> str:
+def _where(loc: tuple[int | str, ...]) -> str:
     """``('documents', 2, 'Document', 'text')`` -> ``documents[2]``."""
     out = ""
     for part in loc:
@@ -197,7 +200,7 @@ _MESSAGES = {
 }
 
 
-def _explain(error: Any) -> str:
+def _explain(error: ErrorDetails) -> str:
     kind = error["type"]
     if kind == "json_invalid":
         return f"malformed JSON: {error.get('ctx', {}).get('error', 'cannot parse')}"
@@ -208,7 +211,7 @@ def _explain(error: Any) -> str:
     return f"{where}: {message.format(**error.get('ctx', {})) if message else error['msg']}"
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """A JSON object's members, refused when a key repeats (JSON parsers keep the last)."""
     seen: set[str] = set()
     for key, _ in pairs:
@@ -241,7 +244,7 @@ def parse_rerank(body: bytes, model: type[RerankRequest] = RerankRequest) -> Rer
     return request
 
 
-def openapi_schemas(request: type[RerankRequest] = RerankRequest) -> dict[str, Any]:
+def openapi_schemas(request: type[RerankRequest] = RerankRequest) -> dict[str, JsonSchemaValue]:
     """The JSON schemas of every body (``request``: the server's :func:`request_model`), for
     ``components.schemas`` of /openapi.json."""
     models: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [

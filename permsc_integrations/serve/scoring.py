@@ -1,6 +1,12 @@
 """``relevance_score`` from a PSC result, and documents cut to ``max_tokens_per_doc``.
 
-A document's score is the share of its pairwise comparisons it won: over every successful
+Two scales (:data:`SCALES`, a model's ``relevance_score`` setting; docs/scores.md): the
+pairwise win share (the default) and, opted in, ``top_probability``: each document's
+probability of the top k under the list model of every answer
+(``RankingResult.top_probability``, calibrated on the simulated judge: docs/benchmarks.md
+"calibration"), likewise made non-increasing along the order.
+
+A document's win share is the share of its pairwise comparisons it won: over every successful
 permuted sample that ranked it, the fraction of the other documents of that sample placed
 below it, averaged. 1.0: every sample put it above everything it was shown with; 0.5: a coin
 toss. Scores are then made non-increasing along the PSC (consensus) order, each lowered to
@@ -20,10 +26,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["relevance_scores", "cut_words", "order_results"]
+__all__ = ["relevance_scores", "top_probability_scores", "SCALES", "cut_words", "order_results"]
 
 
 def _win_shares(result: Any, n: int) -> list[float | None]:
@@ -42,15 +48,38 @@ def relevance_scores(result: Any, digits: int = 4) -> tuple[float, ...]:
     """One score in [0, 1] per item (indexed like the items), non-increasing along
     ``result.order``; an item no sample compared (a single item) scores as its neighbour
     above it, or 1.0 at the top."""
-    n = len(result.order)
-    shares = _win_shares(result, n)
-    scores = [0.0] * n
+    return _along(result.order, _win_shares(result, len(result.order)), digits)
+
+
+def top_probability_scores(result: Any, digits: int = 4) -> tuple[float, ...]:
+    """Each item's ``result.top_probability`` (its chance of the top k), non-increasing along
+    ``result.order``; a result without one (no k: see docs/scores.md) scores 0.
+
+    >>> from permsc_integrations import RankingResult
+    >>> top_probability_scores(RankingResult((1, 0, 2), (), top_probability=(0.5, 0.9, 0.6)))
+    (0.5, 0.9, 0.5)
+    """
+    chances = result.top_probability or (0.0,) * len(result.order)
+    return _along(result.order, list(chances), digits)
+
+
+def _along(order: Sequence[int], values: Sequence[float | None], digits: int) -> tuple[float, ...]:
+    """``values`` rounded, each lowered to the one above it along ``order`` where higher (a
+    missing one takes the one above it, 1.0 at the top)."""
+    scores = [0.0] * len(order)
     ceiling = 1.0
-    for item in result.order:
-        share = shares[item]
-        ceiling = min(ceiling, round(share if share is not None else ceiling, digits))
+    for item in order:
+        value = values[item]
+        ceiling = min(ceiling, round(value if value is not None else ceiling, digits))
         scores[item] = ceiling
     return tuple(scores)
+
+
+SCALES: dict[str, Callable[[Any], tuple[float, ...]]] = {
+    "win_share": relevance_scores,
+    "top_probability": top_probability_scores,
+}
+"""A served model's ``relevance_score`` scale, by its name in the configuration."""
 
 
 def cut_words(text: str, limit: int | None) -> str:

@@ -5,24 +5,31 @@ request in flight, :class:`~permsc_integrations.run.request.RequestRun`), with a
 method that says what a request costs before it runs (:mod:`.plan`). The context offers PSC
 over a window, and the parts of a round a strategy composes itself: :meth:`RankContext.draw`
 (any prompts over chosen items, every one a call, all at once: a :class:`Draw` of every
-sample), :meth:`RankContext.settle` (their consensus) and :meth:`RankContext.lead` (their
-head at once, the consensus of the rest computed meanwhile: a :class:`Lead`). The strategies
-themselves are in :mod:`.sliding` and :mod:`.blocks`; the registry is
+sample), :meth:`RankContext.settle` (their consensus, or the strategy's own order of them)
+and :meth:`RankContext.lead` (their head at once, the consensus of the rest computed
+meanwhile: a :class:`Lead`). A strategy that decides its rounds as answers come (the frontier
+policy, :mod:`.frontier_rounds`) also reads what the request has spent
+(:attr:`RankContext.spent`, against ``max_calls``), runs its model off the event loop
+(:meth:`RankContext.offload`), reports each round's end (:meth:`RankContext.wave_end`) and
+what stands behind its ranking (:meth:`RankContext.conclude`: an :class:`Outcome`). The
+strategies themselves are in :mod:`.sliding` and :mod:`.blocks`; the registry is
 :mod:`permsc_integrations.strategies`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..aggregators import Aggregator
 from ..results import Sample
 from ..window_plan import Window
-from .plan import Plan, PlanOptions, WindowShape
+from .plan import Plan, PlanOptions
 
-__all__ = ["RankContext", "Strategy", "Draw", "Lead"]
+__all__ = ["RankContext", "Strategy", "Draw", "Lead", "Outcome"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,23 +63,43 @@ class Lead:
     rest: Awaitable[Sequence[int]]
 
 
-class RankContext(WindowShape, Protocol):
-    """What a strategy can ask of the ranker for one request: its ``n`` items, the options
-    that shape its windows (:class:`~.plan.WindowShape`) and ``num_permutations`` (m), and
-    PSC over a window or a round it composes (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What stands behind a strategy's ranking besides its order (:meth:`RankContext.conclude`;
+    the fields of :class:`~permsc_integrations.results.RankingResult` of the same names):
+    ``head`` items ranked (the rest in input order), why it ``stopped``, the ``ties`` it
+    settled, each item's ``top_probability``, and the calls ``saved`` below its cap."""
+
+    head: int | None = None
+    stopped: str = "complete"
+    ties: tuple[tuple[int, int], ...] = ()
+    top_probability: tuple[float, ...] = ()
+    saved: int = 0
+
+
+class RankContext(PlanOptions, Protocol):
+    """What a strategy can ask of the ranker for one request: its ``n`` items, the options a
+    plan reads (:class:`~.plan.PlanOptions`: the windows' shape, m, adaptive m, ``max_calls``),
+    what it has spent, and PSC over a window or a round it composes (module docstring)."""
 
     @property
     def n(self) -> int: ...
 
     @property
-    def num_permutations(self) -> int: ...
+    def spent(self) -> int:
+        """Calls the request has sent so far, re-asks and retries included (its meter, which
+        never lets them pass ``max_calls``)."""
+        ...
 
     def seed(self, inside: Sequence[int], where: Any) -> int:
         """The request's seed for permutations of the items ``inside`` at ``where``."""
         ...
 
-    async def window(self, number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
-        """PSC over the items ``inside`` (in that input order): the same items, best first."""
+    async def window(
+        self, number: int, window: Window, inside: tuple[int, ...], *, shuffles: int | None = None
+    ) -> Sequence[int]:
+        """PSC over the items ``inside`` (in that input order): the same items, best first;
+        ``shuffles`` distinct prompts (default m; never more than the items have orders)."""
         ...
 
     async def draw(
@@ -82,15 +109,32 @@ class RankContext(WindowShape, Protocol):
         shown: Sequence[Sequence[tuple[int, ...]]],
         *,
         top: int | None = None,
+        waves: bool = True,
     ) -> Draw:
         """Round ``number`` over the items ``inside``: ``shown`` holds its shuffles, each a
         list of prompts, each prompt the positions (in ``inside``) it shows in prompt order;
-        every prompt is one call, all at once. Under adaptive m the shuffles are drawn in
-        waves until the consensus (its top ``top`` when given) is established."""
+        every prompt is one call, all at once. Under adaptive m (and ``waves``) the shuffles
+        are drawn in waves until the consensus (its top ``top`` when given) is established."""
         ...
 
-    async def settle(self, draw: Draw) -> Sequence[int]:
-        """The consensus order of a round's items (kept in the result, with its events)."""
+    async def settle(self, draw: Draw, order: Sequence[int] | None = None) -> Sequence[int]:
+        """The consensus order of a round's items, or the strategy's own ``order`` of them
+        (the caller's indices), kept in the result with the round's samples and its
+        ``window_end``."""
+        ...
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        """``work()`` in a worker thread (CPU work: the event loop stays free for calls)."""
+        ...
+
+    async def wave_end(self, number: int, *, calls: int, cap: int, why: str) -> None:
+        """Round ``number``'s ``wave_end`` event: ``calls`` spent so far of ``cap``; ``why``
+        it goes on (``"unsettled"``) or stops (``"certified"``, ``"budget"``, ``"cap"``,
+        ``"exhausted"``)."""
+        ...
+
+    def conclude(self, outcome: Outcome) -> None:
+        """What stands behind the ranking the strategy returns (kept in its result)."""
         ...
 
     async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:

@@ -1,5 +1,8 @@
 """Rounds of blocks, each over the head of the round before (the default strategy; the
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
+Under ``max_calls`` below this plan, or adaptive m with a ``top_k``, a list longer than a
+window goes to the frontier policy's rounds instead (:mod:`.frontier_rounds`); a list that
+fits one window gets at most ``max_calls`` shuffles.
 
 Example:
     >>> from permsc_integrations.options import RankingOptions
@@ -15,9 +18,10 @@ from dataclasses import dataclass
 
 from ..aggregators import Aggregator, resolve
 from ..checks import positive_int
-from ..permutations import cut_blocks, sample_permutations
+from ..permutations import cut_blocks, distinct_permutations
 from ..window_plan import Window
 from .base import RankContext
+from .frontier_rounds import frontier_plan, frontier_settings, run_frontier
 from .plan import Plan, PlanOptions, Round
 
 __all__ = ["Blocks"]
@@ -65,14 +69,23 @@ class Blocks:
         """Each round over the head of the one before: a round's head is picked at once
         (:meth:`RankContext.lead`) and the next round starts while the round's consensus is
         computed; the answer is the last round's order, then each earlier round's consensus
-        of the items it did not pass on."""
+        of the items it did not pass on. Or the frontier policy's rounds (module docstring)."""
+        fixed = self._plan(ctx.n, ctx).calls.high
+        seed = ctx.seed(range(ctx.n), "frontier")
+        settings = frontier_settings(ctx.n, ctx, fixed=fixed, seed=seed)
+        if settings is not None:
+            return await run_frontier(ctx, settings)
+        return await self._rounds(ctx)
+
+    async def _rounds(self, ctx: RankContext) -> Sequence[int]:
         stages = self._shape(ctx.n, ctx.window_size)
         items = tuple(range(ctx.n))
         later: list[Awaitable[Sequence[int]]] = []
         ranked: Sequence[int] = items
         for number, stage in enumerate(stages):
             if stage.window:
-                ranked = await ctx.window(number, Window(0, len(items), pass_index=number), items)
+                where, count = Window(0, len(items), pass_index=number), _window_shuffles(ctx)
+                ranked = await ctx.window(number, where, items, shuffles=count)
                 break
             shuffles = self._shuffles(ctx, items, stage)
             draw = await ctx.draw(number, items, shuffles, top=ctx.window_size)
@@ -91,11 +104,11 @@ class Blocks:
     def _shuffles(
         ctx: RankContext, items: tuple[int, ...], stage: _Stage
     ) -> list[list[tuple[int, ...]]]:
-        """The round's shuffles of ``items`` (``stage.shuffles``, at most m), each cut into
-        balanced blocks of at most ``window_size`` positions."""
+        """The round's distinct shuffles of ``items`` (``stage.shuffles``, at most m), each
+        cut into balanced blocks of at most ``window_size`` positions."""
         m = ctx.num_permutations
         count = min(stage.shuffles or m, m)
-        perms = sample_permutations(len(items), count, seed=ctx.seed(items, "blocks"))
+        perms = distinct_permutations(len(items), count, seed=ctx.seed(items, "blocks"))
         return [cut_blocks(perm, ctx.window_size) for perm in perms]
 
     def _shape(self, n: int, size: int) -> tuple[_Stage, ...]:
@@ -116,12 +129,18 @@ class Blocks:
 
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
-        ``top_k``: the last round settles the top ``window_size``)."""
+        ``top_k``: the last round settles the top ``window_size``), or the frontier
+        policy's (:func:`.frontier_rounds.frontier_plan`)."""
+        own = self._plan(n, options)
+        settings = frontier_settings(n, options, fixed=own.calls.high)
+        return own if settings is None else frontier_plan(n, settings)
+
+    def _plan(self, n: int, options: PlanOptions) -> Plan:
         m, size = options.num_permutations, options.window_size
         rounds = []
         for stage in self._shape(n, size):
             prompts = (stage.items,) if stage.window else _block_sizes(stage.items, size)
-            shuffles = min(stage.shuffles or m, m)
+            shuffles = _window_shuffles(options) if stage.window else min(stage.shuffles or m, m)
             rounds.append(Round.of(0, stage.items, prompts, shuffles, options))
         return Plan(n, tuple(rounds))
 
@@ -136,6 +155,11 @@ class _Stage:
     shuffles: int | None
     pick: str | Aggregator | None
     window: bool = False
+
+
+def _window_shuffles(options: PlanOptions) -> int:
+    """A last round's PSC window: m shuffles, at most ``max_calls``."""
+    return min(options.num_permutations, options.max_calls or options.num_permutations)
 
 
 def _block_sizes(items: int, size: int) -> tuple[int, ...]:

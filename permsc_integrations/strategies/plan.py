@@ -11,6 +11,15 @@ and retries come on top, cache hits are not calls (``Usage.cached_calls``), and 
 stops, at the earliest, after the first wave that can prove its consensus stable (two
 shuffles at least, ``min_successful`` of them when set), at the latest after all of them:
 its calls are a range, ``low..high``; with a fixed m they are exact (``low == high``).
+A round never draws the same shuffle twice: a window of ``n`` items with ``n! < m`` is drawn
+``n!`` times (:func:`~permsc_integrations.permutations.distinct_permutations`).
+
+Under ``max_calls`` the plan is the strategy's plan within the budget and an upper bound: the
+request never sends more (its meter refuses the call past it, re-asks and retries included,
+which may leave the last rounds' prompts unsent); a plan over a list that fits in the budget is
+the plan without it. The frontier policy's rounds (blocks under a budget below its plan, or
+adaptive m with a ``top_k``) are planned at their most calls; under adaptive m its later rounds
+may not run (``low`` counts the first).
 
 Example:
     >>> from permsc_integrations.options import RankingOptions
@@ -29,6 +38,7 @@ from typing import Protocol
 
 from ..adaptive import Adaptive, waves
 from ..backends.base import Message
+from ..permutations import distinct_count
 
 __all__ = [
     "Plan",
@@ -71,6 +81,9 @@ class PlanOptions(WindowShape, Protocol):
     @property
     def min_successful(self) -> int | None: ...
 
+    @property
+    def max_calls(self) -> int | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Calls:
@@ -106,7 +119,9 @@ class Round:
     def of(
         cls, start: int, end: int, prompts: tuple[int, ...], shuffles: int, options: PlanOptions
     ) -> Round:
-        """A round of ``shuffles`` shuffles (fewer, adaptive m willing) of ``prompts`` each."""
+        """A round of ``shuffles`` shuffles (fewer, adaptive m willing; at most the ``n!``
+        distinct orders of its ``n`` items) of ``prompts`` each."""
+        shuffles = distinct_count(end - start, shuffles)
         low, high = _drawn(shuffles, options)
         calls = Calls(low * len(prompts), high * len(prompts))
         return cls(start, end, prompts, shuffles, calls)

@@ -25,7 +25,6 @@ import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 
@@ -118,13 +117,13 @@ class ScriptedBackend:
         self.closed = True
 
 
-def _outcome(reply: Any) -> str:
+def _outcome(reply: object) -> str:
     if isinstance(reply, Fault):
         return "drop" if reply.kind == "drop" else f"status {reply.status_code}"
     return "ok"
 
 
-def _completion(request: ChatRequest, reply: Any) -> Completion:
+def _completion(request: ChatRequest, reply: object) -> Completion:
     """The completion for a :class:`Reply`; the typed error a real backend raises for a
     :class:`Fault` (the same mapping as for an HTTP status)."""
     if isinstance(reply, Fault):

@@ -25,7 +25,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # optional dependency (the ray extra), imported where used
+    from ray._private.node import Node
+    from ray.cluster_utils import Cluster
 
 __all__ = ["LocalRayCluster", "local_ray_cluster", "processes_with", "reap"]
 
@@ -57,7 +61,7 @@ def processes_with(ray_tmpdir: str) -> dict[int, str]:
 class LocalRayCluster:
     """The running cluster: ``address`` to join, worker nodes to add or kill."""
 
-    def __init__(self, cluster: Any, tmpdir: str, worker_cpus: float) -> None:
+    def __init__(self, cluster: Cluster, tmpdir: str, worker_cpus: float) -> None:
         self.cluster, self.tmpdir, self.worker_cpus = cluster, tmpdir, worker_cpus
 
     @property
@@ -65,7 +69,7 @@ class LocalRayCluster:
         return str(self.cluster.address)
 
     @property
-    def workers(self) -> list[Any]:
+    def workers(self) -> list[Node]:
         return list(self.cluster.worker_nodes)
 
     def add_worker(self) -> None:

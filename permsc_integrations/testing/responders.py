@@ -15,7 +15,6 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = [
     "ChatRequest",
@@ -41,10 +40,10 @@ class ChatRequest:
 
     index: int
     model: str
-    messages: tuple[Mapping[str, Any], ...]
+    messages: tuple[Mapping[str, object], ...]
     temperature: float | None = None
     max_tokens: int | None = None
-    body: Mapping[str, Any] = field(default_factory=dict)
+    body: Mapping[str, object] = field(default_factory=dict)
     path: str = "/v1/chat/completions"
     headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -69,7 +68,7 @@ class Reply:
     text: str
     delay: float = 0.0
     finish_reason: str = "stop"
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, object] = field(default_factory=dict)
     top_tokens: tuple[tuple[str, float], ...] | None = None
 
     @classmethod
@@ -157,7 +156,7 @@ Responder = Callable[[ChatRequest], ReplyLike | Awaitable[ReplyLike]]
 _MARKER = re.compile(r"^\[(\d+)\][ \t]*(?!>)(.*)$", re.M)
 
 
-def shown_passages(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+def shown_passages(messages: Iterable[Mapping[str, object]]) -> list[str]:
     """Passage texts in prompt order from RankGPT-style ``[i] text`` lines of user messages.
 
     >>> shown_passages([{"role": "user", "content": "[1] a\\n[2] b"},
@@ -279,7 +278,7 @@ def noisy_responder(
 _LABELLED = re.compile(r"^\[([^\]\s]+)\][ \t]+(.*)$", re.M)
 
 
-def labelled_items(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+def labelled_items(messages: Iterable[Mapping[str, object]]) -> list[tuple[str, str]]:
     """``(label, text)`` of the ``[A] text`` lines of user messages, in prompt order (the
     first-token prompts' items).
 

@@ -9,8 +9,8 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import anyio.to_thread
 
@@ -18,12 +18,34 @@ from ..errors import MissingDependencyError, PermscError
 from ..ranker import PSCRanker
 from .responders import ChatRequest, Fault, Reply, RequestRecord, Responder
 
+if TYPE_CHECKING:  # optional dependencies (the testing extra), imported where used
+    from typing import Unpack  # Python 3.11
+
+    import uvicorn
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from ..option_keywords import RankingKeywords
+
 __all__ = ["ScriptedOpenAIServer"]
 
 _PURPOSE = "ScriptedOpenAIServer"
 
 
-def _as_reply(value: Any) -> Reply | Fault:
+class ChatBody(TypedDict, total=False):
+    """A chat-completions request body, as far as the server reads it (unchecked JSON: a
+    wrong shape is answered 400)."""
+
+    model: str
+    messages: list[Mapping[str, object]]
+    temperature: float | None
+    max_tokens: int | None
+    logprobs: bool
+    top_logprobs: int
+
+
+def _as_reply(value: object) -> Reply | Fault:
     if isinstance(value, (Reply, Fault)):
         return value
     if isinstance(value, str):
@@ -41,7 +63,7 @@ class _ChatEndpoint:
     def __init__(self, server: ScriptedOpenAIServer) -> None:
         self.server = server
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = bytearray()
         while True:
             message = await receive()
@@ -72,7 +94,9 @@ class _ChatEndpoint:
         except OSError:  # the client cancelled and hung up (uvicorn's ClientDisconnected)
             done("client gone")
 
-    async def _answer(self, request: ChatRequest, scope: Any, send: Any, done: Any) -> None:
+    async def _answer(
+        self, request: ChatRequest, scope: Scope, send: Send, done: Callable[[str], None]
+    ) -> None:
         try:
             reply = self.server.responder(request)
             reply = _as_reply(await reply if inspect.isawaitable(reply) else reply)
@@ -93,19 +117,26 @@ class _ChatEndpoint:
             body = _error_body(reply.message, reply.code)
             await _send_json(send, reply.status_code, body, reply.headers)
 
-    def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, Any]:
+    def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, object]:
         prompt, completion = _tokens(request.text), _tokens(reply.text)
         if reply.top_tokens is not None:  # a one-token answer, whitespace or not
             completion = 1
         message = {"role": "assistant", "content": reply.text}
-        answer = self._standard(request, reply, message, prompt, completion)
+        logprobs = None
         if request.body.get("logprobs") and reply.top_tokens is not None and self.server.logprobs:
-            answer["choices"][0]["logprobs"] = _logprobs(reply, request.body.get("top_logprobs"))
+            logprobs = _logprobs(reply, request.body.get("top_logprobs"))
+        answer = self._standard(request, reply, message, logprobs, (prompt, completion))
         return {**answer, **reply.fields}
 
     def _standard(
-        self, request: ChatRequest, reply: Reply, message: Any, prompt: int, completion: int
-    ) -> dict[str, Any]:
+        self,
+        request: ChatRequest,
+        reply: Reply,
+        message: Mapping[str, str],
+        logprobs: Mapping[str, object] | None,
+        tokens: tuple[int, int],
+    ) -> dict[str, object]:
+        prompt, completion = tokens
         return {
             "id": f"chatcmpl-scripted-{request.index}",
             "object": "chat.completion",
@@ -116,7 +147,7 @@ class _ChatEndpoint:
                     "index": 0,
                     "message": message,
                     "finish_reason": reply.finish_reason,
-                    "logprobs": None,
+                    "logprobs": logprobs,
                 }
             ],
             "usage": {
@@ -127,11 +158,11 @@ class _ChatEndpoint:
         }
 
 
-def _logprobs(reply: Reply, top_logprobs: Any) -> dict[str, Any]:
+def _logprobs(reply: Reply, top_logprobs: object) -> dict[str, object]:
     """OpenAI's ``choices[0].logprobs`` for a one-token reply: its token, with the
     ``top_logprobs`` most likely candidates (none when the request did not say how many)."""
 
-    def entry(token: str, probability: float) -> dict[str, Any]:
+    def entry(token: str, probability: float) -> dict[str, object]:
         logprob = math.log(probability) if probability > 0 else -9999.0  # OpenAI's "unlikely"
         return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
 
@@ -142,12 +173,12 @@ def _logprobs(reply: Reply, top_logprobs: Any) -> dict[str, Any]:
     return {"content": [chosen], "refusal": None}
 
 
-def _error_body(message: str, code: str | None) -> dict[str, Any]:
+def _error_body(message: str, code: str | None) -> dict[str, object]:
     return {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
 
 
 async def _send_json(
-    send: Any, status: int, body: Any, headers: Sequence[tuple[str, str]] = ()
+    send: Send, status: int, body: object, headers: Sequence[tuple[str, str]] = ()
 ) -> None:
     data = json.dumps(body).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
@@ -156,7 +187,7 @@ async def _send_json(
     await send({"type": "http.response.body", "body": data})
 
 
-async def _drop(send: Any, transport: Any) -> None:
+async def _drop(send: Send, transport: asyncio.BaseTransport | None) -> None:
     """Close the connection with no answer (through uvicorn's transport), or, with no
     transport, half-way through an answer."""
     if transport is not None:
@@ -169,10 +200,10 @@ async def _drop(send: Any, transport: Any) -> None:
     # returning now leaves the response incomplete: uvicorn closes the connection
 
 
-def _with_transport(app: Any) -> Any:
+def _with_transport(app: ASGIApp) -> ASGIApp:
     """Put uvicorn's transport into ``scope["extensions"]`` so a fault can drop it."""
 
-    async def outer(scope: Any, receive: Any, send: Any) -> None:
+    async def outer(scope: Scope, receive: Receive, send: Send) -> None:
         transport = getattr(getattr(send, "__self__", None), "transport", None)
         scope.setdefault("extensions", {})["permsc.transport"] = transport
         await app(scope, receive, send)
@@ -201,7 +232,7 @@ class ScriptedOpenAIServer:
         self.model, self.http = model, http  # http: uvicorn's parser, "h11" or "httptools"
         self.logprobs = logprobs  # False: never answers logprobs, as some servers
         self._lock = threading.Lock()
-        self._server: Any = None
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
         self.reset()
@@ -214,7 +245,7 @@ class ScriptedOpenAIServer:
     def request_count(self) -> int:
         return len(self.requests)
 
-    def ranker(self, model: str = "m", **options: Any) -> PSCRanker:
+    def ranker(self, model: str = "m", **options: Unpack[RankingKeywords]) -> PSCRanker:
         """A :class:`~permsc_integrations.PSCRanker` of ``openai:<model>`` at this server
         (``options``: its options; ``backend_options`` are added to the ``base_url``).
 
@@ -225,8 +256,11 @@ class ScriptedOpenAIServer:
         >>> result.order, server.request_count
         ((1, 2, 0), 2)
         """
-        backend_options = {"base_url": self.base_url, **options.pop("backend_options", {})}
-        return PSCRanker(f"openai:{model}", backend_options=backend_options, **options)
+        options["backend_options"] = {
+            "base_url": self.base_url,
+            **options.get("backend_options", {}),
+        }
+        return PSCRanker(f"openai:{model}", **options)
 
     def reset(self) -> None:
         """Forget recorded requests; the server keeps running, calls in flight still count."""
@@ -237,7 +271,7 @@ class ScriptedOpenAIServer:
             self.max_in_flight = self.in_flight
 
     def admit(
-        self, payload: Mapping[str, Any], path: str = "", headers: Mapping[str, str] | None = None
+        self, payload: ChatBody, path: str = "", headers: Mapping[str, str] | None = None
     ) -> ChatRequest:
         """Record a request as it arrives (its endpoint calls this), counted in flight."""
         messages = tuple(dict(m) for m in payload["messages"])
@@ -263,7 +297,7 @@ class ScriptedOpenAIServer:
             self.in_flight -= 1
             self.records.append(RequestRecord(request, start, time.perf_counter(), outcome))
 
-    def _app(self) -> Any:
+    def _app(self) -> ASGIApp:
         try:
             # lazy: optional dependency (the testing extra)
             from starlette.applications import Starlette
@@ -272,7 +306,7 @@ class ScriptedOpenAIServer:
         except ImportError as exc:
             raise MissingDependencyError("starlette", "testing", purpose=_PURPOSE) from exc
 
-        async def models(request: Any) -> Any:
+        async def models(request: Request) -> Response:
             entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
             return JSONResponse({"object": "list", "data": [entry]})
 
@@ -310,15 +344,15 @@ class ScriptedOpenAIServer:
             backlog=4096,
             timeout_keep_alive=30,
         )
-        self._server = uvicorn.Server(config)
+        server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[sock])),
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
             name=f"scripted-openai-{self.port}",
             daemon=True,
         )
         self._thread.start()
         deadline = time.monotonic() + 10
-        while not self._server.started:
+        while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise PermscError(
                     "ScriptedOpenAIServer did not start within 10 s; "

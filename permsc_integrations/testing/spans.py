@@ -19,13 +19,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from ..errors import MissingDependencyError
 
 try:
     from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 except ImportError as exc:  # the SDK is a test dependency, not the library's
@@ -34,7 +33,7 @@ except ImportError as exc:  # the SDK is a test dependency, not the library's
 __all__ = ["recording_spans"]
 
 _lock = threading.Lock()
-_gate: Any = None  # the one gated processor of this process, once installed
+_gate: _Gate | None = None  # the one gated processor of this process, once installed
 
 
 class _Gate(SimpleSpanProcessor):  # type: ignore[misc]
@@ -42,7 +41,7 @@ class _Gate(SimpleSpanProcessor):  # type: ignore[misc]
 
     open = False
 
-    def on_end(self, span: Any) -> None:
+    def on_end(self, span: ReadableSpan) -> None:
         if self.open:
             super().on_end(span)
 
@@ -60,7 +59,7 @@ def _install() -> _Gate:
 
 
 @contextlib.contextmanager
-def recording_spans() -> Iterator[Any]:
+def recording_spans() -> Iterator[InMemorySpanExporter]:
     """An ``InMemorySpanExporter`` holding the spans finished inside the block (not thread-
     exclusive: spans other threads finish meanwhile are kept too)."""
     global _gate
@@ -68,6 +67,7 @@ def recording_spans() -> Iterator[Any]:
         if _gate is None:
             _gate = _install()
     exporter = _gate.span_exporter
+    assert isinstance(exporter, InMemorySpanExporter)  # what _install gave it
     exporter.clear()
     _gate.open = True
     try:

@@ -6,9 +6,11 @@ override the field for one call) and its output the reranked documents. The docu
 returned are **copies** (metadata deep-copied) carrying ``metadata["relevance_score"]`` (the
 aggregated score: 1.0 for the best, strictly decreasing) and ``metadata["psc"]`` (``rank``
 1-based, ``samples``, ``failed``, ``confidence`` and ``usage``: the whole rerank's calls and
-tokens); the input is never mutated and ``Document.id`` is kept. ``top_n`` documents are
-returned (3 by default, like LangChain's reference rerankers; ``None``: all), and the core's
-``top_k`` defaults to ``top_n``, so the documents returned are the settled ones.
+tokens; ``head`` and ``stopped``; the document's ``top_probability`` of the top k, when the
+ranking has a k: docs/scores.md); the input is never mutated and ``Document.id`` is kept.
+``top_n`` documents are returned (3 by default, like LangChain's reference rerankers;
+``None``: all), and the core's ``top_k`` defaults to ``top_n``, so the documents returned are
+the settled ones.
 
 Example:
     >>> from langchain_core.documents import Document
@@ -38,7 +40,7 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, Field
 
 from permsc_integrations.checks import at_least
-from permsc_integrations.integration import usage_dict
+from permsc_integrations.integration import psc_metadata
 from permsc_integrations.results import RankingResult
 
 from .ranking import PSCRankingSettings, _query_and
@@ -59,16 +61,10 @@ def _top_n(input: Input, default: int | None) -> int | None:
 def _ranked(
     documents: Sequence[Document], result: RankingResult, top_n: int | None
 ) -> list[Document]:
-    common = {
-        "samples": len(result.samples),
-        "failed": len(result.failures),
-        "confidence": result.confidence,
-        "usage": usage_dict(result),
-    }
     out = []
     for rank, i in enumerate(result.order[:top_n], start=1):
         doc = documents[i]
-        psc = {"rank": rank, **copy.deepcopy(common)}
+        psc = psc_metadata(result, i, rank)
         metadata = {**copy.deepcopy(doc.metadata), "relevance_score": result.scores[i], "psc": psc}
         out.append(doc.model_copy(update={"metadata": metadata}))
     return out

@@ -10,7 +10,7 @@ import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.permsc import PSCRerank, default_rerank_prompt
 
 from permsc_integrations.errors import ConfigurationError, UnknownNameError
@@ -186,3 +186,13 @@ def test_swapping_the_backend_reaches_the_new_one(kit, server):
     out = rerank.postprocess_nodes(_nodes(kit), query_str=kit.QUERY)
     assert server.request_count - before == 2
     assert [n.node.get_content() for n in out] == kit.oracle_texts()
+
+
+def test_node_metadata_carries_the_chance_of_the_top_k(kit, server):
+    rerank = PSCRerank(backend=kit.openai_like(server), num_permutations=3, top_n=2)
+    out = rerank.postprocess_nodes(_nodes(kit), query_str=kit.QUERY)  # top_k = top_n = 2
+    psc = [n.node.metadata["psc"] for n in out]
+    assert [n.node.get_content() for n in out] == kit.oracle_texts(2)
+    assert psc[0]["top_probability"] >= psc[1]["top_probability"] > 0.5
+    assert psc[0]["head"] == len(kit.DOCS) and psc[0]["stopped"] == "complete"
+    assert "psc" not in out[0].node.get_content(metadata_mode=MetadataMode.LLM)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConfigurationError
-from ..base import Backend
 from .llamacpp import LlamaCppBackend
 from .model_store import EMBEDDED_MODELS, default_model, embedded_model_path, gguf_path
 from .transformers import TransformersBackend
@@ -50,7 +49,7 @@ def _model_and_engine(model: str | None, engine: str | None) -> tuple[str, str]:
 
 def embedded_backend(
     model: str | None = None, *, engine: str | None = None, **options: Any
-) -> Backend:
+) -> TransformersBackend | LlamaCppBackend:
     """A backend on embedded model ``model`` (see the module docstring).
 
     ``options`` go to the backend (``device=``, ``dtype=``, ``max_new_tokens=``, ...).

@@ -24,10 +24,17 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .gguf_weights import state_dict
 from .model_store import cache_dir, locked
+
+if TYPE_CHECKING:  # optional dependency (the local extra), imported where used
+    from transformers import PretrainedConfig
+    from transformers import PreTrainedTokenizerBase as Tokenizer
+
+    from .logits import CausalLM
 
 __all__ = ["load_gguf", "prepared_folder"]
 
@@ -42,7 +49,9 @@ def prepared_folder(gguf: Path) -> Path:
     return cache_dir() / "gguf" / f"{gguf.stem}-{key}"
 
 
-def load_gguf(gguf: Path, dtype: str, torch: Any, transformers: Any) -> tuple[Any, Any]:
+def load_gguf(
+    gguf: Path, dtype: str, torch: ModuleType, transformers: ModuleType
+) -> tuple[Tokenizer, CausalLM]:
     """``(tokenizer, model)`` of ``gguf`` in ``dtype``: the tokenizer and config from the
     kept folder (kept on the first load), the weights from the file itself."""
     tokenizer, config = _tokenizer_and_config(gguf, transformers)
@@ -58,7 +67,9 @@ def load_gguf(gguf: Path, dtype: str, torch: Any, transformers: Any) -> tuple[An
     return tokenizer, model
 
 
-def _tokenizer_and_config(gguf: Path, transformers: Any) -> tuple[Any, Any]:
+def _tokenizer_and_config(
+    gguf: Path, transformers: ModuleType
+) -> tuple[Tokenizer, PretrainedConfig]:
     folder = prepared_folder(gguf)
     if (folder / "manifest.json").is_file():
         return _from_folder(folder, transformers)
@@ -76,19 +87,21 @@ def _tokenizer_and_config(gguf: Path, transformers: Any) -> tuple[Any, Any]:
         lock.__exit__(None, None, None)
 
 
-def _from_folder(folder: Path, transformers: Any) -> tuple[Any, Any]:
-    options: dict[str, Any] = {"local_files_only": True}
+def _from_folder(folder: Path, transformers: ModuleType) -> tuple[Tokenizer, PretrainedConfig]:
+    options = {"local_files_only": True}
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **options)
     return tokenizer, transformers.AutoConfig.from_pretrained(folder, **options)
 
 
-def _read(gguf: Path, transformers: Any) -> tuple[Any, Any]:
-    options: dict[str, Any] = {"gguf_file": gguf.name, "local_files_only": True}
+def _read(gguf: Path, transformers: ModuleType) -> tuple[Tokenizer, PretrainedConfig]:
+    options = {"gguf_file": gguf.name, "local_files_only": True}
     tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, **options)
     return tokenizer, transformers.AutoConfig.from_pretrained(gguf.parent, **options)
 
 
-def _prepare(gguf: Path, folder: Path, transformers: Any) -> tuple[Any, Any]:
+def _prepare(
+    gguf: Path, folder: Path, transformers: ModuleType
+) -> tuple[Tokenizer, PretrainedConfig]:
     log.info("reading the tokenizer and config of %s once (kept in %s) ...", gguf.name, folder)
     began = time.perf_counter()
     tokenizer, config = _read(gguf, transformers)
@@ -100,7 +113,13 @@ def _prepare(gguf: Path, folder: Path, transformers: Any) -> tuple[Any, Any]:
     return tokenizer, config
 
 
-def _save(folder: Path, gguf: Path, tokenizer: Any, config: Any, transformers: Any) -> None:
+def _save(
+    folder: Path,
+    gguf: Path,
+    tokenizer: Tokenizer,
+    config: PretrainedConfig,
+    transformers: ModuleType,
+) -> None:
     work = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".partial-"))
     try:
         tokenizer.save_pretrained(work)

@@ -27,9 +27,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
+
+if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
+    from torch import Tensor
+    from torch import dtype as DType
+    from transformers import PretrainedConfig
 
 __all__ = ["TensorInfo", "GgufIndex", "read_index", "state_dict"]
 
@@ -73,10 +79,15 @@ class GgufIndex:
 class _Cursor:
     """Little-endian reads from a buffer, moving forward."""
 
-    def __init__(self, buffer: Any) -> None:
+    def __init__(self, buffer: mmap.mmap) -> None:
         self.buffer, self.at = buffer, 0
 
-    def read(self, fmt: str) -> Any:
+    @overload
+    def read(self, fmt: Literal["I", "Q"]) -> int: ...
+    @overload
+    def read(self, fmt: str) -> int | float: ...
+    def read(self, fmt: str) -> int | float:
+        """One scalar of struct format ``fmt`` (``"I"``, ``"Q"``: a count or an offset)."""
         (value,) = struct.unpack_from("<" + fmt, self.buffer, self.at)
         self.at += struct.calcsize(fmt)
         return value
@@ -92,7 +103,7 @@ class _Cursor:
             at += 8 + struct.unpack_from("<Q", buffer, at)[0]
         self.at = at
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int) -> str | int | float | None:
         """One metadata value; an array's elements are skipped (None), a scalar returned."""
         if kind == _STRING:
             return self.string()
@@ -119,12 +130,12 @@ def read_index(path: Path) -> GgufIndex:
         version, n_tensors, n_fields = c.read("I"), c.read("Q"), c.read("Q")
         if version < 2:
             raise ValueError(f"{path}: GGUF version {version} is not supported")
-        meta: dict[str, Any] = {}
+        meta: dict[str, str | int | float | None] = {}
         for _ in range(n_fields):
             key = c.string()
             meta[key] = c.value(c.read("I"))
         tensors = tuple(_tensor_info(c) for _ in range(n_tensors))
-        align = int(meta.get("general.alignment", 32))
+        align = int(meta.get("general.alignment") or 32)
         return GgufIndex(str(meta["general.architecture"]), tensors, -(-c.at // align) * align)
 
 
@@ -135,7 +146,7 @@ def _tensor_info(c: _Cursor) -> TensorInfo:
     return TensorInfo(name, tuple(reversed(dims)), ggml_type, offset)
 
 
-def _values(mm: Any, start: int, info: TensorInfo) -> np.ndarray:
+def _values(mm: mmap.mmap, start: int, info: TensorInfo) -> np.ndarray:
     """One tensor as float32: a float tensor read as it is, a quantised one dequantised by
     gguf's own code for its type, a few MB of blocks at a time."""
     # lazy: optional dependency (gguf, the local extra)
@@ -179,8 +190,12 @@ def _name_maps_once() -> Iterator[None]:
 
 
 def state_dict(
-    path: Path, config: Any, dtype: Any, torch: Any, transformers: Any
-) -> dict[str, Any]:
+    path: Path,
+    config: PretrainedConfig,
+    dtype: DType,
+    torch: ModuleType,
+    transformers: ModuleType,
+) -> dict[str, Tensor]:
     """The model's parameters by transformers' names, in ``dtype``, from the GGUF ``path``,
     mapped (names, and the layouts llama.cpp permutes) by transformers' own GGUF tables."""
     # lazy: optional dependency (transformers' GGUF tables, the local extra)
@@ -196,7 +211,7 @@ def state_dict(
     processor = TENSOR_PROCESSORS.get(index.architecture, TensorProcessor)(config=config.to_dict())
     with _name_maps_once():
         names = get_gguf_hf_weights_map(skeleton, processor)
-    parsed: dict[str, Any] = {"tensors": {}}
+    parsed: dict[str, dict[str, Tensor]] = {"tensors": {}}
     for name, weights in _tensors(path, index):
         result = processor.process(
             weights=weights, name=name, tensor_key_mapping=names, parsed_parameters=parsed
@@ -204,4 +219,4 @@ def state_dict(
         if result.name in names:
             tensor = torch.from_numpy(np.ascontiguousarray(result.weights))
             parsed["tensors"][names[result.name]] = tensor.to(dtype)
-    return parsed["tensors"]  # type: ignore[no-any-return]
+    return parsed["tensors"]

@@ -26,10 +26,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import anyio
 import numpy as np
+import numpy.typing as npt
 
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
@@ -37,10 +39,14 @@ from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ..logprobs import check_labels, label_probabilities_from_logits
 from .model_store import embedded_model_path
 
+if TYPE_CHECKING:  # optional dependency (the llamacpp extra), imported where used
+    from llama_cpp import Llama
+    from llama_cpp.llama_types import CreateChatCompletionResponse
+
 __all__ = ["LlamaCppBackend"]
 
 
-def _require() -> Any:
+def _require() -> ModuleType:
     try:
         # lazy: optional dependency (the llamacpp extra)
         import llama_cpp
@@ -59,11 +65,11 @@ class _Key:
     n_gpu_layers: int
 
 
-_MODELS: dict[_Key, tuple[Any, threading.Lock]] = {}
+_MODELS: dict[_Key, tuple[Llama, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load(key: _Key) -> tuple[Any, threading.Lock]:
+def _load(key: _Key) -> tuple[Llama, threading.Lock]:
     with _LOAD_LOCK:
         if key not in _MODELS:
             llama_cpp = _require()
@@ -176,7 +182,7 @@ class LlamaCppBackend:
         return _completion(response, self.name)
 
 
-def _completion(response: dict[str, Any], name: str) -> Completion:
+def _completion(response: CreateChatCompletionResponse, name: str) -> Completion:
     choice = response["choices"][0]
     usage = response.get("usage") or {}
     return Completion(
@@ -191,7 +197,7 @@ def _completion(response: dict[str, Any], name: str) -> Completion:
     )
 
 
-def _last_logits(model: Any, tokens: list[int]) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _last_logits(model: Llama, tokens: list[int]) -> npt.NDArray[np.float64]:
     """Evaluate ``tokens`` from a clean state; the last position's logits (one output row,
     so no ``logits_all``). A later generation reuses the evaluated prefix as usual."""
     llama_cpp = _require()
@@ -209,7 +215,7 @@ def _last_logits(model: Any, tokens: list[int]) -> np.ndarray[Any, np.dtype[np.f
 class _Reader:
     """A model's chat template (compiled) and its vocabulary by stripped token text, built once."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Llama) -> None:
         template = model.metadata.get("tokenizer.chat_template")
         if not template:
             raise ConfigurationError(
@@ -236,7 +242,7 @@ class _Reader:
     def prompt(self, messages: list[dict[str, str]]) -> str:
         return str(self._format(messages=messages).prompt)
 
-    def label_ids(self, model: Any, label: str, name: str) -> list[int]:
+    def label_ids(self, model: Llama, label: str, name: str) -> list[int]:
         """The ids of every token that reads as ``label``; ``label`` must be one token."""
         own = model.tokenize(label.strip().encode(), add_bos=False, special=False)
         if len(own) != 1:
@@ -250,7 +256,7 @@ class _Reader:
 _READERS: dict[_Key, _Reader] = {}
 
 
-def _reader(key: _Key, model: Any) -> _Reader:
+def _reader(key: _Key, model: Llama) -> _Reader:
     """The model's reader (called under the model's lock)."""
     if key not in _READERS:
         _READERS[key] = _Reader(model)

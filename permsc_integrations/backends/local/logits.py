@@ -17,20 +17,74 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from ...errors import ConfigurationError
 from ...results import Usage
 from ..base import LabelProbabilities
+
+if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
+    from torch import Tensor
+    from transformers import BatchEncoding, GenerationConfig, PretrainedConfig
+    from transformers import PreTrainedTokenizerBase as Tokenizer
 
 __all__ = ["label_token_ids", "label_probabilities", "last_logits", "score_chunk"]
 
 _IDS: dict[tuple[int, tuple[str, ...], str], tuple[int, ...]] = {}
 
 
-def label_token_ids(tokenizer: Any, prompt_text: str, labels: Sequence[str]) -> tuple[int, ...]:
+class _Logits(Protocol):
+    @property
+    def logits(self) -> Tensor: ...
+
+
+class CausalLM(Protocol):
+    """What is used of a transformers causal LM (a model ``AutoModelForCausalLM`` loads):
+    transformers types ``generate``'s result as every output it can make, and a loaded model
+    as a ``PreTrainedModel``, which has no ``generate``."""
+
+    @property
+    def config(self) -> PretrainedConfig: ...
+
+    @property
+    def generation_config(self) -> GenerationConfig: ...
+
+    def __call__(self, **inputs: object) -> _Logits: ...
+
+    def generate(self, **inputs: object) -> Tensor: ...  # the ids (no return_dict)
+
+    def to(self, device: str) -> CausalLM: ...
+
+    def eval(self) -> CausalLM: ...
+
+
+class Loaded(Protocol):
+    """A loaded model, its tokenizer and the lock its calls take."""
+
+    @property
+    def model(self) -> CausalLM: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    @property
+    def lock(self) -> threading.Lock: ...
+
+
+def chat_text(tokenizer: Tokenizer, messages: list[dict[str, str]]) -> str:
+    """``messages`` through the chat template, ending where the answer starts."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert isinstance(text, str)  # tokenize=False: the text (transformers types every form)
+    return text
+
+
+def label_token_ids(
+    tokenizer: Tokenizer, prompt_text: str, labels: Sequence[str]
+) -> tuple[int, ...]:
     """The token id of each label as the first token after ``prompt_text`` (a chat prompt
     ending where the answer starts); :class:`ConfigurationError` for a label that is not one
     token there, or two labels that share a token."""
@@ -54,7 +108,7 @@ def label_token_ids(tokenizer: Any, prompt_text: str, labels: Sequence[str]) -> 
     return _IDS[key]
 
 
-def last_logits(torch: Any, model: Any, enc: Any) -> Any:
+def last_logits(torch: ModuleType, model: CausalLM, enc: BatchEncoding) -> Tensor:
     """The next-token logits at the end of each left-padded row, as float32 ``(rows, vocab)``:
     positions counted from each row's first real token, only the last position computed."""
     mask = enc["attention_mask"]
@@ -71,7 +125,7 @@ def last_logits(torch: Any, model: Any, enc: Any) -> Any:
 
 
 def label_probabilities(
-    torch: Any, logits: Any, ids: Sequence[int]
+    torch: ModuleType, logits: Tensor, ids: Sequence[int]
 ) -> tuple[list[list[float]], list[float]]:
     """Per row: the labels' probabilities renormalised over the labels, and the mass the
     labels held in the full next-token distribution."""
@@ -82,12 +136,12 @@ def label_probabilities(
 
 
 def score_chunk(
-    loaded: Any,
+    loaded: Loaded,
     chunk: list[list[dict[str, str]]],
     labels: tuple[str, ...],
     device: str,
     name: str,
-    check_context: Callable[[Any, int, int], None],
+    check_context: Callable[[CausalLM, int, int], None],
 ) -> list[LabelProbabilities]:
     """The label probabilities of each conversation of ``chunk`` on a loaded transformers
     model (``loaded``: its model, tokenizer and lock), in one left-padded forward pass;
@@ -96,7 +150,7 @@ def score_chunk(
     import torch
 
     tok = loaded.tokenizer
-    texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk]
+    texts = [chat_text(tok, m) for m in chunk]
     ids = label_token_ids(tok, texts[0], labels)
     with loaded.lock:
         started = time.perf_counter()

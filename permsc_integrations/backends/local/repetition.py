@@ -20,7 +20,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # optional dependency (the local extra), imported where used
+    from torch import Tensor
 
 __all__ = ["LoopStop", "repeats_itself"]
 
@@ -53,13 +57,13 @@ class LoopStop:
     generated then.
     """
 
-    def __init__(self, torch: Any, width: int, eos: Sequence[int]) -> None:
+    def __init__(self, torch: ModuleType, width: int, eos: Sequence[int]) -> None:
         self._torch = torch
         self.width = width
         self.eos = frozenset(eos)
         self.cut: dict[int, int] = {}
 
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: object) -> Tensor:
         rows = input_ids[:, self.width :].tolist()
         for index, row in enumerate(rows):
             if index not in self.cut and self.eos.isdisjoint(row) and repeats_itself(row):

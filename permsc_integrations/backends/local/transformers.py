@@ -25,7 +25,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -34,13 +35,19 @@ from ...errors import BackendError, ConfigurationError, ContextLengthError, Miss
 from ...results import Usage
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from .gguf_cache import load_gguf
-from .logits import score_chunk
+from .logits import CausalLM, chat_text, score_chunk
 from .repetition import LoopStop
+
+if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
+    from torch import Tensor
+    from torch import dtype as DType
+    from transformers import GenerationConfig
+    from transformers import PreTrainedTokenizerBase as Tokenizer
 
 __all__ = ["TransformersBackend", "auto_device", "clear_model_cache"]
 
 
-def _require() -> tuple[Any, Any]:
+def _require() -> tuple[ModuleType, ModuleType]:
     try:
         # lazy: optional dependency (the local extra)
         import torch
@@ -61,8 +68,8 @@ class _Key:
 
 @dataclass(frozen=True, slots=True)
 class _Loaded:
-    model: Any
-    tokenizer: Any
+    model: CausalLM
+    tokenizer: Tokenizer
     lock: threading.Lock
 
 
@@ -76,7 +83,7 @@ def clear_model_cache() -> None:
         _MODELS.clear()
 
 
-def _cpu_dtype(torch: Any) -> str:
+def _cpu_dtype(torch: ModuleType) -> str:
     """bfloat16 where the CPU computes it natively (about 3x faster here), else float32."""
     try:
         native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
@@ -85,7 +92,7 @@ def _cpu_dtype(torch: Any) -> str:
     return "bfloat16" if native and torch.backends.mkldnn.is_available() else "float32"
 
 
-def auto_device(device: str | None = None, dtype: Any = None) -> tuple[str, str]:
+def auto_device(device: str | None = None, dtype: str | DType | None = None) -> tuple[str, str]:
     """``(device, dtype)``: CUDA + bfloat16 where available, else the CPU, in bfloat16 where
     the CPU has native bfloat16 (AVX512-BF16, AMX) and float32 elsewhere.
 
@@ -120,33 +127,36 @@ def _split_path(model: str | os.PathLike[str], gguf_file: str | None) -> tuple[s
     return str(path.resolve()), gguf_file
 
 
+_BAR = "tqdm"  # the GGUF converter's progress bar, a module attribute
+
+
 @contextmanager
-def quiet_loading(transformers: Any) -> Iterator[None]:
+def quiet_loading(transformers: ModuleType) -> Iterator[None]:
     """No loading progress bars (transformers' own and the GGUF converter's tqdm)."""
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
     try:
-        gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+        gguf_utils = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
     except ImportError:  # another transformers layout: its bar just shows
         gguf_utils = None
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is not None:
-        gguf_utils.tqdm = functools.partial(original, disable=True)
+    original = getattr(gguf_utils, _BAR, None)
+    if gguf_utils is not None and original is not None:
+        setattr(gguf_utils, _BAR, functools.partial(original, disable=True))
     try:
         yield
     finally:
-        if original is not None:
-            gguf_utils.tqdm = original
+        if gguf_utils is not None and original is not None:
+            setattr(gguf_utils, _BAR, original)
         if bars:
             transformers.utils.logging.enable_progress_bar()
 
 
-def _read(key: _Key, torch: Any, transformers: Any) -> tuple[Any, Any]:
+def _read(key: _Key, torch: ModuleType, transformers: ModuleType) -> tuple[Tokenizer, CausalLM]:
     """``(tokenizer, model)`` from the directory, or from the GGUF via its saved conversion."""
     with quiet_loading(transformers):
         if key.gguf_file:
             return load_gguf(Path(key.path) / key.gguf_file, key.dtype, torch, transformers)
-        options: dict[str, Any] = {"local_files_only": True}
+        options = {"local_files_only": True}
         tokenizer = transformers.AutoTokenizer.from_pretrained(key.path, **options)
         model = transformers.AutoModelForCausalLM.from_pretrained(
             key.path, dtype=getattr(torch, key.dtype), **options
@@ -185,7 +195,7 @@ class TransformersBackend:
         *,
         gguf_file: str | None = None,
         device: str | None = None,
-        dtype: Any = None,
+        dtype: str | DType | None = None,
         max_new_tokens: int = 256,
         batch_size: int | None = None,
         name: str | None = None,
@@ -292,13 +302,11 @@ class TransformersBackend:
 
     def _run(
         self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings
-    ) -> tuple[list[Any], list[int], set[int]]:
+    ) -> tuple[list[Tensor], list[int], set[int]]:
         """The generated ids of each row, its prompt length, and the rows cut in a loop."""
         torch, transformers = _require()
         tok = loaded.tokenizer
-        texts = [
-            tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk
-        ]
+        texts = [chat_text(tok, m) for m in chunk]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
             self.device
         )
@@ -321,7 +329,7 @@ class TransformersBackend:
     def _completion(
         self,
         loaded: _Loaded,
-        row: Any,
+        row: Tensor,
         prompt_tokens: int,
         latency: float,
         settings: GenerationSettings,
@@ -334,6 +342,7 @@ class TransformersBackend:
         end = next((i for i, t in enumerate(ids) if t in eos), None)
         kept = ids if end is None else ids[:end]
         text = loaded.tokenizer.decode(kept, skip_special_tokens=True)
+        assert isinstance(text, str)  # one row's ids: one text (transformers types every form)
         finish = "stop" if end is not None else "loop" if looped else "length"
         for stop in settings.stop:
             if stop and stop in text:
@@ -347,7 +356,9 @@ class TransformersBackend:
         return Completion(text=text.strip(), usage=usage, model=self.name, finish_reason=finish)
 
 
-def _config(transformers: Any, loaded: _Loaded, settings: GenerationSettings, max_new: int) -> Any:
+def _config(
+    transformers: ModuleType, loaded: _Loaded, settings: GenerationSettings, max_new: int
+) -> GenerationConfig:
     """Greedy at temperature 0, else sampling at ``settings.temperature``."""
     sample = settings.temperature > 0
     return transformers.GenerationConfig(
@@ -368,7 +379,7 @@ def _eos_ids(loaded: _Loaded) -> list[int]:
     return ids + ([tok_eos] if tok_eos is not None and tok_eos not in ids else [])
 
 
-def _check_context(model: Any, prompt_len: int, max_new: int) -> None:
+def _check_context(model: CausalLM, prompt_len: int, max_new: int) -> None:
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and prompt_len + max_new > limit:
         raise ContextLengthError(
@@ -377,7 +388,7 @@ def _check_context(model: Any, prompt_len: int, max_new: int) -> None:
         )
 
 
-def _classify(exc: Exception, model: Any) -> BackendError:
+def _classify(exc: Exception, model: CausalLM) -> BackendError:
     text = str(exc)
     limit = getattr(model.config, "max_position_embeddings", None)
     if "out of memory" in text.lower():

@@ -35,7 +35,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -52,13 +53,19 @@ from .client_per_loop import LoopClients
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
+if TYPE_CHECKING:  # optional dependency (the openai extra), imported where used
+    import ssl
+
+    from httpx import AsyncClient
+    from openai import AsyncOpenAI
+
 __all__ = ["OpenAIBackend", "completion_from_json"]
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
 
 
-def _openai() -> Any:
+def _openai() -> ModuleType:
     try:
         # lazy: optional dependency (the openai extra)
         import openai
@@ -67,7 +74,7 @@ def _openai() -> Any:
     return openai
 
 
-def _http() -> Any:
+def _http() -> ModuleType:
     """The HTTP library the installed SDK is built on (``httpx`` or ``httpx2``)."""
     for cls in _openai().DefaultAsyncHttpxClient.__mro__:
         if cls.__name__ == "AsyncClient":
@@ -80,7 +87,7 @@ HTTP_CLIENTS = {"httpx": "DefaultAsyncHttpxClient", "aiohttp": "DefaultAioHttpCl
 from the ``aiohttp`` extra)."""
 
 
-def _http_client_class(http: str) -> Any:
+def _http_client_class(http: str) -> type[AsyncClient]:
     """The SDK's client class for ``http`` (a key of :data:`HTTP_CLIENTS`), checked usable."""
     if http not in HTTP_CLIENTS:
         raise ConfigurationError(f"http must be one of {sorted(HTTP_CLIENTS)}, got {http!r}")
@@ -119,16 +126,16 @@ class _Shards:
     spreads a burst of 1,000 calls before the first pools fill: 1.5x less client CPU
     (docs/benchmarks.md "client-shards")."""
 
-    def __init__(self, make: Callable[[], Any], count: int, grow_every: int = 16) -> None:
+    def __init__(self, make: Callable[[], AsyncOpenAI], count: int, grow_every: int = 16) -> None:
         self._make, self._count, self._grow_every = make, count, grow_every
         self.clients = [make()]
         self._calls = 0
 
     @property
-    def first(self) -> Any:
+    def first(self) -> AsyncOpenAI:
         return self.clients[0]
 
-    def next(self) -> Any:
+    def next(self) -> AsyncOpenAI:
         self._calls += 1
         if len(self.clients) < min(self._count, 1 + self._calls // self._grow_every):
             self.clients.append(self._make())
@@ -140,14 +147,17 @@ class _Shards:
 
 
 def _shard_factory(
-    options: Mapping[str, Any], client_class: Any, max_connections: int, count: int
+    options: Mapping[str, object],
+    client_class: type[AsyncClient],
+    max_connections: int,
+    count: int,
 ) -> Callable[[], _Shards]:
     """What makes one loop's clients, from the client options alone: a factory holding the
     backend would keep it alive from its clients' finaliser (:mod:`.client_per_loop`). A
     closure, so that no repr shows the key it holds."""
     per_shard = -(-max_connections // count)
 
-    def new_client(verify: Any) -> Any:
+    def new_client(verify: ssl.SSLContext | bool) -> AsyncOpenAI:
         limits = _http().Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         return _openai().AsyncOpenAI(
             **options, max_retries=0, http_client=client_class(limits=limits, verify=verify)
@@ -162,7 +172,7 @@ def _shard_factory(
     return new_shards
 
 
-def _base_url(given: str | None, client: Any, http: str) -> str | None:
+def _base_url(given: str | None, client: AsyncOpenAI | None, http: str) -> str | None:
     """The endpoint: ``given``, else ``OPENAI_BASE_URL``, else a given client's; checked."""
     url = given or os.environ.get("OPENAI_BASE_URL") or None
     if client is not None and not url:
@@ -177,7 +187,7 @@ def _base_url(given: str | None, client: Any, http: str) -> str | None:
     return checked
 
 
-def _api_key(given: str | None, client: Any, base_url: str | None) -> str | None:
+def _api_key(given: str | None, client: AsyncOpenAI | None, base_url: str | None) -> str | None:
     """``given``, else ``OPENAI_API_KEY``; a placeholder for a ``base_url`` without one."""
     key = given or os.environ.get("OPENAI_API_KEY") or None
     refuse_masked("api_key", key)
@@ -218,9 +228,9 @@ class OpenAIBackend:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        client: Any = None,
+        client: AsyncOpenAI | None = None,
         organization: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, object] | None = None,
         default_headers: Mapping[str, str] | None = None,
         max_connections: int = 1000,
         client_shards: int = 16,
@@ -272,7 +282,7 @@ class OpenAIBackend:
         """Everything that can change an answer, secrets excluded (part of cache keys)."""
         headers = {k: v for k, v in (self.default_headers or {}).items() if not is_secret_name(k)}
         extra = {k: v for k, v in (self.extra_body or {}).items() if not is_secret_name(k)}
-        key: dict[str, Any] = {
+        key: dict[str, object] = {
             "backend": "openai",
             "model": self.model,
             "endpoint": redact_url(self.base_url or "https://api.openai.com/v1"),
@@ -290,12 +300,12 @@ class OpenAIBackend:
     def _redact(self, text: str) -> str:
         return redact_text(text, [self._api_key if self._api_key != PLACEHOLDER_API_KEY else None])
 
-    async def client(self) -> Any:
+    async def client(self) -> AsyncOpenAI:
         """The ``AsyncOpenAI`` client for the running event loop (made on first use): the one
         you passed, else the first of this loop's ``client_shards`` clients."""
         return self._client if self._client is not None else (await self._clients.get()).first
 
-    async def _next_client(self) -> Any:
+    async def _next_client(self) -> AsyncOpenAI:
         return self._client if self._client is not None else (await self._clients.get()).next()
 
     async def acomplete(
@@ -334,7 +344,7 @@ class OpenAIBackend:
         latency = time.perf_counter() - started
         return first_token_from_json(data, labels, self.name, self.model, latency)
 
-    async def _post(self, body: dict[str, Any], timeout: float | None) -> Any:
+    async def _post(self, body: dict[str, object], timeout: float | None) -> object:
         """POST ``body`` to ``/chat/completions``; the parsed JSON answer, or a typed error."""
         client = await self._next_client()
         try:
@@ -349,8 +359,8 @@ class OpenAIBackend:
         except ValueError as exc:  # not JSON
             raise BackendError(f"{self.name} answered with no JSON: {exc}", retryable=True) from exc
 
-    def _body(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def _body(self, messages: Sequence[Message], settings: GenerationSettings) -> dict[str, object]:
+        body: dict[str, object] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
             "temperature": settings.temperature,
@@ -376,7 +386,7 @@ class OpenAIBackend:
         except BaseExceptionGroup as errors:  # one unreachable server: its error, once
             raise first_failure(errors, "connection(s)") from None
 
-    async def _ping(self, client: Any) -> None:
+    async def _ping(self, client: AsyncOpenAI) -> None:
         with self._mapped(None):
             await client.get("/models", cast_to=_http().Response)
 

@@ -17,7 +17,7 @@ from ..logprobs import label_probabilities, top_list
 __all__ = ["completion_from_json", "first_token_from_json", "usage_from_json", "answered_model"]
 
 
-def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
+def _count(usage: Mapping[str, object], key: str, source: str) -> int:
     value = usage.get(key)
     if value is None:
         return 0
@@ -32,7 +32,8 @@ def _count(usage: Mapping[str, Any], key: str, source: str) -> int:
 
 def completion_from_json(data: Any, source: str, model: str, latency: float) -> Completion:
     """A :class:`Completion` from a chat-completions JSON answer; any malformed field is a
-    :class:`BackendError` that fails this one call, never a raw exception."""
+    :class:`BackendError` that fails this one call, never a raw exception (``data`` is any
+    JSON: read as the expected shape, a wrong one caught)."""
     try:
         choice = data["choices"][0]
         content = choice["message"].get("content")
@@ -54,7 +55,7 @@ def completion_from_json(data: Any, source: str, model: str, latency: float) -> 
     )
 
 
-def usage_from_json(data: Mapping[str, Any], source: str, latency: float) -> Usage:
+def usage_from_json(data: Mapping[str, object], source: str, latency: float) -> Usage:
     """One call's :class:`Usage` from a chat-completions answer's ``usage`` (absent: zeros)."""
     usage = data.get("usage") or {}
     if not isinstance(usage, Mapping):
@@ -63,7 +64,7 @@ def usage_from_json(data: Mapping[str, Any], source: str, latency: float) -> Usa
     return Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1, latency_s=latency)
 
 
-def answered_model(data: Mapping[str, Any], model: str) -> str:
+def answered_model(data: Mapping[str, object], model: str) -> str:
     """The model the server says answered, else the one asked for."""
     answered = data.get("model")
     return answered if isinstance(answered, str) and answered else model

@@ -36,19 +36,26 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 __all__ = ["LoopClients"]
 
 
+class _Client(Protocol):
+    async def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Client)
+
+
 @dataclass
-class _Entry:
+class _Entry(Generic[C]):
     loop: asyncio.AbstractEventLoop
-    client: Any
+    client: C
     keeper: AsyncGenerator[None, None]
 
 
-async def _keep(client: Any) -> AsyncGenerator[None, None]:
+async def _keep(client: _Client) -> AsyncGenerator[None, None]:
     """Suspended until the loop finalises it at shutdown (or :meth:`LoopClients.aclose`)."""
     try:
         yield
@@ -56,17 +63,17 @@ async def _keep(client: Any) -> AsyncGenerator[None, None]:
         await client.close()
 
 
-class LoopClients:
+class LoopClients(Generic[C]):
     """Clients made by ``factory()`` (one per running loop) with an async ``close()``."""
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+    def __init__(self, factory: Callable[[], C]) -> None:
         self._factory = factory
-        self._entries: dict[int, _Entry] = {}  # changed in place: the finaliser holds it
+        self._entries: dict[int, _Entry[C]] = {}  # changed in place: the finaliser holds it
         self._lock = threading.Lock()
         done = weakref.finalize(self, _close_all, self._entries)
         done.atexit = False  # at exit the loops' own shutdown closes what is left
 
-    async def get(self) -> Any:
+    async def get(self) -> C:
         """The running loop's client, made (and tied to the loop's shutdown) on first use."""
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -94,7 +101,7 @@ class LoopClients:
                 asyncio.run_coroutine_threadsafe(entry.keeper.aclose(), entry.loop)
 
 
-def _close_all(entries: dict[int, _Entry]) -> None:
+def _close_all(entries: dict[int, _Entry[C]]) -> None:
     """Close each client on its own loop (called from any thread, as its owner is collected)."""
     for entry in list(entries.values()):
         if not entry.loop.is_closed():

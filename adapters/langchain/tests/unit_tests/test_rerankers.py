@@ -211,3 +211,20 @@ def test_bad_configuration_and_input_raise_typed_errors() -> None:
         reranker.invoke({"query": "q"})
     with pytest.raises(ConfigurationError, match="top_n"):
         reranker.invoke({"query": "q", "documents": [], "top_n": 0})
+
+
+def test_metadata_carries_the_chance_of_the_top_k_and_what_the_budget_did(
+    corpus: Any, server: ScriptedOpenAIServer
+) -> None:
+    docs = core_reranker(server, top_n=None, max_calls=3).compress_documents(
+        corpus.documents(), "which topic?"
+    )
+    psc = [d.metadata["psc"] for d in docs]
+    assert server.request_count == psc[0]["usage"]["calls"] == 3  # min(m, max_calls) shuffles
+    assert all(p["head"] == 8 and p["stopped"] == "complete" for p in psc)
+    chances = [p["top_probability"] for p in psc]  # top_k: 10 under max_calls, all 8 here
+    assert all(0.0 <= c <= 1.0 for c in chances) and sum(chances) == pytest.approx(8.0)
+    three = core_reranker(server, top_n=3).compress_documents(corpus.documents(), "which topic?")
+    assert [d.metadata["psc"]["top_probability"] for d in three][0] > 0.5  # top_k = top_n = 3
+    plain = core_reranker(server, top_n=None).compress_documents(corpus.documents(), "topic?")
+    assert "top_probability" not in plain[0].metadata["psc"]  # no k, no chance of the top k

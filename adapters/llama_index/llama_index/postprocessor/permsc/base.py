@@ -41,7 +41,7 @@ from permsc_integrations.backends import Backend, resolve_backend
 from permsc_integrations.backends.base import BatchBackend
 from permsc_integrations.checks import at_least
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration import traced, usage_dict
+from permsc_integrations.integration import psc_metadata, traced
 from permsc_integrations.integration_model import PSCOptionsModel
 from permsc_integrations.ranker import PSCRanker
 from permsc_integrations.results import RankingResult
@@ -65,7 +65,8 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
     own metadata), best first, scored ``(n - rank) / n`` from the consensus; ``top_n`` of them
     (5 by default; ``None``: all), and the core's ``top_k`` defaults to ``top_n`` so the nodes
     returned are the settled ones. Each carries ``metadata["psc"]`` (rank, confidence, samples,
-    failed, usage) and, with ``keep_retrieval_score``, the retriever's score as
+    failed, usage, head, stopped, and its ``top_probability`` of the top k when the ranking
+    has a k: docs/scores.md) and, with ``keep_retrieval_score``, the retriever's score as
     ``metadata["retrieval_score"]``; both are kept out of the text sent to the LLM and the
     embedder.
     """
@@ -246,15 +247,9 @@ def _reranked(
     nodes: list[NodeWithScore], result: RankingResult, top_n: int | None, keep_score: bool
 ) -> list[NodeWithScore]:
     order = result.order if top_n is None else result.order[:top_n]
-    common = {
-        "confidence": result.confidence,
-        "samples": len(result.samples),
-        "failed": len(result.failures),
-        "usage": usage_dict(result),
-    }
     out = []
     for rank, i in enumerate(order, start=1):
-        extra: dict[str, Any] = {PSC_KEY: {"rank": rank, **copy.deepcopy(common)}}
+        extra: dict[str, Any] = {PSC_KEY: psc_metadata(result, i, rank)}
         if keep_score:
             extra[RETRIEVAL_KEY] = nodes[i].score
         out.append(NodeWithScore(node=_with_metadata(nodes[i].node, extra), score=result.scores[i]))

@@ -1,0 +1,108 @@
+"""The frontier policy's rounds: calls where the top k is uncertain, within a budget or until
+it is certified (issue 31; :mod:`permsc_integrations.frontier`).
+
+The blocks strategy hands a list longer than a window to
+:class:`~permsc_integrations.frontier.Frontier` when ``max_calls`` is below its own plan, or
+when adaptive m has a ``top_k`` (:func:`frontier_settings`). A first parallel round of shuffled
+blocks shows every item it can afford (below one pass, the first items of the input: the rest
+keep their input order, and the result's ``head`` says so); each later round shows the items
+whose top-k membership is still uncertain under one list model of every answer, in windows
+whose positions balance each item's exposure to the fitted position bias, never a prompt twice.
+With a budget, at most four rounds, planned up front; under adaptive m, rounds of six calls
+until the top k is certified (near-even neighbours settled as ties) or the cap (the fixed-m
+plan's calls, or ``max_calls`` below it) is spent. The list model orders the items (the
+aggregator is not used) and gives each its probability of the top k.
+
+Example:
+    >>> from permsc_integrations.options import RankingOptions
+    >>> settings = frontier_settings(100, RankingOptions(max_calls=12), fixed=120)
+    >>> settings.budget, settings.k, [str(r.calls) for r in frontier_plan(100, settings).rounds]
+    (12, 10, ['5', '3', '2', '2'])
+    >>> frontier_settings(100, RankingOptions(max_calls=120), fixed=120) is None  # no need
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..frontier import Answer, Frontier, FrontierResult, Settings
+from ..permutations import cut_blocks
+from .base import Draw, Outcome, RankContext
+from .plan import Calls, Plan, PlanOptions, Round
+
+__all__ = ["DEFAULT_TOP_K", "served_k", "frontier_settings", "frontier_plan", "run_frontier"]
+
+DEFAULT_TOP_K = 10
+"""The k a ranking under ``max_calls`` serves when ``top_k`` is not set."""
+
+
+def served_k(options: PlanOptions) -> int | None:
+    """The k of "the top k" a ranking serves: ``top_k``, adaptive m's own ``top_k``, or
+    :data:`DEFAULT_TOP_K` under ``max_calls``; None: no k (the whole order)."""
+    adaptive = options.adaptive.top_k if options.adaptive is not None else None
+    k = options.top_k or adaptive
+    return k or (DEFAULT_TOP_K if options.max_calls is not None else None)
+
+
+def frontier_settings(
+    n: int, options: PlanOptions, *, fixed: int, seed: int = 0
+) -> Settings | None:
+    """The policy's settings for ``n`` items under ``options``, or None when the strategy's
+    own rounds run (``fixed``: their calls, the cap of adaptive m): a list that fits a
+    window, a budget that pays for the fixed plan, adaptive m without a ``top_k``."""
+    budget, k, size = options.max_calls, served_k(options), options.window_size
+    if n <= size or k is None:
+        return None
+    adaptive, cap = options.adaptive, fixed if budget is None else min(budget, fixed)
+    certify = adaptive is not None and (options.top_k or adaptive.top_k)
+    if adaptive is not None and certify and cap > -(-n // size):  # a later round fits
+        return Settings(k=k, window=size, cap=cap, confidence=adaptive.confidence, seed=seed)
+    if budget is None or budget >= fixed:
+        return None
+    return Settings(k=k, window=size, budget=budget, seed=seed)
+
+
+def frontier_plan(n: int, settings: Settings) -> Plan:
+    """The policy's rounds over ``n`` items, each at its most calls (a budget's are exact
+    unless every order of a few items runs out; adaptive ones may not run after the first);
+    each round is over the head, its prompts at most a window."""
+    policy = Frontier(n, settings)
+    head, size = policy.head, settings.window
+    first = tuple(len(b) for b in cut_blocks(range(head), size))
+    rounds = []
+    for number, calls in enumerate(policy.planned()):
+        prompts = first[:calls] if number == 0 else (min(size, head),) * calls
+        low = calls if number == 0 or settings.budget is not None else 0
+        rounds.append(Round(0, head, prompts, 1, Calls(low, calls)))
+    return Plan(n, tuple(rounds))
+
+
+async def run_frontier(ctx: RankContext, settings: Settings) -> list[int]:
+    """Drive the policy round by round through ``ctx``: each round's windows all at once,
+    every answer to the list model, the round kept with the model's order of the head; then
+    the outcome (``head``, ``stopped``, ``ties``, ``top_probability``)."""
+    policy = Frontier(ctx.n, settings)
+    head = tuple(range(policy.head))
+    windows = await ctx.offload(policy.next_round)
+    result: FrontierResult | None = None
+    number = 0
+    while windows is not None:
+        draw = await ctx.draw(number, head, [[w] for w in windows], waves=False)
+        policy.observe(_answers(draw), spent=ctx.spent)
+        windows = await ctx.offload(policy.next_round)
+        result = await ctx.offload(policy.result)
+        why = policy.stopped or "unsettled"
+        await ctx.wave_end(number, calls=ctx.spent, cap=policy.limit, why=why)
+        await ctx.settle(draw, result.order[: policy.head])
+        number += 1
+    if result is None:
+        result = policy.result()
+    saved = max(0, policy.limit - ctx.spent) if settings.budget is None else 0
+    ctx.conclude(Outcome(policy.head, result.stopped, result.ties, result.top_probability, saved))
+    return list(result.order)
+
+
+def _answers(draw: Draw) -> Sequence[Answer]:
+    """The round's good answers as the model reads them (the caller's indices)."""
+    return [Answer(draw.items(s.permutation), draw.items(s.ranking)) for s in draw.samples if s.ok]

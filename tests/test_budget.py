@@ -1,0 +1,151 @@
+"""``max_calls``: a request never sends more than its budget, whatever the faults, and still
+returns a ranking; the strategies plan within it; a budget below one pass ranks the head.
+
+Through the real ``openai`` client and a real loopback server that counts what it receives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+from collections import Counter
+
+import pytest
+
+from permsc_integrations import ConfigurationError, PSCRanker, RankingOptions, RetryPolicy
+from permsc_integrations.results import ParseStatus
+from permsc_integrations.run.sampling import REASK
+from permsc_integrations.testing import Fault, Reply, best_first, shown_passages
+
+pytest.importorskip("openai")
+pytestmark = pytest.mark.timeout(600)
+
+QUICK = RetryPolicy(initial_backoff=0.01, max_backoff=0.02, jitter=0.0, max_total_time=30.0)
+
+
+class Flaky:
+    """A model that ranks ``doc <grade>`` passages by grade, except the first time it sees a
+    prompt, when (by the prompt's hash) it is rate limited (429), fails (500), answers too late
+    (a timeout), answers nothing readable (a re-ask follows) or ranks half the passages; a
+    retry, or a re-ask, of that prompt is answered well."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        reask = REASK.split(".")[0] in request.text
+        with self.lock:
+            self.seen[request.text] += 1
+            again = self.seen[request.text] > 1 or reask
+        order = best_first(shown_passages(request.messages))
+        good = " > ".join(f"[{p + 1}]" for p in order)
+        bucket = int(hashlib.sha256(request.text.encode()).hexdigest()[:8], 16) % 100
+        if again or bucket >= 40:
+            return good
+        if bucket < 8:
+            return Fault.status(429, retry_after=0.01)
+        if bucket < 16:
+            return Fault.status(500)
+        if bucket < 19:
+            return Reply(good, delay=0.6)  # the client gave up at 0.3 s: retried
+        if bucket < 29:
+            return "I would rather not say."
+        return " > ".join(f"[{p + 1}]" for p in order[: max(1, len(order) // 2)])
+
+
+def docs(n: int) -> list[str]:
+    return [f"doc {(k * 37) % 131}" for k in range(n)]  # distinct grades, shuffled
+
+
+def ranker(server, **options) -> PSCRanker:
+    return server.ranker(retry=QUICK, timeout=0.3, max_words=5, aggregator="borda", **options)
+
+
+def budget_cases() -> list[tuple[int, int, str]]:
+    rng = random.Random(31)
+    edges = [(1, 1, "blocks"), (2, 1, "blocks"), (2, 1, "sliding"), (130, 1, "blocks")]
+    edges += [(130, 40, "blocks"), (130, 40, "sliding"), (21, 2, "blocks"), (21, 2, "sliding")]
+    drawn = [
+        (rng.randint(1, 130), rng.randint(1, 40), strategy)
+        for strategy in ("blocks", "sliding")
+        for _ in range(11)
+    ]
+    return edges + drawn
+
+
+def test_the_budget_is_never_exceeded_under_faults_reasks_and_partial_answers(
+    scripted_server,
+) -> None:
+    server = scripted_server(Flaky())
+    wrong = []
+    for n, budget, strategy in budget_cases():
+        server.reset()
+        with ranker(server, max_calls=budget, strategy=strategy) as r:
+            result = r.rank("which grade is highest?", docs(n))
+        where = f"n={n} max_calls={budget} {strategy}"
+        if server.request_count > budget:
+            wrong.append(f"{where}: the server got {server.request_count} calls")
+        if result.usage.calls != server.request_count:
+            wrong.append(f"{where}: usage {result.usage.calls}, server {server.request_count}")
+        if sorted(result.order) != list(range(n)):
+            wrong.append(f"{where}: not a ranking of the {n} items: {result.order}")
+    assert wrong == []
+
+
+def test_the_faults_happen_and_a_spent_budget_skips_calls_without_failing(scripted_server) -> None:
+    server = scripted_server(Flaky())
+    with ranker(server, num_permutations=20) as r:  # no budget: every fault, then an answer
+        free = r.rank("which grade is highest?", docs(40))
+    reasked = [s for s in free.samples if s.attempts > 1]
+    assert free.usage.retries > 0 and reasked and not free.failures
+    assert any(s.status is ParseStatus.PARTIAL for s in free.samples)
+    server.reset()
+    server.responder = Flaky()
+    with ranker(server, max_calls=7) as r:  # one window: 7 shuffles, their faults on top
+        result = r.rank("which grade is highest?", docs(10))
+    statuses = Counter(s.status for s in result.samples)
+    assert server.request_count == result.usage.calls == 7
+    assert statuses[ParseStatus.SKIPPED] > 0 and result.stopped == "budget"
+    assert not result.failures  # a skipped sample is not a failure
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "12"])
+def test_a_budget_below_one_or_not_an_int_is_refused(bad) -> None:
+    with pytest.raises(ConfigurationError, match="max_calls must be an int >= 1"):
+        RankingOptions(max_calls=bad)
+    with pytest.raises(ConfigurationError, match="max_calls"):
+        PSCRanker("openai:m", max_calls=bad)
+
+
+@pytest.mark.parametrize(("strategy", "budget", "head"), [("blocks", 4, 60), ("sliding", 4, 50)])
+def test_a_budget_below_one_pass_ranks_the_head_and_keeps_the_tail(
+    scripted_server, strategy, budget, head
+) -> None:
+    server = scripted_server(Flaky())
+    with ranker(server, max_calls=budget, strategy=strategy) as r:
+        result = r.rank("which grade is highest?", docs(100))
+        plan = r.options.plan(100)
+    assert (result.head, result.stopped) == (head, "budget")
+    assert result.order[head:] == tuple(range(head, 100))  # the tail in input order
+    assert sorted(result.order[:head]) == list(range(head))
+    assert server.request_count <= budget and plan.calls.high == budget
+    shown = {
+        int(text.split()[-1])
+        for request in server.requests
+        for text in shown_passages(request.messages)
+    }
+    assert shown <= {(k * 37) % 131 for k in range(head)}  # nothing of the tail was shown
+
+
+def test_a_budget_that_pays_for_the_plan_changes_nothing(scripted_server) -> None:
+    server = scripted_server(Flaky())
+    orders = []
+    for budget in (None, 120, 500):
+        server.reset()
+        server.responder = Flaky()  # the same faults each time
+        with ranker(server, max_calls=budget, num_permutations=4) as r:
+            result = r.rank("which grade is highest?", docs(50))
+        orders.append((result.order, server.request_count, result.stopped, result.head))
+    assert orders[0] == orders[1] == orders[2] and orders[0][2:] == ("complete", 50)
