@@ -9,7 +9,10 @@ corrected rather than merely averaged (the windows' positions are shuffled, whic
 effect estimable). The prior ``u[i] ~ N(a * f(rank_i), tau^2)`` takes the first-stage order as
 evidence (``f(r) = -log(1 + r)``, ``a`` fitted): with few answers the first stage decides,
 with many the answers do; ``tau`` is fitted too (a few EM steps), so the model's own noise
-sets the scale. Answers that only copy the order shown (echoes) are left out.
+sets the scale. Answers that only copy the order shown (echoes) are left out. Items a partial
+answer leaves out count as beaten as far as the list's partial answers leave out what the
+model ranks low (a model that stops early), and not at all where they leave out items at
+random (a model that skips some): the fit reads that first (``_left_out``).
 
 Example:
     >>> fit = fit_list(4, [Answer((0, 1, 2, 3), (3, 2, 1, 0)), Answer((3, 1, 0, 2), (3, 2, 1, 0))])
@@ -35,7 +38,7 @@ PRIOR_SLOPE = 3.0  # prior sd of a, the weight of the first-stage order
 @dataclass(frozen=True, slots=True)
 class Answer:
     """``shown``: the items in prompt order; ``ranking``: the items best first (a partial
-    ranking says nothing about the items it leaves out)."""
+    ranking says of the items it leaves out what the answers show: :func:`fit_list`)."""
 
     shown: tuple[int, ...]
     ranking: tuple[int, ...]
@@ -135,15 +138,18 @@ def _groups(n: int, answers: Sequence[Answer]) -> list[_Group]:
     return out
 
 
-Reading = Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray, np.ndarray]]
+Reading = Callable[[np.ndarray, np.ndarray, float], tuple[float, np.ndarray, np.ndarray]]
 
 
-def _plackett_luce(s: np.ndarray, named: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def _plackett_luce(
+    s: np.ndarray, named: np.ndarray, left_out: float
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Log-likelihood, gradient and Hessian (per answer, in slot order) of answers whose
     slots score ``s`` (A x w): a chain of choices, the best of the ranked items, then the
-    best of the rest... A partial answer is a ranking of the items it names: the others
-    add nothing (as the aggregators count a pair only where both items appear)."""
-    e = np.exp(s - s.max(axis=1, keepdims=True)) * named
+    best of the rest... The items a partial answer leaves out stand in each choice with
+    weight ``left_out``: 0, they add nothing (a model that skips items at random); 1, each
+    named item beat them (a model that stops early: a top-m ranking)."""
+    e = np.exp(s - s.max(axis=1, keepdims=True)) * np.where(named, 1.0, left_out)
     suffix = np.cumsum(e[:, ::-1], axis=1)[:, ::-1]
     inv = np.where(named, 1.0 / np.where(named, suffix, 1.0), 0.0)
     p = np.triu(inv[:, :, None] * e[:, None, :])  # p[a, r, j]: slot j's chance at stage r
@@ -154,12 +160,16 @@ def _plackett_luce(s: np.ndarray, named: np.ndarray) -> tuple[float, np.ndarray,
     return loglik, named - taken, hess
 
 
-def _pairwise(s: np.ndarray, named: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def _pairwise(
+    s: np.ndarray, named: np.ndarray, left_out: float
+) -> tuple[float, np.ndarray, np.ndarray]:
     """As :func:`_plackett_luce`, but every ordered pair of named items a Bradley-Terry
     comparison weighted ``2 / w``: each pair alike, as Kemeny and Borda read a ranking,
-    rather than a chain of choices."""
+    rather than a chain of choices (a named item over one left out: weight ``left_out``)."""
     w = s.shape[1]
-    above = np.triu(named[:, :, None] & named[:, None, :], 1).astype(float)
+    both = named[:, :, None] & named[:, None, :]
+    over = named[:, :, None] & ~named[:, None, :]
+    above = np.triu(both + left_out * over, 1)
     p = 1.0 / (1.0 + np.exp(-(s[:, :, None] - s[:, None, :])))  # P(slot i over slot j)
     weight = 2.0 / w
     loglik = float(weight * np.sum(above * np.log(np.where(above > 0, p, 1.0))))
@@ -192,15 +202,10 @@ def fit_list(
     f = -np.log1p(np.arange(n, dtype=float))
     f -= f.mean()
     groups = _groups(n, kept)
-    spread = 1.0 if tau is None else tau
-    theta = np.zeros(n + DEGREE + 1)
-    for _ in range(em_steps if tau is None else 1):
-        theta, hess = _newton(n, groups, f, spread, theta, iterations)
-        cov_full = np.linalg.inv(-hess)
-        if tau is None:
-            resid = theta[:n] - theta[-1] * f
-            spread = float(np.sqrt(np.mean(resid**2 + np.diag(cov_full)[:n])))
-            spread = min(max(spread, TAU_FLOOR), TAU_CEILING)
+    theta, cov_full, spread = _em(n, groups, f, tau, em_steps, iterations, 0.0)
+    left_out = _left_out(groups, theta[:n])
+    if left_out > 0.0:
+        theta, cov_full, spread = _em(n, groups, f, tau, em_steps, iterations, left_out)
     seen = np.zeros(n, dtype=bool)
     for a in kept:
         seen[list(a.shown)] = True
@@ -214,6 +219,43 @@ def fit_list(
     )
 
 
+def _em(
+    n: int,
+    groups: Sequence[_Group],
+    f: np.ndarray,
+    tau: float | None,
+    em_steps: int,
+    iterations: int,
+    left_out: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The posterior mode, its covariance and the prior's spread (fitted unless ``tau``)."""
+    spread = 1.0 if tau is None else tau
+    theta = np.zeros(n + DEGREE + 1)
+    for _ in range(em_steps if tau is None else 1):
+        theta, hess = _newton(n, groups, f, spread, theta, iterations, left_out)
+        cov_full = np.linalg.inv(-hess)
+        if tau is None:
+            resid = theta[:n] - theta[-1] * f
+            spread = float(np.sqrt(np.mean(resid**2 + np.diag(cov_full)[:n])))
+            spread = min(max(spread, TAU_FLOOR), TAU_CEILING)
+    return theta, cov_full, spread
+
+
+def _left_out(groups: Sequence[_Group], u: np.ndarray) -> float:
+    """How much leaving an item out says about it in these answers: ``2 rho - 1``, floored
+    at 0, where ``rho`` is the share of (named, left out) pairs of the partial answers whose
+    named item the fit that reads omissions as nothing (``u``) puts higher. A model that
+    stops early leaves out the worst items (rho near 1); one that skips at random, any
+    (rho near 1/2)."""
+    wins = pairs = 0.0
+    for g in groups:
+        v = u[g.items]
+        over = g.named[:, :, None] & ~g.named[:, None, :]
+        pairs += float(over.sum())
+        wins += float(np.sum(over * (v[:, :, None] > v[:, None, :])))
+    return max(0.0, 2.0 * wins / pairs - 1.0) if pairs else 0.0
+
+
 def _prior(n: int, f: np.ndarray, tau: float) -> np.ndarray:
     """The prior's precision over (u, position coefficients, a): u ~ N(a f, tau^2)."""
     size, pos = n + DEGREE + 1, slice(n, n + DEGREE)
@@ -225,13 +267,15 @@ def _prior(n: int, f: np.ndarray, tau: float) -> np.ndarray:
     return prior
 
 
-def _gradient(n: int, groups: Sequence[_Group], theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _gradient(
+    n: int, groups: Sequence[_Group], theta: np.ndarray, left_out: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The answers' log-likelihood gradient and Hessian at ``theta``."""
     size, pos = n + DEGREE + 1, slice(n, n + DEGREE)
     grad, hess = np.zeros(size), np.zeros((size, size))
     uu = np.zeros(n * n)
     for g in groups:
-        _, gr, h = READINGS[READING](theta[g.items] + g.basis @ theta[pos], g.named)
+        _, gr, h = READINGS[READING](theta[g.items] + g.basis @ theta[pos], g.named, left_out)
         flat = g.items.ravel()
         grad[:n] += np.bincount(flat, gr.ravel(), n)
         grad[pos] += np.einsum("aw,awd->d", gr, g.basis)
@@ -252,11 +296,12 @@ def _newton(
     tau: float,
     theta: np.ndarray,
     iterations: int,
+    left_out: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The posterior mode by (damped) Newton's method from ``theta``; the Hessian there."""
     prior = _prior(n, f, tau)
     for step_number in range(iterations + 1):
-        grad, hess = _gradient(n, groups, theta)
+        grad, hess = _gradient(n, groups, theta, left_out)
         grad, hess = grad - prior @ theta, hess - prior
         if step_number == iterations:
             break
