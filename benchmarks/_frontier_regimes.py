@@ -78,7 +78,10 @@ class Regime:
             grades += [rng.choice(q.grades[50:]) for _ in range(self.n - len(grades))]
         if self.shuffle:
             rng = _rng("first-stage", q.qid, seed)
-            keys = [(1 - self.shuffle) * i + self.shuffle * rng.uniform(0, self.n) for i in range(self.n)]
+            keys = [
+                (1 - self.shuffle) * i + self.shuffle * rng.uniform(0, self.n)
+                for i in range(self.n)
+            ]
             order = sorted(range(self.n), key=keys.__getitem__)
             texts, grades = [texts[i] for i in order], [grades[i] for i in order]
         return _dl19.Query(q.qid, q.query, tuple(texts), tuple(grades))
@@ -101,13 +104,17 @@ TUNED: dict[str, Regime] = {
     "splade-mild": Regime(_MILD, run="splade"),
     "shuffled-biased": Regime(_BIASED, shuffle=0.5),
     "truncated": Regime(_MILD.but(noise=0.8), garble=Garble(truncate=0.6)),
+    "dropped": Regime(_MILD.but(noise=0.8), garble=Garble(drop=0.2)),  # added while tuning
+    "unordered-noisy": Regime(_NOISY, shuffle=1.0),  # added while tuning
     "short-noisy": Regime(_NOISY, n=50),
     "k5-mild": Regime(_MILD, k=5),
     "k20-biased": Regime(_BIASED, k=20),
 }
 
 HELD_OUT: dict[str, Regime] = {
-    "primacy-linear": Regime(JudgeParams(noise=0.7, doc_error=0.2, primacy=2.0, recency=0.0, curve=1.0)),
+    "primacy-linear": Regime(
+        JudgeParams(noise=0.7, doc_error=0.2, primacy=2.0, recency=0.0, curve=1.0)
+    ),
     "u-shaped-echo": Regime(
         JudgeParams(noise=1.0, doc_error=0.2, primacy=1.2, recency=1.2, curve=3.0, echo=0.1)
     ),
