@@ -39,10 +39,11 @@ def section(
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in found:
-        peer = rows[r["regime"], r["peer"]]
+        units = policy.units(r["regime"])
+        peer = [row for u, row in rows[r["regime"], r["peer"]].items() if u in units]
         d, lo, hi = r["diff"]
         lines.append(
-            f"| {r['regime']} | {r['peer']} | {runs.mean(peer.values(), 'calls'):.1f} "
+            f"| {r['regime']} | {r['peer']} | {runs.mean(peer, 'calls'):.1f} "
             f"| {r['peer_ndcg']:.3f} | {r['budget']} | {r['psc_ndcg']:.3f} | {r['rounds']:.1f} "
             f"| {d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {'ok' if r['ok'] else 'SHORT'} |"
         )
@@ -97,7 +98,8 @@ def _sweep(policy: Any, regimes: list[str], rows: dict) -> list[str]:
             found = policy.rows(regime, b).values()
             cells.append(f"{statistics.fmean(r['ndcg'] for r in found):.3f}")
         for name in runs.PSC_TODAY:
-            today = list(rows.get((regime, name), {}).values())
+            units = policy.units(regime)
+            today = [row for u, row in rows.get((regime, name), {}).items() if u in units]
             ndcg = f"{runs.mean(today, 'ndcg'):.3f}" if today else "-"
             cells.append(f"{ndcg} @ {runs.mean(today, 'calls'):.0f}" if today else "-")
         out.append(f"| {regime} | " + " | ".join(cells) + " |")

@@ -52,13 +52,20 @@ class Policy:
         self._judged: dict[tuple[str, int], runs.Judged] = {}
         self._rows: dict[tuple[str, int | None], Rows] = {}
 
+    def judged(self, regime: str, seed: int) -> runs.Judged:
+        if (regime, seed) not in self._judged:
+            self._judged[regime, seed] = runs.Judged(ALL[regime], seed, self.count)
+        return self._judged[regime, seed]
+
+    def units(self, regime: str) -> set[tuple[int, str]]:
+        """The (seed, query) units the policy runs: a cache's other rows are left out."""
+        return {(seed, q.qid) for seed in self.seeds for q in self.judged(regime, seed).lists}
+
     def rows(self, regime: str, budget: int | None) -> Rows:
         if (regime, budget) not in self._rows:
             out: Rows = {}
             for seed in self.seeds:
-                if (regime, seed) not in self._judged:
-                    self._judged[regime, seed] = runs.Judged(ALL[regime], seed, self.count)
-                judged = self._judged[regime, seed]
+                judged = self.judged(regime, seed)
                 settings = Settings(budget=budget, seed=seed, k=judged.regime.k, **self.changes)
                 for q in judged.lists:
                     out[seed, q.qid] = runs.frontier(judged, q, settings)
@@ -86,7 +93,8 @@ def versus(policy: Policy, rows: dict, regimes: list[str]) -> list[dict]:
     out = []
     for regime in regimes:
         for name in runs.PEERS:
-            theirs = {u: r for u, r in rows.get((regime, name), {}).items() if u[0] in policy.seeds}
+            units = policy.units(regime)
+            theirs = {u: r for u, r in rows.get((regime, name), {}).items() if u in units}
             if not theirs:
                 continue
             budget = math.floor(runs.mean(theirs.values(), "calls"))
@@ -122,7 +130,9 @@ def adaptive(policy: Policy, rows: dict, regimes: list[str]) -> list[dict]:
     out = []
     for regime in regimes:
         fixed = {
-            u: r for u, r in rows.get((regime, "blocks m=20"), {}).items() if u[0] in policy.seeds
+            u: r
+            for u, r in rows.get((regime, "blocks m=20"), {}).items()
+            if u in policy.units(regime)
         }
         ours = policy.rows(regime, None)
         ours = {u: r for u, r in ours.items() if u in fixed} if fixed else ours
