@@ -34,19 +34,8 @@ def section(
         "calls); diff: PSC - peer with a 90 % paired bootstrap interval over queries; target "
         "(issue 31): diff >= -0.005. Few queries: intervals are wide.",
         "",
-        "| regime | peer | peer calls = rounds | peer nDCG | B | PSC frontier nDCG | PSC rounds "
-        "| diff [90 %] | |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    for r in found:
-        units = policy.units(r["regime"])
-        peer = [row for u, row in rows[r["regime"], r["peer"]].items() if u in units]
-        d, lo, hi = r["diff"]
-        lines.append(
-            f"| {r['regime']} | {r['peer']} | {runs.mean(peer, 'calls'):.1f} "
-            f"| {r['peer_ndcg']:.3f} | {r['budget']} | {r['psc_ndcg']:.3f} | {r['rounds']:.1f} "
-            f"| {d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {'ok' if r['ok'] else 'SHORT'} |"
-        )
+    lines += _versus(found, rows, policy)
     lines += [
         "",
         f"Short of the target in {len(short)} of {len(found)} cells: "
@@ -56,6 +45,24 @@ def section(
     ]
     lines += _sweep(policy, regimes, rows) + [""] + _adaptive(fits)
     return "\n".join(lines)
+
+
+def _versus(found: list[dict], rows: dict, policy: Any) -> list[str]:
+    out = [
+        "| regime | peer | peer calls = rounds | peer nDCG | B | PSC frontier nDCG | PSC rounds "
+        "| diff [90 %] | |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in found:
+        units = policy.units(r["regime"])
+        peer = [row for u, row in rows[r["regime"], r["peer"]].items() if u in units]
+        d, lo, hi = r["diff"]
+        out.append(
+            f"| {r['regime']} | {r['peer']} | {runs.mean(peer, 'calls'):.1f} "
+            f"| {r['peer_ndcg']:.3f} | {r['budget']} | {r['psc_ndcg']:.3f} | {r['rounds']:.1f} "
+            f"| {d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {'ok' if r['ok'] else 'SHORT'} |"
+        )
+    return out
 
 
 def _describe(name: str) -> str:

@@ -192,7 +192,7 @@ def _settings(spec: str) -> dict:
     return changes
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--regimes", default="tuned")
     ap.add_argument("--budgets", default="4,6,9,12,26")
@@ -208,7 +208,11 @@ def main() -> None:
     ap.add_argument("--set", default="", help="Settings changes, e.g. floor=0.05")
     ap.add_argument("--model", default="", help="model constants, e.g. PRIOR_SLOPE=1.0")
     ap.add_argument("--stopping", default="", help="stopping constants")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
     _apply(args.model, model)
     _apply(args.stopping, stopping)
     regimes, seeds = _names(args.regimes), [int(s) for s in args.seeds.split(",")]
