@@ -1,4 +1,4 @@
-"""DL19's BM25 top-100 lists with their qrels grades, for the frontier benchmarks.
+"""DL19's BM25 (or SPLADE++) top-100 lists with their qrels grades, for the frontier benchmarks.
 
 The simulated judge's hidden relevance of a candidate is its qrels grade (unjudged: 0);
 nDCG@10 is scored against those grades with the ideal taken from the list itself (so a
@@ -35,14 +35,18 @@ class Query:
         return ndcg_at_k([str(i) for i in full], qrels, k)
 
 
-def load(limit: int | None = 20, *, offset: int = 0) -> list[Query]:
-    """The first ``limit`` DL19 queries (topics order) that have a relevant candidate."""
+RUNS = {"bm25": "dl19.bm25.top100.jsonl", "splade": "dl19.splade-pp-ed.top100.jsonl"}
+
+
+def load(limit: int | None = 20, *, offset: int = 0, run: str = "bm25") -> list[Query]:
+    """The first ``limit`` DL19 queries (topics order) that have a relevant candidate, in
+    the first-stage order of ``run`` (:data:`RUNS`)."""
     qrels: dict[str, dict[str, int]] = {}
     for line in (DATA / "qrels" / "qrels.dl19-passage.txt").read_text().splitlines():
         qid, _, docid, grade = line.split()
         qrels.setdefault(qid, {})[docid] = int(grade)
     out = []
-    for line in (DATA / "normalized" / "dl19.bm25.top100.jsonl").read_text().splitlines():
+    for line in (DATA / "normalized" / RUNS[run]).read_text().splitlines():
         record = json.loads(line)
         judged = qrels.get(record["qid"], {})
         grades = tuple(judged.get(c["docid"], 0) for c in record["candidates"])

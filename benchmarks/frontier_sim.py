@@ -2,191 +2,241 @@
 
 The judge answers in process (its scoring core, no prompt text: each window is seeded by the
 query and the order shown, so a prompt repeated gets the same answer), the policy
-(:mod:`permsc_integrations.frontier`) runs its rounds, and each run is scored by nDCG@10
-against the qrels grades. Regimes: the judge's three named ones and variations of them
-(``--regimes``). Not part of CI; numbers for issue 31's design.
+(:mod:`permsc_integrations.frontier`) runs its rounds, and each run is scored by nDCG@k
+against the qrels grades. Regimes (benchmarks/_frontier_regimes.py): ``tuned`` (what the
+policy was tuned on) and ``held-out`` (written down before tuning, never tuned on), or names.
+Not part of CI; numbers for issue 31's design. The peers and PSC today (PSCRanker's blocks)
+run once into JSON Lines caches; the policy is recomputed each time.
 
-    python benchmarks/frontier_sim.py --budgets 4,6,9,12,13,16,26 --seeds 0,1
-    python benchmarks/frontier_sim.py --adaptive --seeds 0
-    # the peers in process (their environment: benchmarks/_peer_methods.py), then PSC at
-    # each peer's own mean budget (floor), regime by regime (docs/benchmarks.md "frontier"):
-    PEERS=/work/venvs/peers/bin/python
-    $PEERS benchmarks/frontier_sim.py --peers /tmp/peers.jsonl --seeds 0,1 --queries 43
-    python benchmarks/frontier_sim.py --versus /tmp/peers.jsonl --seeds 0,1 --queries 43
+    PEERS=/work/venvs/peers/bin/python  # blitzrank's environment (benchmarks/_peer_methods.py)
+    $PEERS benchmarks/frontier_sim.py --peers /tmp/peers.jsonl --regimes held-out --seeds 0,1
+    python benchmarks/frontier_sim.py --psc-today /tmp/psc.jsonl --regimes held-out --seeds 0,1
+    # PSC at each peer's own mean budget (floor), and adaptive against fixed m = 20:
+    python benchmarks/frontier_sim.py --versus /tmp/peers.jsonl,/tmp/psc.jsonl --regimes held-out \
+        --seeds 0,1 --adaptive --write
+    python benchmarks/frontier_sim.py --budgets 4,6,9,12,26 --regimes tuned --seeds 0
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
-import json
-import math
-import statistics
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # 2 shared cores: BLAS threads only thrash
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _dl19  # noqa: E402
+import _frontier_runs as runs  # noqa: E402
+from _frontier_regimes import ALL, HELD_OUT, TUNED  # noqa: E402
+from _report import write_section  # noqa: E402
 
-from permsc_integrations.frontier.model import Answer  # noqa: E402
-from permsc_integrations.frontier.policy import Frontier, Settings  # noqa: E402
-from permsc_integrations.testing import (  # noqa: E402
-    REGIMES,
-    JudgeParams,
-    SimulatedJudge,
-    hidden_keys,
-)
+from permsc_integrations.frontier import model, stopping  # noqa: E402
+from permsc_integrations.frontier.policy import Settings  # noqa: E402
 
-VARIANTS: dict[str, JudgeParams] = {
-    **REGIMES,
-    "primacy-only": REGIMES["position-biased"].but(recency=0.0, primacy=2.0),
-    "recency-heavy": REGIMES["mild"].but(primacy=0.2, recency=1.5, curve=4.0),
-    "sticky": REGIMES["mild"].but(doc_error=0.6, noise=0.3),
-    "echo-heavy": REGIMES["mild"].but(echo=0.5, noise=1.0),
-    "very-noisy": REGIMES["noisy"].but(noise=3.0, echo=0.1),
-    "flat-noisy": REGIMES["noisy"].but(primacy=0.0, recency=0.0, echo=0.0),
-}
+Rows = dict[tuple[int, str], runs.Row]
+MARGIN = 0.005  # PSC must reach the peer's nDCG minus this (issue 31's target)
 
 
-def run_query(
-    judge: SimulatedJudge, q: _dl19.Query, keys: list[int], settings: Settings
-) -> tuple[float, int, int, str]:
-    """One policy run on one query: (nDCG@10, calls, rounds, why it stopped)."""
-    policy = Frontier(len(keys), settings)
-    while (windows := policy.next_round()) is not None:
-        answers = []
-        for window in windows:
-            positions, _ = judge.judge([keys[i] for i in window], f"{q.qid}|{window}")
-            answers.append(Answer(window, tuple(window[p] for p in positions)))
-        policy.observe(answers)
-    result = policy.result()
-    return q.ndcg(result.order), policy.calls, policy.rounds, result.stopped
+class Policy:
+    """The policy's rows per (regime, budget), computed once per process."""
+
+    def __init__(self, seeds: Sequence[int], count: int | None, changes: dict) -> None:
+        self.seeds, self.count, self.changes = seeds, count, changes
+        self._judged: dict[tuple[str, int], runs.Judged] = {}
+        self._rows: dict[tuple[str, int | None], Rows] = {}
+
+    def judged(self, regime: str, seed: int) -> runs.Judged:
+        if (regime, seed) not in self._judged:
+            self._judged[regime, seed] = runs.Judged(ALL[regime], seed, self.count)
+        return self._judged[regime, seed]
+
+    def units(self, regime: str) -> set[tuple[int, str]]:
+        """The (seed, query) units the policy runs: a cache's other rows are left out."""
+        return {(seed, q.qid) for seed in self.seeds for q in self.judged(regime, seed).lists}
+
+    def rows(self, regime: str, budget: int | None) -> Rows:
+        if (regime, budget) not in self._rows:
+            out: Rows = {}
+            for seed in self.seeds:
+                judged = self.judged(regime, seed)
+                settings = Settings(budget=budget, seed=seed, k=judged.regime.k, **self.changes)
+                for q in judged.lists:
+                    out[seed, q.qid] = runs.frontier(judged, q, settings)
+            self._rows[regime, budget] = out
+        return self._rows[regime, budget]
 
 
-def register(judge: SimulatedJudge, q: _dl19.Query) -> tuple[list[str], list[int]]:
-    texts = judge.documents(q.texts, q.grades, group=q.qid)
-    return texts, [hidden_keys(t)[0] for t in texts]
+def paired(ours: Rows, theirs: Rows, draws: int = 2000) -> tuple[float, float, float]:
+    """Mean of ours - theirs (nDCG) over shared (seed, query) units, and a 90 % paired
+    bootstrap interval (queries resampled)."""
+    units = sorted(set(ours) & set(theirs))
+    diffs = [ours[u]["ndcg"] - theirs[u]["ndcg"] for u in units]
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(draws))
+    return statistics.fmean(diffs), means[int(0.05 * draws)], means[int(0.95 * draws)]
 
 
-def evaluate(
-    regime: str, seeds: list[int], queries: list[_dl19.Query], make: Callable[[int], Settings]
-) -> dict[str, float]:
-    rows = []
-    for seed in seeds:
-        judge = SimulatedJudge(VARIANTS[regime], seed=seed)
-        for q in queries:
-            rows.append(run_query(judge, q, register(judge, q)[1], make(seed))[:3])
-    return {
-        name: statistics.fmean(r[i] for r in rows)
-        for i, name in enumerate(("ndcg", "calls", "rounds"))
-    }
+def _names(spec: str) -> list[str]:
+    groups = {"tuned": list(TUNED), "held-out": list(HELD_OUT), "all": list(ALL)}
+    return [name for part in spec.split(",") for name in groups.get(part, [part])]
 
 
-def run_peers(
-    regimes: list[str], seeds: list[int], queries: list[_dl19.Query], cache: Path
-) -> None:
-    """Every peer in process (needs the peers' environment), one JSON line per run."""
-    import _peer_methods
-
-    blitzrank = _peer_methods.setup()
-    done = {tuple(json.loads(line)["key"]) for line in cache.open()} if cache.exists() else set()
-    with cache.open("a") as out:
-        for regime, seed in itertools.product(regimes, seeds):
-            judge = SimulatedJudge(VARIANTS[regime], seed=seed, latency=0.0)
-            _peer_methods.in_process(judge)
-            docs = {q.qid: register(judge, q)[0] for q in queries}
-            for name, make in _peer_methods.peers(blitzrank).items():
-                for q in queries:
-                    key = [regime, seed, name, q.qid]
-                    if tuple(key) in done:
-                        continue
-                    judge.reset()
-                    order = _peer_methods.rank(make(), q.query, docs[q.qid], seed=seed)
-                    st = judge.stats(q.qid)
-                    row = {
-                        "key": key,
-                        "ndcg": q.ndcg(order),
-                        "calls": st.calls,
-                        "rounds": st.rounds,
-                    }
-                    out.write(json.dumps(row) + "\n")
-                out.flush()
+def versus(policy: Policy, rows: dict, regimes: list[str]) -> list[dict]:
+    """PSC at each peer's own mean budget (floor) against the peer, regime by regime."""
+    out = []
+    for regime in regimes:
+        for name in runs.PEERS:
+            units = policy.units(regime)
+            theirs = {u: r for u, r in rows.get((regime, name), {}).items() if u in units}
+            if not theirs:
+                continue
+            budget = math.floor(runs.mean(theirs.values(), "calls"))
+            ours = {u: r for u, r in policy.rows(regime, budget).items() if u in theirs}
+            diff, low, high = paired(ours, theirs)
+            out.append(
+                {
+                    "regime": regime,
+                    "peer": name,
+                    "budget": budget,
+                    "peer_ndcg": runs.mean(theirs.values(), "ndcg"),
+                    "psc_ndcg": runs.mean(ours.values(), "ndcg"),
+                    "rounds": runs.mean(ours.values(), "rounds"),
+                    "diff": (diff, low, high),
+                    "ok": diff >= -MARGIN,
+                }
+            )
+            print(_line(out[-1]), flush=True)  # noqa: T201
+    return out
 
 
-def versus(cache: Path, seeds: list[int], queries: list[_dl19.Query], changes: dict) -> None:
-    """PSC at each peer's own mean budget (floor), regime by regime, against the peer."""
-    rows: dict[tuple[str, str], list[dict]] = {}
-    qids = {q.qid for q in queries}
-    for line in cache.open():
-        row = json.loads(line)
-        regime, seed, name, qid = row["key"]
-        if seed in seeds and qid in qids:
-            rows.setdefault((regime, name), []).append(row)
-    for (regime, name), found in rows.items():
-        peer = {k: statistics.fmean(r[k] for r in found) for k in ("ndcg", "calls", "rounds")}
-        budget = math.floor(peer["calls"])
-        ours = evaluate(
-            regime,
-            seeds,
-            queries,
-            lambda seed, budget=budget: Settings(budget=budget, seed=seed, **changes),
-        )
-        verdict = "ok" if ours["ndcg"] >= peer["ndcg"] - 0.005 else "SHORT"
+def _line(r: dict) -> str:
+    d, lo, hi = r["diff"]
+    return (
+        f"{r['regime']:20s} {r['peer']:26s} B={r['budget']:3d} peer={r['peer_ndcg']:.3f} "
+        f"psc={r['psc_ndcg']:.3f} diff={d:+.3f} [{lo:+.3f},{hi:+.3f}] rounds={r['rounds']:.1f} "
+        f"{'ok' if r['ok'] else 'SHORT'}"
+    )
+
+
+def adaptive(policy: Policy, rows: dict, regimes: list[str]) -> list[dict]:
+    """The policy's adaptive mode (cap 120) against PSC's fixed m = 20 (blocks)."""
+    out = []
+    for regime in regimes:
+        fixed = {
+            u: r
+            for u, r in rows.get((regime, "blocks m=20"), {}).items()
+            if u in policy.units(regime)
+        }
+        ours = policy.rows(regime, None)
+        ours = {u: r for u, r in ours.items() if u in fixed} if fixed else ours
+        row = {
+            "regime": regime,
+            "calls": runs.mean(ours.values(), "calls"),
+            "rounds": runs.mean(ours.values(), "rounds"),
+            "ndcg": runs.mean(ours.values(), "ndcg"),
+        }
+        if fixed:
+            row |= {
+                "fixed_calls": runs.mean(fixed.values(), "calls"),
+                "fixed_ndcg": runs.mean(fixed.values(), "ndcg"),
+                "diff": paired(ours, fixed),
+            }
+        out.append(row)
         print(  # noqa: T201
-            f"{regime:16s} {name:26s} B={budget:4d} peer={peer['ndcg']:.3f} "
-            f"psc={ours['ndcg']:.3f} rounds={ours['rounds']:.1f} {verdict}",
+            f"{regime:20s} adaptive calls={row['calls']:.1f} rounds={row['rounds']:.1f} "
+            f"ndcg={row['ndcg']:.3f}"
+            + (
+                f" | m=20 calls={row['fixed_calls']:.0f} ndcg={row['fixed_ndcg']:.3f} "
+                f"diff={row['diff'][0]:+.3f} [{row['diff'][1]:+.3f},{row['diff'][2]:+.3f}]"
+                if fixed
+                else ""
+            ),
             flush=True,
         )
+    return out
+
+
+def sweep(policy: Policy, regimes: list[str], budgets: list[int | None]) -> None:
+    for regime in regimes:
+        for budget in budgets:
+            began = time.perf_counter()
+            found = policy.rows(regime, budget).values()
+            values = [r["ndcg"] for r in found]
+            spread = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0
+            print(  # noqa: T201
+                f"{regime:20s} B={budget!s:5s} ndcg={statistics.fmean(values):.3f}"
+                f"±{spread:.3f} calls={runs.mean(found, 'calls'):.1f} "
+                f"rounds={runs.mean(found, 'rounds'):.1f} ({time.perf_counter() - began:.0f} s)",
+                flush=True,
+            )
+
+
+def _apply(spec: str, target: object) -> None:
+    for part in filter(None, spec.split(",")):
+        name, value = part.split("=")
+        setattr(target, name, type(getattr(target, name))(value))
+
+
+def _settings(spec: str) -> dict:
+    changes = {}
+    for part in filter(None, spec.split(",")):
+        name, value = part.split("=")
+        changes[name] = type(getattr(Settings(), name) or 0)(eval(value))  # noqa: S307
+    return changes
+
+
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--regimes", default="tuned")
+    ap.add_argument("--budgets", default="4,6,9,12,26")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--queries", type=int, default=None, help="the first N lists (all: 43)")
+    ap.add_argument("--adaptive", action="store_true", help="adaptive vs fixed m = 20")
+    ap.add_argument("--peers", type=Path, help="run the peers in process into this cache")
+    ap.add_argument("--psc-today", type=Path, help="run PSCRanker's blocks into this cache")
+    ap.add_argument("--versus", help="caches (comma-separated): PSC at each peer's budget")
+    ap.add_argument(
+        "--write", action="store_true", help="write docs/benchmarks.md 'frontier-held-out'"
+    )
+    ap.add_argument("--set", default="", help="Settings changes, e.g. floor=0.05")
+    ap.add_argument("--model", default="", help="model constants, e.g. PRIOR_SLOPE=1.0")
+    ap.add_argument("--stopping", default="", help="stopping constants")
+    return ap.parse_args()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--regimes", default="mild,position-biased,noisy")
-    ap.add_argument("--budgets", default="4,6,9,12,16,26")
-    ap.add_argument("--seeds", default="0")
-    ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--adaptive", action="store_true")
-    ap.add_argument("--peers", type=Path, help="run the peers in process into this JSONL cache")
-    ap.add_argument("--versus", type=Path, help="PSC at each cached peer's budget")
-    ap.add_argument("--set", default="", help="Settings changes, e.g. floor=0.05,max_rounds=3")
-    ap.add_argument("--model", default="", help="model constants, e.g. PRIOR_SLOPE=0.001")
-    args = ap.parse_args()
-    from permsc_integrations.frontier import model
-
-    for part in filter(None, args.model.split(",")):
-        name, value = part.split("=")
-        setattr(model, name, float(value))
-    changes = {}
-    for part in filter(None, args.set.split(",")):
-        name, value = part.split("=")
-        changes[name] = type(getattr(Settings(), name) or 0)(eval(value))  # noqa: S307
-    queries = _dl19.load(args.queries)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    args = _args()
+    _apply(args.model, model)
+    _apply(args.stopping, stopping)
+    regimes, seeds = _names(args.regimes), [int(s) for s in args.seeds.split(",")]
     if args.peers:
-        run_peers(args.regimes.split(","), seeds, queries, args.peers)
-        return
+        return runs.run_peers(regimes, seeds, args.queries, args.peers)
+    if args.psc_today:
+        return runs.run_psc_today(regimes, seeds, args.queries, args.psc_today)
+    policy = Policy(seeds, args.queries, _settings(args.set))
     if args.versus:
-        versus(args.versus, seeds, queries, changes)
-        return
+        rows = runs.load_rows(Path(p) for p in args.versus.split(","))
+        found = versus(policy, rows, regimes)
+        fits = adaptive(policy, rows, regimes) if args.adaptive else []
+        if args.write:
+            import _frontier_report
+
+            write_section(
+                "frontier-held-out", _frontier_report.section(found, fits, rows, seeds, policy)
+            )
+        return None
     budgets: list[int | None] = (
         [None] if args.adaptive else [int(b) for b in args.budgets.split(",")]
     )
-    for regime in args.regimes.split(","):
-        for budget in budgets:
-            began = time.perf_counter()
-            r = evaluate(
-                regime,
-                seeds,
-                queries,
-                lambda seed, budget=budget: Settings(budget=budget, seed=seed, **changes),
-            )
-            print(  # noqa: T201
-                f"{regime:16s} B={budget!s:5s} ndcg={r['ndcg']:.3f} calls={r['calls']:.1f} "
-                f"rounds={r['rounds']:.1f} ({time.perf_counter() - began:.0f} s)",
-                flush=True,
-            )
+    sweep(policy, regimes, budgets)
+    return None
 
 
 if __name__ == "__main__":
