@@ -19,10 +19,9 @@ from typing import Any
 import _dl19
 from _frontier_regimes import ALL, Regime
 
-from permsc_integrations.frontier.model import Answer
-from permsc_integrations.frontier.policy import Frontier, Settings
-from permsc_integrations.testing import SimulatedJudge, hidden_keys
-from permsc_integrations.testing.responders import ChatRequest, Fault, Reply
+from permsc_integrations._frontier.model import Answer
+from permsc_integrations._frontier.policy import Frontier, Settings
+from permsc_integrations.testing import ChatRequest, Fault, Reply, SimulatedJudge, hidden_keys
 
 Row = dict[str, Any]
 PEERS = (

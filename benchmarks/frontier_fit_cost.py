@@ -1,4 +1,4 @@
-"""The list model's fit (``permsc_integrations.frontier.model.fit_list``): seconds per fit on a
+"""The list model's fit (``permsc_integrations._frontier.model.fit_list``): seconds per fit on a
 100-item list after 5 (a budget's first round), 24 and 120 answers (fixed m = 20), windows of
 20 shown in shuffled blocks to the simulated judge (mild regime, in process). The wired
 ranker fits once a round (and once more for ``top_probability``): this is the policy's
@@ -6,7 +6,7 @@ overhead. ``--model PATH`` times another copy of model.py (e.g. ``git show REV:.
 the same answers, for a before/after.
 
     nice -n 10 python benchmarks/frontier_fit_cost.py --repeats 5
-    git show REV:permsc_integrations/frontier/model.py > /tmp/old_model.py
+    git show REV:permsc_integrations/_frontier/model.py > /tmp/old_model.py
     nice -n 10 python benchmarks/frontier_fit_cost.py --repeats 5 --model /tmp/old_model.py
 """
 
@@ -24,7 +24,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from types import ModuleType  # noqa: E402
 
-from permsc_integrations.frontier import model as wired  # noqa: E402
+from permsc_integrations._frontier import model as wired  # noqa: E402
 from permsc_integrations.testing import REGIMES, SimulatedJudge, hidden_keys  # noqa: E402
 
 N, WINDOW = 100, 20

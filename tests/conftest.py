@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-# The list model's fit (frontier/) is small dense algebra: on these shared 2-core machines a
+# The list model's fit (_frontier/) is small dense algebra: on these shared 2-core machines a
 # multi-threaded OpenBLAS spins for its threads and runs it up to 16x slower (docs/strategies.md).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from permsc_integrations.frontier import model
-from permsc_integrations.frontier.model import DEGREE, PRIOR_POSITION, PRIOR_SLOPE, Answer
+from permsc_integrations._frontier import model
+from permsc_integrations._frontier.model import DEGREE, PRIOR_POSITION, PRIOR_SLOPE, Answer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -29,10 +29,10 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from .._adaptive import Adaptive, waves
+from .._frontier import Answer, fit_list
 from .._window_plan import Window
 from ..aggregators import Aggregator
 from ..errors import first_failure
-from ..frontier import Answer, fit_list
 from ..permutations import distinct_permutations
 from ..results import ParseStatus, Sample, WindowResult
 from ..strategies._base import Draw, Lead, Outcome

@@ -1,8 +1,8 @@
 """The frontier policy's rounds: calls where the top k is uncertain, within a budget or until
-it is certified (issue 31; :mod:`permsc_integrations.frontier`).
+it is certified (issue 31; :mod:`permsc_integrations._frontier`).
 
 The blocks strategy hands a list longer than a window to
-:class:`~permsc_integrations.frontier.Frontier` when ``max_calls`` is below its own plan, or
+:class:`~permsc_integrations._frontier.Frontier` when ``max_calls`` is below its own plan, or
 when adaptive m has a ``top_k`` (:func:`frontier_settings`). A first parallel round of shuffled
 blocks shows every item it can afford (below one pass, the first items of the input: the rest
 keep their input order, and the result's ``head`` says so); each later round shows the items
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..frontier import Answer, Frontier, FrontierResult, Settings
+from .._frontier import Answer, Frontier, FrontierResult, Settings
 from ..permutations import cut_blocks
 from ._base import Draw, Outcome, RankContext
 from ._plan import Calls, Plan, PlanOptions, Round

@@ -4,7 +4,7 @@ round's calls where the top k is still uncertain, within a call budget or until 
 Pure (no I/O, explicit seeds); a strategy drives :class:`Frontier` round by round.
 
 Example:
-    >>> from permsc_integrations.frontier import Frontier, Settings
+    >>> from permsc_integrations._frontier import Frontier, Settings
     >>> Frontier(100, Settings(budget=6)).head
     80
 """

@@ -8,11 +8,11 @@ the ranking. The first round shows every item of the head it can afford in shuff
 (the whole list, unless the budget is below one pass and a third of it for later rounds:
 then the first-stage head, the tail keeping its input order). Each later round shows the
 items that may still belong in the top k under the model of every answer so far
-(:func:`~permsc_integrations.frontier.model.fit_list`), in windows whose positions balance
+(:func:`~permsc_integrations._frontier.model.fit_list`), in windows whose positions balance
 each item's exposure to the fitted position effect, and never a prompt already shown. With
 a budget, its calls are split over at most ``max_rounds`` rounds; without one (adaptive),
 rounds of ``adaptive_round`` calls go on until the top k is certified
-(:mod:`~permsc_integrations.frontier.stopping`) or ``cap`` calls are spent.
+(:mod:`~permsc_integrations._frontier.stopping`) or ``cap`` calls are spent.
 
 Example:
     >>> plan = Frontier(100, Settings(budget=12))

@@ -1,6 +1,6 @@
 """When to stop: the top k (or the whole order) certified up to an indifference zone.
 
-The posterior of the list model (:class:`~permsc_integrations.frontier.model.ListFit`) orders
+The posterior of the list model (:class:`~permsc_integrations._frontier.model.ListFit`) orders
 the items by their mean utility. A pair of neighbours ``(a, b)`` in that order is *settled*
 when, with probability at least ``confidence``, ``a`` is not worse than ``b`` by more than
 the zone: ``P(u_a - u_b > -zone) >= confidence``. The zone is a share of the utilities'
@@ -13,7 +13,7 @@ order of the tail is ignored); without it, every neighbour pair.
 
 Example:
     >>> import numpy as np
-    >>> from permsc_integrations.frontier.model import ListFit
+    >>> from permsc_integrations._frontier.model import ListFit
     >>> fit = ListFit(np.array([3.0, 1.0, 0.9, 0.0]), np.eye(4) * 0.01, np.zeros(4), 0.0, 1.0,
     ...               np.ones(4, dtype=bool))
     >>> unsettled(fit, top_k=2), ties(fit, top_k=3)
