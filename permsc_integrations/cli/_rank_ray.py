@@ -13,6 +13,7 @@ stays valid.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -21,11 +22,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
+from .._processes import find_processes
 from ..results import RankingResult, Usage, scores_from_order
 from ._common import Query, backend_spec, report
 from ._rank_journal import Journal, unit_key
@@ -88,7 +89,7 @@ def _ray_for(args: argparse.Namespace) -> Iterator[None]:
     reaper = _reaper() if address is None else None
     try:
         try:
-            ray.init(
+            context = ray.init(
                 address=address or "local",
                 include_dashboard=False,
                 log_to_driver=False,
@@ -96,6 +97,9 @@ def _ray_for(args: argparse.Namespace) -> Iterator[None]:
             )
         finally:  # the processes that carry the mark are started
             os.environ.pop(_MARK, None)
+        if reaper is not None:
+            info = getattr(context, "address_info", None) or {}  # ray.init's RayContext
+            _tell(reaper, info.get("session_dir") or "")
         try:
             yield
         finally:
@@ -112,10 +116,11 @@ def _reaper() -> subprocess.Popen[bytes] | None:
     """Make the Ray about to start here end with this process, however it ends (Linux).
 
     Every process of a local Ray inherits this process's environment, marked here with a
-    token until Ray has started; a reaper process waits on a pipe from this one and, when it
-    closes (this process gone, even by SIGKILL, or :func:`_close`), kills every process so
-    marked. Ray alone lets its node agents outlive a killed driver by 30 s and more
-    (docs/scale.md).
+    token until Ray has started, and holds its log files open in the session folder, which
+    :func:`_tell` passes on; a reaper process waits on a pipe from this one and, when it
+    closes (this process gone, even by SIGKILL, or :func:`_close`), kills every process that
+    carries the mark or holds a file in that folder. Ray alone lets its node agents outlive
+    a killed driver by 30 s and more (docs/scale.md).
     """
     if not os.path.isdir("/proc/self"):
         return None
@@ -130,6 +135,14 @@ def _reaper() -> subprocess.Popen[bytes] | None:
     return reaper
 
 
+def _tell(reaper: subprocess.Popen[bytes], session_dir: str) -> None:
+    """Give the reaper the folder whose open files mark this Ray's processes too."""
+    assert reaper.stdin is not None
+    with suppress(BrokenPipeError):  # the reaper is gone: the job goes on without it
+        reaper.stdin.write(session_dir.encode() + b"\n")
+        reaper.stdin.flush()
+
+
 def _close(reaper: subprocess.Popen[bytes]) -> None:
     """Ray is shut down: let the reaper end what is left of it, and wait for it."""
     assert reaper.stdin is not None
@@ -142,33 +155,32 @@ def _close(reaper: subprocess.Popen[bytes]) -> None:
 
 def reap_marked() -> None:
     """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
-    environment holds the token given as its argument, sweeping again until a sweep finds
-    none (a node agent killed mid-fork leaves a child the sweep before did not list)."""
+    environment holds the token given as its argument, or which runs Ray's Python or one of
+    its programs and holds a file open in the session folder read from stdin; sweep again
+    until a sweep finds none (a node agent killed mid-fork leaves a child the sweep before
+    did not list)."""
+    session_dir = sys.stdin.buffer.readline().strip().decode()
     sys.stdin.buffer.read()
-    mark = f"{_MARK}={sys.argv[1]}".encode()
+    mark, programs = f"{_MARK}={sys.argv[1]}".encode(), _ray_programs()
     for _ in range(_SWEEPS):
-        if not _kill_marked(mark):
+        found = find_processes(mark, session_dir or None, programs)
+        if not found:
             return
+        for pid in found:
+            with suppress(OSError):  # gone already
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def _ray_programs() -> tuple[str, ...]:
+    """Where the programs of a Ray started here lie: this Python, Ray's package folder."""
+    ray = importlib.util.find_spec("ray")
+    folders = ray.submodule_search_locations or [] if ray is not None else []
+    return tuple(os.path.realpath(path) for path in (sys.executable, *folders))
 
 
 _SWEEPS = 200
 """At most this many sweeps (10 s and more): a fork loop cannot hold the reaper forever."""
-
-
-def _kill_marked(mark: bytes) -> int:
-    """SIGKILL the processes whose environment holds ``mark``; how many were found."""
-    found = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if mark in (entry / "environ").read_bytes().split(b"\0"):
-                found += 1
-                os.kill(int(entry.name), signal.SIGKILL)
-        except OSError:  # gone, or not ours
-            continue
-    return found
 
 
 def rank_queries_on_ray(

@@ -24,8 +24,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .._processes import find_processes
 
 if TYPE_CHECKING:  # optional dependency (the ray extra), imported where used
     from ray._private.node import Node
@@ -38,24 +39,10 @@ OBJECT_STORE = 80 * 2**20
 
 
 def processes_with(ray_tmpdir: str) -> dict[int, str]:
-    """The processes (pid: name) whose environment has ``RAY_TMPDIR=ray_tmpdir``: every
-    process a Ray started under that folder, and nobody else's."""
-    mark = f"RAY_TMPDIR={ray_tmpdir}".encode()
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if mark not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # gone, or not ours to read
-            continue
-        name = argv[0].decode(errors="replace")
-        if not name.startswith("ray::"):
-            name = " ".join(Path(a.decode(errors="replace")).name for a in argv[:2])
-        found[int(entry.name)] = name
-    return found
+    """The processes (pid: name) whose environment has ``RAY_TMPDIR=ray_tmpdir`` or which hold
+    a file open under that folder: every process a Ray started under it, and nobody else's
+    (a node agent's environment can read as overwritten: :mod:`permsc_integrations._processes`)."""
+    return find_processes(f"RAY_TMPDIR={ray_tmpdir}".encode(), ray_tmpdir)
 
 
 class LocalRayCluster:
