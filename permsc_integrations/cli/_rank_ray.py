@@ -175,7 +175,7 @@ def reap_marked() -> None:
 def _ray_programs() -> tuple[str, ...]:
     """Where the programs of a Ray started here lie: this Python, Ray's package folder."""
     ray = importlib.util.find_spec("ray")
-    folders = ray.submodule_search_locations or [] if ray is not None else []
+    folders = (ray.submodule_search_locations or []) if ray is not None else []
     return tuple(os.path.realpath(path) for path in (sys.executable, *folders))
 
 
