@@ -64,6 +64,15 @@ def _timed_out(condition: Callable[[], bool], timeout: float, what: str | None =
 
 
 @pytest.fixture
+def models_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test loads local models into a cache of its own, dropped after it: the models the
+    process had loaded (the 1.5B one, about 20 s to load here) are there again for the next."""
+    from permsc_integrations.backends.local import transformers as local
+
+    monkeypatch.setattr(local, "_MODELS", {})
+
+
+@pytest.fixture
 def closed_port() -> int:
     """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
     with socket.socket() as sock:

