@@ -224,6 +224,7 @@ class Meter(Admitting):
         self._largest = _Ticket(0, 0.0)
         self._holds: list[Hold] = []
         self._waiters: list[Waiter] = []
+        self.refused = 0  # calls the budget refused (the request's ``stopped="budget"``)
 
     @property
     def spent(self) -> Usage:
@@ -274,6 +275,7 @@ class Meter(Admitting):
     def _count_call(self) -> None:
         """Count one call (the lock held), unless the budget is spent: then refuse it."""
         if self.budget is not None and self._spent.calls >= self.budget:
+            self.refused += 1
             raise BudgetSpentError(self.budget)
         self._spent += _ONE_CALL
 

@@ -144,7 +144,7 @@ class RankedRow:
     error: str | None
     head: int | None = None
     stopped: str = "complete"
-    top_probability: tuple[float, ...] = ()
+    top_probability: tuple[float | None, ...] = ()
 
     @classmethod
     def of(cls, key: object, outcome: RankingResult | Exception) -> RankedRow:

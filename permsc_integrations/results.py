@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "StopReason",
     "Usage",
     "ParseStatus",
     "ParsedAnswer",
@@ -22,6 +23,10 @@ __all__ = [
     "RankingResult",
     "scores_from_order",
 ]
+
+
+StopReason = Literal["complete", "budget", "certified", "cap", "exhausted"]
+"""Why a ranking's sampling ended (:attr:`RankingResult.stopped`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +176,16 @@ class RankingResult:
     ``i``'s mean probability (in [0, 1], non-increasing along ``order``; docs/first_token.md).
 
     ``top_probability[i]``: item ``i``'s probability of belonging in the top k under the
-    list model of every answer (docs/scores.md: k is ``top_k``, or 10 under ``max_calls``);
-    empty when there is no k, or no model was fitted (docs/strategies.md says when).
+    list model of every answer (docs/scores.md: k is ``top_k``, or 10 under ``max_calls``),
+    non-increasing along ``order``; ``None`` for an item no answer looked at (never shown to
+    the model, or shown only in prompts that failed); empty when there is no k, or no model
+    was fitted (docs/strategies.md says when).
     ``head``: the ranking ranked the first ``head`` items of the input; the rest follow in
     their input order (a ``max_calls`` below one pass; None: not known, a result built by
     hand). ``stopped``: why sampling ended (``"complete"``: the plan ran; ``"budget"``:
-    ``max_calls`` decided; ``"certified"``: the top k was certified; ``"cap"``: adaptive m
-    reached its cap; ``"exhausted"``: every distinct prompt was asked). ``ties``: pairs of
+    ``max_calls`` decided, by the calls it planned or by a call, retry or re-ask it refused;
+    ``"certified"``: the top k was certified; ``"cap"``: adaptive m reached its cap;
+    ``"exhausted"``: every distinct prompt was asked, fewer than m). ``ties``: pairs of
     neighbours in the top k whose order the answers do not establish (settled as ties).
     """
 
@@ -187,9 +195,9 @@ class RankingResult:
     confidence: float = 1.0
     usage: Usage = field(default_factory=Usage)
     request: Any = None
-    top_probability: tuple[float, ...] = ()
+    top_probability: tuple[float | None, ...] = ()
     head: int | None = None
-    stopped: str = "complete"
+    stopped: StopReason = "complete"
     ties: tuple[tuple[int, int], ...] = ()
 
     @property

@@ -13,7 +13,14 @@ from collections import Counter
 
 import pytest
 
-from permsc_integrations import ConfigurationError, PSCRanker, RankingOptions, RetryPolicy
+from permsc_integrations import (
+    ConfigurationError,
+    InsufficientSamplesError,
+    PermscError,
+    PSCRanker,
+    RankingOptions,
+    RetryPolicy,
+)
 from permsc_integrations._run.sampling import REASK
 from permsc_integrations.results import ParseStatus
 from permsc_integrations.testing import Fault, Reply, best_first
@@ -80,22 +87,30 @@ def test_the_budget_is_never_exceeded_under_faults_reasks_and_partial_answers(
     scripted_server,
 ) -> None:
     server = scripted_server(Flaky())
-    wrong = []
+    wrong, failed = [], 0
     for n, budget, strategy in budget_cases():
         server.reset()
-        with ranker(server, max_calls=budget, strategy=strategy) as r:
-            result = r.rank("which grade is highest?", docs(n))
         where = f"n={n} max_calls={budget} {strategy}"
+        with ranker(server, max_calls=budget, strategy=strategy) as r:
+            try:
+                result = r.rank("which grade is highest?", docs(n))
+            except InsufficientSamplesError:  # a round whose every call failed: no ranking
+                failed += 1
+                if server.request_count > budget:
+                    wrong.append(f"{where}: the server got {server.request_count} calls")
+                continue
         if server.request_count > budget:
             wrong.append(f"{where}: the server got {server.request_count} calls")
         if result.usage.calls != server.request_count:
             wrong.append(f"{where}: usage {result.usage.calls}, server {server.request_count}")
         if sorted(result.order) != list(range(n)):
             wrong.append(f"{where}: not a ranking of the {n} items: {result.order}")
-    assert wrong == []
+    assert wrong == [] and failed < len(budget_cases()) // 4
 
 
-def test_the_faults_happen_and_a_spent_budget_skips_calls_without_failing(scripted_server) -> None:
+def test_the_faults_happen_and_a_spent_budget_ends_retries_and_reasks_as_failures(
+    scripted_server,
+) -> None:
     server = scripted_server(Flaky())
     with ranker(server, num_permutations=20) as r:  # no budget: every fault, then an answer
         free = r.rank("which grade is highest?", docs(40))
@@ -107,9 +122,13 @@ def test_the_faults_happen_and_a_spent_budget_skips_calls_without_failing(script
     with ranker(server, max_calls=7) as r:  # one window: 7 shuffles, their faults on top
         result = r.rank("which grade is highest?", docs(10))
     statuses = Counter(s.status for s in result.samples)
-    assert server.request_count == result.usage.calls == 7
-    assert statuses[ParseStatus.SKIPPED] > 0 and result.stopped == "budget"
-    assert not result.failures  # a skipped sample is not a failure
+    assert server.request_count == result.usage.calls == 7 and result.stopped == "budget"
+    # every shuffle was sent: the faults whose retry or re-ask the budget refused are failures
+    # (with the reason noted), never "skipped", and the ranking rests on the other answers
+    assert statuses[ParseStatus.SKIPPED] == 0 and result.failures
+    assert all("not sent" in f"{s.error} {getattr(s.exception, '__notes__', '')}"
+               for s in result.failures)
+    assert sorted(result.order) == list(range(10))
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "12"])
@@ -150,3 +169,106 @@ def test_a_budget_that_pays_for_the_plan_changes_nothing(scripted_server) -> Non
             result = r.rank("which grade is highest?", docs(50))
         orders.append((result.order, server.request_count, result.stopped, result.head))
     assert orders[0] == orders[1] == orders[2] and orders[0][2:] == ("complete", 50)
+
+
+def _outage(kind: str):
+    """A model that never answers well: every call fails (500) or answers prose."""
+    if kind == "500":
+        return lambda request: Fault.status(500)
+    return lambda request: "I would rather not say."
+
+
+@pytest.mark.parametrize("kind", ["500", "prose"])
+@pytest.mark.parametrize(("n", "budget", "strategy"), [(30, 6, "blocks"), (10, 4, "blocks"),
+                                                     (30, 6, "sliding"), (100, 2, "blocks")])
+def test_an_outage_under_a_budget_fails_as_it_does_without_one(
+    scripted_server, kind, n, budget, strategy
+) -> None:
+    server = scripted_server(_outage(kind))
+    errors = []
+    for max_calls in (None, budget):
+        server.reset()
+        with ranker(server, max_calls=max_calls, strategy=strategy) as r:
+            with pytest.raises(PermscError) as caught:
+                r.rank("which grade is highest?", docs(n))
+        errors.append(type(caught.value))
+        if max_calls is not None:
+            assert server.request_count <= max_calls
+    assert errors[0] is errors[1], errors  # the same typed error, budget or not
+
+
+def test_an_unreachable_server_under_a_budget_fails_with_the_connection_error(
+    scripted_server,
+) -> None:
+    server = scripted_server(lambda request: "[1] > [2]")
+    url = server.base_url
+    server.stop()  # nothing listens there now
+    errors = []
+    for max_calls in (None, 5):
+        with PSCRanker(
+            "openai:m",
+            backend_options={"base_url": url, "api_key": "k"},
+            retry=QUICK,
+            timeout=0.3,
+            max_calls=max_calls,
+        ) as r:
+            with pytest.raises(PermscError, match="connection to .* failed") as caught:
+                r.rank("which grade is highest?", docs(30))
+        errors.append(type(caught.value))
+    assert errors[0] is errors[1]
+
+
+def test_a_sample_sent_and_failed_is_a_failure_when_the_budget_refuses_its_retry(
+    scripted_server,
+) -> None:
+    seen = []
+    lock = threading.Lock()
+
+    def first_two_500(request):  # the first two calls fail; the budget refuses their retries
+        with lock:
+            seen.append(request.text)
+            first = len(seen) <= 2
+        if first:
+            return Fault.status(500)
+        order = best_first(shown_passages(request.messages))
+        return " > ".join(f"[{p + 1}]" for p in order)
+
+    server = scripted_server(first_two_500)
+    with ranker(server, max_calls=6, num_permutations=6) as r:
+        result = r.rank("which grade is highest?", docs(8))
+    statuses = Counter(s.status for s in result.samples)
+    assert server.request_count == 6
+    assert statuses[ParseStatus.ERROR] == len(result.failures) == 2  # sent, failed: failures
+    assert statuses[ParseStatus.SKIPPED] == 0  # every sample was sent
+    assert all("retry was not sent" in str(s.exception.__notes__) for s in result.failures)
+
+
+def _good(request):
+    order = best_first(shown_passages(request.messages))
+    return " > ".join(f"[{p + 1}]" for p in order)
+
+
+def test_stopped_says_what_decided_the_calls(scripted_server) -> None:
+    server = scripted_server(_good)
+    with ranker(server, num_permutations=20) as r:
+        few = r.rank("which grade is highest?", docs(3))  # 3! = 6 orders < m = 20
+        whole = r.rank("which grade is highest?", docs(6))
+    with ranker(server, num_permutations=20, max_calls=7) as r:
+        cut = r.rank("which grade is highest?", docs(6))  # the budget asks 7 of 20 shuffles
+    assert (few.stopped, few.usage.calls) == ("exhausted", 6)
+    assert (whole.stopped, whole.usage.calls) == ("complete", 20)
+    assert (cut.stopped, cut.usage.calls) == ("budget", 7)
+
+
+def test_items_never_shown_have_no_top_probability_and_it_falls_along_the_order(
+    scripted_server,
+) -> None:
+    server = scripted_server(_good)
+    with ranker(server, max_calls=4, top_k=10) as r:
+        result = r.rank("which grade is highest?", docs(100))
+    shown = {i for s in result.samples if s.ok for i in s.permutation}
+    p = result.top_probability
+    assert result.head == 60 and len(shown) == 60
+    assert [i for i in range(100) if p[i] is None] == sorted(set(range(100)) - shown)
+    along = [p[i] for i in result.order if p[i] is not None]
+    assert along == sorted(along, reverse=True) and along[0] > 0.5

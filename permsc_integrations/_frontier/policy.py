@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..permutations import cut_blocks
+from ..results import StopReason
 from .model import Answer, ListFit, fit_list, position_effects
 from .stopping import CONFIDENCE, ZONE, ties, unsettled
 
@@ -59,10 +60,10 @@ class FrontierResult:
     """The ranking and what stands behind it."""
 
     order: tuple[int, ...]
-    top_probability: tuple[float, ...]  # per item (input index): its chance of the top k
+    top_probability: tuple[float | None, ...]  # per item: its chance of the top k (None: unseen)
     head: int  # the first ``head`` items were ranked; the rest keep their input order
     ties: tuple[tuple[int, int], ...]  # neighbours in the top k settled as ties
-    stopped: str  # "budget", "certified", "cap" or "exhausted" (every order shown)
+    stopped: StopReason  # "budget", "certified", "cap" or "exhausted" (every order shown)
     calls: int
     rounds: int
 
@@ -76,7 +77,7 @@ class Frontier:
     answers: list[Answer] = field(default_factory=list)
     calls: int = 0
     rounds: int = 0
-    stopped: str = ""
+    stopped: StopReason | None = None
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.settings.seed)
@@ -210,14 +211,14 @@ class Frontier:
         """The ranking: the head by posterior mean, then the tail in input order."""
         s = self.settings
         if not self.answers:
-            zeros = (0.0,) * self.n
-            return FrontierResult(tuple(range(self.n)), zeros, self.head, (), "budget", 0, 0)
+            unseen = (None,) * self.n
+            return FrontierResult(tuple(range(self.n)), unseen, self.head, (), "budget", 0, 0)
         fit = self.model()
         p = fit.top_probabilities(s.k, seed=s.seed)
         tail = self.n - self.head
         return FrontierResult(
             order=(*fit.order(), *range(self.head, self.n)),
-            top_probability=(*(float(x) for x in p), *(0.0,) * tail),
+            top_probability=(*(float(x) for x in p), *(None,) * tail),
             head=self.head,
             ties=tuple(ties(fit, top_k=s.k, confidence=s.confidence, seed=s.seed)),
             stopped=self.stopped or "budget",

@@ -40,7 +40,7 @@ from typing import TypeVar
 from .._retry import Attempts, RetryPolicy
 from .._spending import Charged, Meter, charged
 from ..backends.base import Completion, LabelProbabilities
-from ..errors import BackendError, PermscError
+from ..errors import BackendError, BudgetSpentError, PermscError, add_note
 from ..results import Usage
 from .breaker import Breaker
 from .limiter import CallLimiter
@@ -84,13 +84,28 @@ class Calls:
     async def send(self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab) -> T:
         """``await call()`` with retries, each attempt under the limiters, the breaker and the
         spending caps, counted on the request's meter and on ``tab`` (``chars``: the prompt's
-        size, what a cap estimates its tokens from). The last failure is raised as is."""
+        size, what a cap estimates its tokens from). The last failure is raised as is, also
+        when the budget (``max_calls``) refuses its retry: a call that was sent and failed is
+        a failure, never a :class:`BudgetSpentError` (that means: not sent at all)."""
         self.breaker.check()
         attempts = Attempts(self.retry, self.timeout, guard=self._slot)
-        async for attempt in attempts:
-            with attempt:  # a retryable failure is retried, the last one raised by the loop
-                async with attempts:  # the limiter slots and the time limit
-                    result = await self._admitted(call, chars, tab, retry=attempts.retries > 0)
+        failed: BackendError | None = None
+        try:
+            async for attempt in attempts:
+                with attempt:  # a retryable failure is retried, the last one raised by the loop
+                    async with attempts:  # the limiter slots and the time limit
+                        try:
+                            result = await self._admitted(
+                                call, chars, tab, retry=attempts.retries > 0
+                            )
+                        except BackendError as exc:
+                            failed = exc
+                            raise
+        except BudgetSpentError:
+            if failed is None:  # never sent: the caller skips it
+                raise
+            add_note(failed, f"its retry was not sent: max_calls={self.meter.budget} was spent")
+            raise failed from None  # sent and failed: a failure, never a skip
         return result
 
     async def send_batch(

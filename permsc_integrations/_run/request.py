@@ -34,14 +34,14 @@ from .._window_plan import Window
 from ..aggregators import Aggregator
 from ..errors import first_failure
 from ..permutations import distinct_permutations
-from ..results import ParseStatus, Sample, WindowResult
+from ..results import Sample, StopReason, WindowResult
 from ..strategies._base import Draw, Lead, Outcome
 from ..strategies._frontier_rounds import served_k
 from .engine import Engine
 from .sampling import WindowRun
 from .state import RequestState
 
-__all__ = ["RequestRun", "FIT_LIMIT"]
+__all__ = ["RequestRun", "FIT_LIMIT", "along"]
 
 T = TypeVar("T")
 
@@ -64,8 +64,10 @@ class RequestRun:
         self.num_permutations, self.adaptive = o.num_permutations, o.adaptive
         self.min_successful, self.max_calls = o.min_successful, o.max_calls
         self.seed = state.seed_for
+        self.aggregator = engine.aggregator
         self.done: dict[int, WindowResult] = {}
         self.outcome = Outcome()
+        self.cut: set[StopReason] = set()  # what asked for fewer shuffles than m
         self._group: TaskGroup | None = None
 
     @property
@@ -98,12 +100,18 @@ class RequestRun:
     ) -> Sequence[int]:
         """PSC over one window (``inside``: its items in input order), with its events."""
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
+        m = self.options.num_permutations
+        wanted = m if shuffles is None else shuffles
         perms = distinct_permutations(
             len(inside),
-            self.options.num_permutations if shuffles is None else shuffles,
+            wanted,
             seed=self.seed(inside, (window.pass_index, window.start)),
             include_identity=self.options.include_identity,
         )
+        if wanted < m:  # only a budget asks a window for fewer than m
+            self.cut.add("budget")
+        if len(perms) < wanted:
+            self.cut.add("exhausted")
         draw = await self._draw(number, inside, [[p] for p in perms], where, None, window.start)
         return await self.settle(draw)
 
@@ -202,23 +210,32 @@ class RequestRun:
 
     async def concluded(self, order: Sequence[int]) -> Outcome:
         """What the result says beside the order: the strategy's :class:`Outcome`, with
-        ``head`` (all items unless it said fewer), ``stopped`` ``"budget"`` when the budget
-        refused a call, and, where the strategy gave none and the ranking has a k
-        (:func:`~..strategies.frontier_rounds.served_k`), ``top_probability`` from the list
-        model fitted to the samples (:data:`FIT_LIMIT`)."""
+        ``head`` (all items unless it said fewer), ``stopped`` (:meth:`_stopped`) and, where
+        the strategy gave none and the ranking has a k
+        (:func:`~..strategies._frontier_rounds.served_k`), ``top_probability`` from the list
+        model fitted to the samples (:data:`FIT_LIMIT`): ``None`` for an item no answer looked
+        at, non-increasing along ``order``."""
         out, k = self.outcome, served_k(self.options)
         samples = [s for w in self.done.values() for s in w.samples]
-        skipped = any(s.status is ParseStatus.SKIPPED for s in samples)
-        out = replace(
-            out,
-            head=self.n if out.head is None else out.head,
-            stopped="budget" if skipped else out.stopped,
-        )
-        if out.top_probability or k is None or self.n < 2:
-            return out
+        head = self.n if out.head is None else out.head
+        out = replace(out, head=head, stopped=self._stopped(out.stopped))
         good = [s for s in samples if s.ok]
-        fit = await self.offload(lambda: _top_probability(order, good, k))
-        return replace(out, top_probability=fit)
+        if not out.top_probability and k is not None and self.n >= 2:
+            fit = await self.offload(lambda: _top_probability(order, good, k))
+            out = replace(out, top_probability=fit)
+        if out.top_probability:
+            seen = {i for s in good for i in s.permutation}
+            out = replace(out, top_probability=along(order, out.top_probability, seen))
+        return out
+
+    def _stopped(self, said: StopReason) -> StopReason:
+        """``"budget"`` when the budget refused a call (a retry or a re-ask included) or made
+        a window ask fewer than m; ``"exhausted"`` when a window had fewer orders than m."""
+        if self.state.calls.meter.refused or "budget" in self.cut:
+            return "budget"
+        if said == "complete" and "exhausted" in self.cut:
+            return "exhausted"
+        return said
 
     async def lead(self, draw: Draw, keep: int, by: str | Aggregator | None) -> Lead:
         pick = self.engine.head_by(by)
@@ -256,6 +273,32 @@ class _Soon:
     async def _wait(self) -> Sequence[int]:
         await self._done.wait()
         return self._value
+
+
+def along(
+    order: Sequence[int], p: Sequence[float | None], seen: set[int]
+) -> tuple[float | None, ...]:
+    """``p`` with ``None`` for the items not ``seen`` and the rest made non-increasing along
+    ``order`` (pooled adjacent violators: a run that rises is replaced by its mean).
+
+    >>> along([0, 1, 2], [0.5, 0.9, 0.1], {0, 1, 2})
+    (0.7, 0.7, 0.1)
+    >>> along([0, 1, 2], [0.9, 0.8, 0.1], {0, 1})
+    (0.9, 0.8, None)
+    """
+    kept = [i for i in order if i in seen and p[i] is not None]
+    pools: list[list[float]] = []  # [sum, count] of each run
+    for i in kept:
+        pools.append([float(p[i] or 0.0), 1.0])
+        while len(pools) > 1 and pools[-2][0] * pools[-1][1] < pools[-1][0] * pools[-2][1]:
+            total, count = pools.pop()
+            pools[-1][0] += total
+            pools[-1][1] += count
+    fitted = [total / count for total, count in pools for _ in range(int(count))]
+    out: list[float | None] = [None] * len(p)
+    for i, value in zip(kept, fitted, strict=True):
+        out[i] = value
+    return tuple(out)
 
 
 def _top_probability(order: Sequence[int], samples: Sequence[Sample], k: int) -> tuple[float, ...]:

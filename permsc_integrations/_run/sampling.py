@@ -68,6 +68,15 @@ class Ask(Tab):
     messages: Sequence[Message] = ()
     asks: int = 0
     raw_text: str = ""
+    unread: ParseError | None = None  # why the last answer is being re-asked
+
+    def refused(self, exc: Refused) -> Sample | Refused:
+        """What a refused call leaves of this sample: its last answer, unread, when the
+        budget refused the re-ask (it was asked and answered: a failure, not a skip)."""
+        if self.unread is None or not isinstance(exc, BudgetSpentError):
+            return exc
+        error = f"{self.unread}; its re-ask was not sent: {exc}"
+        return _sample(self, (), ParseStatus.INVALID, error, self.unread)
 
 
 class Sampler(Protocol):
@@ -209,7 +218,13 @@ class Generate:
             if completion is None:
                 messages = ask.messages
                 call = partial(self.backend.acomplete, messages, self.settings)
-                completion = await calls.send(call, prompt_chars(messages), ask)
+                try:
+                    completion = await calls.send(call, prompt_chars(messages), ask)
+                except BudgetSpentError as exc:
+                    left = ask.refused(exc)
+                    if isinstance(left, Sample):
+                        return left
+                    raise
                 await self._keep(messages, completion)
             sample = self._read(ask, completion)
             if sample is not None:
@@ -227,7 +242,7 @@ class Generate:
             try:
                 answers = await self._answers([asks[k] for k in todo], calls)
             except (BackendError, BudgetSpentError) as exc:
-                out.update(dict.fromkeys(todo, exc))
+                out.update((k, asks[k].refused(exc)) for k in todo)
                 break
             reads = {k: self._read(asks[k], c) for k, c in zip(todo, answers, strict=True)}
             out.update((k, sample) for k, sample in reads.items() if sample is not None)
@@ -281,6 +296,7 @@ class Generate:
             _check_coverage(parsed.ranking, len(perm), self.options.min_coverage, completion.text)
         except ParseError as exc:
             if ask.asks <= self.options.reasks:
+                ask.unread = exc
                 ask.messages = [
                     *ask.messages,
                     {"role": "assistant", "content": completion.text},

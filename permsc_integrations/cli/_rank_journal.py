@@ -87,7 +87,7 @@ class _Ranked(_RankedFields, total=False):
 
     head: int | None
     stopped: str
-    top_probability: list[float]
+    top_probability: list[float | None]
 
 
 def _ranked_row(record: _Ranked) -> RankedRow:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from .._processes import find_processes
-from ..results import RankingResult, Usage, scores_from_order
+from ..results import RankingResult, StopReason, Usage, scores_from_order
 from ._common import Query, backend_spec, report
 from ._rank_journal import Journal, unit_key
 from ._rank_records import to_json
@@ -69,7 +69,7 @@ def _result(row: RankedRow) -> RankingResult:
         usage,
         top_probability=row.top_probability,
         head=row.head,
-        stopped=row.stopped,
+        stopped=cast("StopReason", row.stopped),
     )
 
 

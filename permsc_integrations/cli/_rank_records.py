@@ -17,7 +17,7 @@ def to_json(query: Query, result: RankingResult) -> dict[str, object]:
         "query": query.query,
         "ranking": [
             {"docid": query.docids[i], "rank": r, "score": round(result.scores[i], 6)}
-            | ({"top_probability": round(result.top_probability[i], 4)} if chances else {})
+            | ({"top_probability": _rounded(result.top_probability[i])} if chances else {})
             for r, i in enumerate(result.order, start=1)
         ],
         "order": list(result.order),
@@ -39,3 +39,8 @@ def to_trec(query: Query, result: RankingResult, tag: str) -> str:
         f"{query.qid} Q0 {query.docids[i]} {r} {result.scores[i]:.6f} {tag}\n"
         for r, i in enumerate(result.order, start=1)
     )
+
+
+def _rounded(p: float | None) -> float | None:
+    """A ``top_probability`` for the record: None (never shown to the model) stays None."""
+    return None if p is None else round(p, 4)

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._window_plan import Window
 from ..aggregators import Aggregator
-from ..results import Sample
+from ..results import Sample, StopReason
 from ._plan import Plan, PlanOptions
 
 __all__ = ["RankContext", "Strategy", "Draw", "Lead", "Outcome"]
@@ -71,9 +71,9 @@ class Outcome:
     settled, each item's ``top_probability``, and the calls ``saved`` below its cap."""
 
     head: int | None = None
-    stopped: str = "complete"
+    stopped: StopReason = "complete"
     ties: tuple[tuple[int, int], ...] = ()
-    top_probability: tuple[float, ...] = ()
+    top_probability: tuple[float | None, ...] = ()
     saved: int = 0
 
 
@@ -84,6 +84,11 @@ class RankContext(PlanOptions, Protocol):
 
     @property
     def n(self) -> int: ...
+
+    @property
+    def aggregator(self) -> Aggregator:
+        """The ranker's aggregator (a strategy that orders answers itself uses it too)."""
+        ...
 
     @property
     def spent(self) -> int:
