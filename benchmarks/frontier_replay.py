@@ -24,15 +24,22 @@ from _report import write_section  # noqa: E402
 
 from permsc_integrations._adaptive import Adaptive  # noqa: E402
 from permsc_integrations._frontier import Answer, fit_list, unsettled  # noqa: E402
-from permsc_integrations.aggregators import aggregate  # noqa: E402
+from permsc_integrations.aggregators import aggregate, get  # noqa: E402
 from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_tau  # noqa: E402
+from permsc_integrations.strategies._frontier_rounds import final_order  # noqa: E402
+
+KEMENY = get("kemeny")
 
 SAMPLES = Path(__file__).resolve().parents[1] / "docs" / "results" / "wordsort-qwen.samples.jsonl"
 
 
-def replay(shown, rankings, n: int, zone: float, confidence: float) -> tuple[int, tuple[int, ...]]:
-    """(samples drawn, the model's order) under the stop rule, waves of 4 up to all."""
+def replay(
+    shown, rankings, n: int, zone: float, confidence: float
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(samples drawn, the model's order, the ranker's order) under the stop rule, waves of 4
+    up to all; the ranker's order is :func:`final_order` (Kemeny over the answers drawn, the
+    model breaking its ties), what a budgeted or adaptive ranking returns."""
     m = len(rankings)
     for end in range(4, m + 1, 4):
         answers = [
@@ -42,8 +49,9 @@ def replay(shown, rankings, n: int, zone: float, confidence: float) -> tuple[int
         ]
         fit = fit_list(n, answers)
         if not unsettled(fit, zone=zone, confidence=confidence) or end >= m:
-            return end, fit.order()
-    return m, tuple(range(n))
+            model = fit.order()
+            return end, model, tuple(final_order(KEMENY, answers, model))
+    return m, tuple(range(n)), tuple(range(n))
 
 
 def sign_test_stop(rankings, n: int) -> tuple[int, tuple[int, ...]]:
@@ -75,14 +83,21 @@ def main() -> None:
         rows.setdefault("fixed m = 20, list model", []).append(
             (20, kendall_tau(model.order(), truth))
         )
+        answers = [Answer(tuple(p), r) for p, r in zip(s.permutations, rankings, strict=True) if r]
+        rows.setdefault("fixed m = 20, the ranker's order (Kemeny, model ties)", []).append(
+            (20, kendall_tau(final_order(KEMENY, answers, model.order()), truth))
+        )
         used, order = sign_test_stop(rankings, n)
         rows.setdefault("adaptive today (sign test, 0.9)", []).append(
             (used, kendall_tau(order, truth))
         )
         for zone in (float(z) for z in args.zones.split(",")):
-            used, order = replay(s.permutations, rankings, n, zone, args.confidence)
+            used, order, ranker = replay(s.permutations, rankings, n, zone, args.confidence)
             name = f"frontier stop, zone {zone} x spread, {args.confidence}"
-            rows.setdefault(name, []).append((used, kendall_tau(order, truth)))
+            rows.setdefault(f"{name}, list model", []).append((used, kendall_tau(order, truth)))
+            rows.setdefault(f"{name}, the ranker's order", []).append(
+                (used, kendall_tau(ranker, truth))
+            )
     base = statistics.fmean(t for _, t in rows["fixed m = 20, Kemeny"])
     lines = [
         f"{len(lists)} WordSort lists, the embedded Qwen2.5-Coder-1.5B's saved answers "
