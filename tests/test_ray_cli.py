@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 QUERIES, ITEMS = 3, 4
 SMALL_STORE = "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION"  # for a Ray the command starts
+CLI = ["-m", "permsc_integrations.cli"]
 IN_PROCESS = (  # a program that runs Ray already, then the CLI's main
     "import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False); "
     "from permsc_integrations.cli import main; sys.exit(main(sys.argv[2:]))"
@@ -62,7 +63,7 @@ def write_input(path: Path) -> list[dict]:
 RESPONDERS = {
     "good": oracle_responder(relevance),
     "garbage": lambda request: "I would rather not rank these.",
-    "500": lambda request: Fault.status(500),
+    "500": lambda request: Fault.status(500, retry_after=0.0),  # retried at once
 }
 
 
@@ -92,7 +93,7 @@ class Run:
         assert rc == 0, err
         records = [json.loads(line) for line in self.output.read_text().splitlines()]
         assert [r["qid"] for r in records] == [line["qid"] for line in self.lines]  # in order
-        for record, line in zip(records, self.lines):
+        for record, line in zip(records, self.lines, strict=True):
             texts = [c["text"] for c in line["candidates"]]
             right = sorted(range(ITEMS), key=lambda j: -relevance(texts[j]))
             assert [d["docid"] for d in record["ranking"]] == [f"d{j}" for j in right]
@@ -124,13 +125,12 @@ def ray_here() -> Iterator[str]:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-@pytest.mark.parametrize("answers", ["good", "garbage"])
+@pytest.mark.parametrize("answers", ["good", "500"])
 def test_a_ray_the_command_starts_exits_0_or_2_and_leaves_nothing(
     scripted_server, tmp_path, ray_here, answers, wait_until
 ) -> None:
     run = Run(scripted_server, tmp_path, answers)
-    rc, err = run(["-m", "permsc_integrations.cli"], env=_env(RAY_TMPDIR=ray_here, **{
-        SMALL_STORE: "0.01"}))  # fmt: skip
+    rc, err = run(CLI, env=_env(RAY_TMPDIR=ray_here, **{SMALL_STORE: "0.01"}))
     if answers == "good":
         run.assert_complete(rc, err)
     else:
@@ -150,13 +150,13 @@ def cluster() -> Iterator[LocalRayCluster]:
 
 
 WAYS = {  # how the command is told of the cluster: (its argv prefix, flags, environment)
-    "--ray-address": lambda c: (["-m", "permsc_integrations.cli"], ["--ray-address", c.address], {}),
-    "RAY_ADDRESS": lambda c: (["-m", "permsc_integrations.cli"], [], {"RAY_ADDRESS": c.address}),
+    "--ray-address": lambda c: (CLI, ["--ray-address", c.address], {}),
+    "RAY_ADDRESS": lambda c: (CLI, [], {"RAY_ADDRESS": c.address}),
     "ray.init() first": lambda c: (["-c", IN_PROCESS, c.address], [], {}),
 }
 
 
-@pytest.mark.parametrize("answers", ["good", "500"])
+@pytest.mark.parametrize("answers", ["good", "garbage"])
 @pytest.mark.parametrize("way", list(WAYS))
 def test_on_a_cluster_it_exits_0_or_2_however_it_is_told_where(
     cluster, scripted_server, tmp_path, way, answers

@@ -99,7 +99,7 @@ def _ray_for(args: argparse.Namespace) -> Iterator[None]:
             os.environ.pop(_MARK, None)
         if reaper is not None:
             info = getattr(context, "address_info", None) or {}  # ray.init's RayContext
-            _tell(reaper, _SESSION + (info.get("session_dir") or ""))
+            _tell(reaper, info.get("session_dir") or "")
         try:
             yield
         finally:
@@ -129,19 +129,31 @@ def _reaper() -> subprocess.Popen[bytes] | None:
     env = {k: v for k, v in os.environ.items() if k != _MARK}
     code = "from permsc_integrations.cli._rank_ray import reap_marked; reap_marked()"
     reaper = subprocess.Popen(
-        [sys.executable, "-c", code, token, str(os.getpid())], stdin=subprocess.PIPE, env=env,
+        [sys.executable, "-c", code, token, *map(str, _lineage())], stdin=subprocess.PIPE, env=env,
         start_new_session=True,  # a Ctrl-C to this process group leaves it its work
     )  # fmt: skip
     os.environ[_MARK] = token
     return reaper
 
 
+def _lineage() -> list[int]:
+    """This process, then its ancestors: the reaper spares them (known here, as this process
+    may be gone before the reaper has started)."""
+    here = os.getpid()
+    return [here, *sorted(lineage(here) - {here})]
+
+
 _SESSION, _SHUT_DOWN = "session ", "shut down"
 """The reaper's messages, a line each: the session folder; Ray shut down by a live driver."""
 
 
-def _tell(reaper: subprocess.Popen[bytes], message: str) -> None:
-    """Send the reaper one message (a line)."""
+def _tell(reaper: subprocess.Popen[bytes], session_dir: str) -> None:
+    """Give the reaper the folder whose open files mark this Ray's processes too."""
+    _send(reaper, _SESSION + session_dir)
+
+
+def _send(reaper: subprocess.Popen[bytes], message: str) -> None:
+    """One message to the reaper (a line)."""
     assert reaper.stdin is not None
     with suppress(BrokenPipeError):  # the reaper is gone: the job goes on without it
         reaper.stdin.write(message.encode() + b"\n")
@@ -151,7 +163,7 @@ def _tell(reaper: subprocess.Popen[bytes], message: str) -> None:
 def _close(reaper: subprocess.Popen[bytes]) -> None:
     """Ray is shut down: let the reaper end what is left of it, and wait for it."""
     assert reaper.stdin is not None
-    _tell(reaper, _SHUT_DOWN)
+    _send(reaper, _SHUT_DOWN)
     with suppress(BrokenPipeError):
         reaper.stdin.close()
     try:
@@ -161,14 +173,13 @@ def _close(reaper: subprocess.Popen[bytes]) -> None:
 
 
 def reap_marked() -> None:
-    """The reaper (see :func:`_reaper`; its arguments: the token, the driver's pid). Once
-    stdin closes, and the driver has died unless it said Ray was shut down, SIGKILL every
-    process whose environment holds the token, or which runs Ray's Python or one of its
-    programs and holds a file open in the session folder read from stdin, sparing the driver
-    and its ancestors; sweep again until a sweep finds none (a node agent killed mid-fork
-    leaves a child the sweep before did not list)."""
-    driver = int(sys.argv[2])
-    spare = lineage(driver)  # now: once the driver is gone, its ancestors are no longer known
+    """The reaper (see :func:`_reaper`; its arguments: the token, the driver's pid, its
+    ancestors'). Once stdin closes, and the driver has died unless it said Ray was shut down,
+    SIGKILL every process whose environment holds the token, or which runs Ray's Python or
+    one of its programs and holds a file open in the session folder read from stdin, sparing
+    the driver and its ancestors; sweep again until a sweep finds none (a node agent killed
+    mid-fork leaves a child the sweep before did not list)."""
+    driver, spare = int(sys.argv[2]), frozenset(int(pid) for pid in sys.argv[2:])
     messages = sys.stdin.buffer.read().decode(errors="replace").splitlines()
     while _SHUT_DOWN not in messages and alive(driver):  # the pipe closes as the driver exits
         time.sleep(0.01)
