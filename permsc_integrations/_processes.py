@@ -13,18 +13,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["find_processes"]
+__all__ = ["find_processes", "lineage", "alive"]
 
 
 def find_processes(
-    entry: bytes | None = None, folder: str | None = None, programs: tuple[str, ...] = ("/",)
+    entry: bytes | None = None,
+    folder: str | None = None,
+    programs: tuple[str, ...] = ("/",),
+    spare: frozenset[int] = frozenset(),
 ) -> dict[int, str]:
-    """The processes (pid: name), this one left out, whose environment holds ``entry``, or
-    which hold a file open under ``folder`` and run a program under one of ``programs``
-    (paths: someone's ``tail -f`` of a log there is not taken); {} without ``/proc``."""
+    """The processes (pid: name), this one and those in ``spare`` left out, whose environment
+    holds ``entry``, or which hold a file open under ``folder`` and run a program under one of
+    ``programs`` (paths: someone's ``tail -f`` of a log there is not taken); {} without
+    ``/proc``."""
     under = os.path.realpath(folder).rstrip("/") + "/" if folder else None
     found = {}
-    for proc in _processes():
+    for proc in _processes(spare):
         taken = entry is not None and _has_entry(proc, entry)
         if not taken and under is not None:
             taken = _runs(proc, programs) and _holds(proc, under)
@@ -34,11 +38,36 @@ def find_processes(
     return found
 
 
-def _processes() -> list[Path]:
+def lineage(pid: int) -> frozenset[int]:
+    """``pid`` and its ancestors, as far as ``/proc`` shows them."""
+    chain: set[int] = set()
+    while pid > 0 and pid not in chain:
+        chain.add(pid)
+        stat = _stat(pid)
+        pid = int(stat[1]) if stat else 0
+    return frozenset(chain)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie (exited, not yet waited for)."""
+    stat = _stat(pid)
+    return bool(stat) and stat[0] not in ("Z", "X")
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the program's name: state, parent, ...; [] if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return text.rsplit(")", 1)[1].split()
+
+
+def _processes(spare: frozenset[int]) -> list[Path]:
     if not os.path.isdir("/proc/self"):
         return []
-    mine = str(os.getpid())
-    return [p for p in Path("/proc").iterdir() if p.name.isdigit() and p.name != mine]
+    left_out = {str(pid) for pid in spare} | {str(os.getpid())}
+    return [p for p in Path("/proc").iterdir() if p.name.isdigit() and p.name not in left_out]
 
 
 def _has_entry(proc: Path, entry: bytes) -> bool:

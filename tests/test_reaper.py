@@ -5,6 +5,7 @@ as CI saw), and leaves alone someone's ``tail -f`` of a log there."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import signal
@@ -85,3 +86,68 @@ def test_the_reaper_ends_the_marked_and_what_holds_the_session_folder(
     finally:
         tail.kill()
         tail.wait()
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs: it exists and is not a zombie."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+DRIVER = """
+import os, signal, subprocess, sys
+from permsc_integrations.cli import _rank_ray
+session, how, hold = sys.argv[1:4]
+reaper = _rank_ray._reaper()
+
+def start(path):
+    proc = subprocess.Popen([sys.executable, "-c", hold, path], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\\n"
+    return proc
+
+marked = start(session + ".marked.log")  # inherits the mark, as Ray's processes do
+os.environ.pop(_rank_ray._MARK)  # as once Ray has started
+agent = start(session + "/agent.log")  # no mark seen: an overwritten environment
+held = open(session + "/driver.log", "a")  # as a driver holds files there after ray.shutdown()
+_rank_ray._tell(reaper, session)
+print(reaper.pid, marked.pid, agent.pid, flush=True)
+if how == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+_rank_ray._close(reaper)
+"""
+
+ANCESTOR = """
+import subprocess, sys, time
+held = open(sys.argv[1] + "/ancestor.log", "a")  # the same Python, holding a file there too
+driver = subprocess.Popen([sys.executable, "-c", sys.argv[4], *sys.argv[1:4]],
+                          stdout=subprocess.PIPE, text=True)
+pids = driver.stdout.readline().split()
+rc = driver.wait()
+deadline = time.monotonic() + 30
+while pids and _alive(int(pids[0])) and time.monotonic() < deadline:  # the reaper at work
+    time.sleep(0.01)
+print(rc, *pids, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["shuts Ray down", "killed"])
+def test_the_reaper_spares_the_driver_and_its_ancestors(tmp_path, how, wait_until) -> None:
+    """A driver holding a file in the session folder (as one does after ``ray.shutdown()``),
+    under a parent running the same Python and holding one there too: whether the driver
+    shuts Ray down or is SIGKILLed, Ray's processes are killed, the driver and its parent
+    are not."""
+    session = tmp_path / "session_1"
+    session.mkdir()
+    ancestor = subprocess.run(
+        [sys.executable, "-c", inspect.getsource(_alive) + ANCESTOR, str(session), how.split()[0],
+         HOLD, DRIVER],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ancestor.returncode == 0, ancestor.stderr  # not killed (-9)
+    rc, reaper, marked, agent = (int(word) for word in ancestor.stdout.split())
+    assert rc == (-signal.SIGKILL if how == "killed" else 0), ancestor.stderr
+    assert not _alive(reaper)
+    wait_until(lambda: not _alive(marked) and not _alive(agent), "the driver's Ray killed")

@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
-from .._processes import find_processes
+from .._processes import alive, find_processes, lineage
 from ..results import RankingResult, StopReason, Usage, scores_from_order
 from ._common import Query, backend_spec, report
 from ._rank_journal import Journal, unit_key
@@ -117,10 +117,11 @@ def _reaper() -> subprocess.Popen[bytes] | None:
 
     Every process of a local Ray inherits this process's environment, marked here with a
     token until Ray has started, and holds its log files open in the session folder, which
-    :func:`_tell` passes on; a reaper process waits on a pipe from this one and, when it
-    closes (this process gone, even by SIGKILL, or :func:`_close`), kills every process that
-    carries the mark or holds a file in that folder. Ray alone lets its node agents outlive
-    a killed driver by 30 s and more (docs/scale.md).
+    :func:`_tell` passes on; a reaper process waits on a pipe from this one and, once this
+    process is gone (even by SIGKILL: the pipe closes) or has shut Ray down (:func:`_close`),
+    kills every process that carries the mark or holds a file in that folder, never this
+    process or its ancestors (this one still holds files there after ``ray.shutdown()``).
+    Ray alone lets its node agents outlive a killed driver by 30 s and more (docs/scale.md).
     """
     if not os.path.isdir("/proc/self"):
         return None
@@ -128,25 +129,43 @@ def _reaper() -> subprocess.Popen[bytes] | None:
     env = {k: v for k, v in os.environ.items() if k != _MARK}
     code = "from permsc_integrations.cli._rank_ray import reap_marked; reap_marked()"
     reaper = subprocess.Popen(
-        [sys.executable, "-c", code, token], stdin=subprocess.PIPE, env=env,
+        [sys.executable, "-c", code, token, *map(str, _lineage())], stdin=subprocess.PIPE, env=env,
         start_new_session=True,  # a Ctrl-C to this process group leaves it its work
     )  # fmt: skip
     os.environ[_MARK] = token
     return reaper
 
 
+def _lineage() -> list[int]:
+    """This process, then its ancestors: the reaper spares them (known here, as this process
+    may be gone before the reaper has started)."""
+    here = os.getpid()
+    return [here, *sorted(lineage(here) - {here})]
+
+
+_SESSION, _SHUT_DOWN = "session ", "shut down"
+"""The reaper's messages, a line each: the session folder; Ray shut down by a live driver."""
+
+
 def _tell(reaper: subprocess.Popen[bytes], session_dir: str) -> None:
     """Give the reaper the folder whose open files mark this Ray's processes too."""
+    _send(reaper, _SESSION + session_dir)
+
+
+def _send(reaper: subprocess.Popen[bytes], message: str) -> None:
+    """One message to the reaper (a line)."""
     assert reaper.stdin is not None
     with suppress(BrokenPipeError):  # the reaper is gone: the job goes on without it
-        reaper.stdin.write(session_dir.encode() + b"\n")
+        reaper.stdin.write(message.encode() + b"\n")
         reaper.stdin.flush()
 
 
 def _close(reaper: subprocess.Popen[bytes]) -> None:
     """Ray is shut down: let the reaper end what is left of it, and wait for it."""
     assert reaper.stdin is not None
-    reaper.stdin.close()
+    _send(reaper, _SHUT_DOWN)
+    with suppress(BrokenPipeError):
+        reaper.stdin.close()
     try:
         reaper.wait(10)
     except subprocess.TimeoutExpired:
@@ -154,16 +173,20 @@ def _close(reaper: subprocess.Popen[bytes]) -> None:
 
 
 def reap_marked() -> None:
-    """The reaper (see :func:`_reaper`): once stdin closes, SIGKILL every process whose
-    environment holds the token given as its argument, or which runs Ray's Python or one of
-    its programs and holds a file open in the session folder read from stdin; sweep again
-    until a sweep finds none (a node agent killed mid-fork leaves a child the sweep before
-    did not list)."""
-    session_dir = sys.stdin.buffer.readline().strip().decode()
-    sys.stdin.buffer.read()
+    """The reaper (see :func:`_reaper`; its arguments: the token, the driver's pid, its
+    ancestors'). Once stdin closes, and the driver has died unless it said Ray was shut down,
+    SIGKILL every process whose environment holds the token, or which runs Ray's Python or
+    one of its programs and holds a file open in the session folder read from stdin, sparing
+    the driver and its ancestors; sweep again until a sweep finds none (a node agent killed
+    mid-fork leaves a child the sweep before did not list)."""
+    driver, spare = int(sys.argv[2]), frozenset(int(pid) for pid in sys.argv[2:])
+    messages = sys.stdin.buffer.read().decode(errors="replace").splitlines()
+    while _SHUT_DOWN not in messages and alive(driver):  # the pipe closes as the driver exits
+        time.sleep(0.01)
+    folder = next((m[len(_SESSION) :] for m in messages if m.startswith(_SESSION)), "")
     mark, programs = f"{_MARK}={sys.argv[1]}".encode(), _ray_programs()
     for _ in range(_SWEEPS):
-        found = find_processes(mark, session_dir or None, programs)
+        found = find_processes(mark, folder or None, programs, spare)
         if not found:
             return
         for pid in found:
