@@ -194,7 +194,8 @@ def rank_queries_on_ray(
     options = job_options(args, opts)
     spec = backend_spec(args)
     keys = [unit_key(q, spec, options) for q in queries]
-    journal = Journal(args.output, args.resume) if args.output != "-" else None
+    expected = dict(zip(keys, queries, strict=True))  # what a replayed row is checked against
+    journal = Journal(args.output, args.resume, expected) if args.output != "-" else None
     job = _Job(args, queries, keys, writer, on_row, journal)
     try:
         todo = job.replay()
