@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, TypedDict, cast
+from typing import IO, TYPE_CHECKING, TypedDict, TypeGuard, cast
 
 from ..errors import ConfigurationError
 from ._common import Query
@@ -121,7 +121,7 @@ class JournalError(ConfigurationError):
     fit the query its key names: ``--resume`` stops before any call rather than replay it."""
 
 
-def _count(value: object) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -97,7 +97,7 @@ def _jsonl(path: Path, lines: Sequence[_Line], known: _Known) -> _Scan:
     blocks, foreign, seen, unstamped = [], [], dict[str, int](), 0
     for line in lines:
         record = _record(path, line)
-        qid = record["qid"]
+        qid = str(record["qid"])
         if qid in seen:
             raise _corrupt(path, line, f"qid {qid!r} again (first on line {seen[qid]})")
         seen[qid] = line.number
@@ -166,7 +166,11 @@ def _trec_groups(path: Path, lines: Sequence[_Line]) -> list[_Group]:
     for line in lines:
         fields = line.text.split()
         if len(fields) != 6 or not fields[3].isdigit():
-            raise _corrupt(path, line, "not a TREC run line: qid Q0 docid rank score tag")
+            raise _corrupt(
+                path,
+                line,
+                "not a TREC run line (qid Q0 docid rank score tag; is --format the one it had?)",
+            )
         if groups and groups[-1][0][1][0] == fields[0]:
             groups[-1].append((line, fields))
         else:
