@@ -52,7 +52,7 @@ class _Line:
 @dataclass(frozen=True)
 class _Scan:
     """What a read of the output found: this input's blocks, the qids of others, where the
-    good part ends (a torn end after it), the qids of records without a fingerprint."""
+    good part ends (a torn end after it), how many records have no fingerprint."""
 
     blocks: list[Block]
     foreign: list[str]
@@ -200,5 +200,5 @@ def _foreign(path: Path, scan: _Scan) -> ResumeError:
     return ResumeError(
         f"--resume: {path} was written from another input: {len(qids)} of its records are not "
         f"those of this input's queries with their qid: {named}{old if scan.unstamped else ''}; "
-        f"rank into a new --output, or remove {path} to start over"
+        "rank into a new --output, or remove it to start over"
     )
