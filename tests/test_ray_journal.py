@@ -13,6 +13,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import pytest
 
 from permsc_integrations import PSCRanker, RankRequest
 from permsc_integrations.cli import build_parser, main
@@ -53,13 +56,15 @@ def test_the_unit_key_names_what_changes_an_answer_and_nothing_else() -> None:
     same = {"num_permutations": 5, "seed": 0, "max_concurrency": 7, "timeout": 3.0}
     assert unit_key(QUERY, "openai:m", same) == base  # how a row is run, not what it answers
     other_query = Query("q1", "other", QUERY.texts, QUERY.docids, QUERY.items, False)
+    other_docids = Query("q1", QUERY.query, QUERY.texts, ("x1", "x2"), QUERY.items, False)
     changed = [
         unit_key(QUERY, "openai:m", {"num_permutations": 6, "seed": 0}),
         unit_key(QUERY, "openai:m", {"num_permutations": 5, "seed": 1}),
         unit_key(QUERY, "openai:other", {"num_permutations": 5, "seed": 0}),
         unit_key(other_query, "openai:m", {"num_permutations": 5, "seed": 0}),
+        unit_key(other_docids, "openai:m", {"num_permutations": 5, "seed": 0}),  # the record's
     ]
-    assert base not in changed and len(set(changed)) == 4
+    assert base not in changed and len(set(changed)) == 5
 
 
 def test_the_journal_keeps_ranked_and_failed_rows_and_resumes_the_ranked(tmp_path) -> None:
@@ -79,7 +84,10 @@ def test_the_journal_keeps_ranked_and_failed_rows_and_resumes_the_ranked(tmp_pat
     assert "InsufficientSamplesError" in lines[1]["error"]  # the calls a failure spent, kept
     path = tmp_path / f"out.jsonl{SUFFIX}"
     path.write_bytes(path.read_bytes() + b'{"qid": "qc", "key": "key-c", "ord')  # a crash
-    with Journal(output, resume=True) as journal:
+    qa = Query("qa", "query", ("a", "b"), ("d1", "d2"), ("a", "b"), False)
+    qb = Query("qb", "query", ("a", "b"), ("d1", "d2"), ("a", "b"), False)
+    expected = {"key-a": qa, "key-b": qb, "key-c": qb}  # this run's queries by their keys
+    with Journal(output, resume=True, expected=expected) as journal:
         assert set(journal.earlier) == {"key-a"}  # the failed row is ranked again
         assert journal.earlier["key-a"].order == (1, 0)
         assert journal.earlier["key-a"].usage["calls"] == 5
@@ -89,14 +97,12 @@ def test_the_journal_keeps_ranked_and_failed_rows_and_resumes_the_ranked(tmp_pat
     assert path.read_text() == ""
 
 
-def test_a_resume_pays_nothing_for_rows_the_journal_holds(scripted_server, tmp_path) -> None:
-    """The journal as the Ray engine writes it (the CLI's own unit keys and options), every
-    row in it: --resume writes what the single process writes, with no call and no Ray."""
-    server = scripted_server(oracle_responder(goldfish))
-    source, here, there = tmp_path / "in.jsonl", tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+def _journaled(server, tmp_path) -> tuple[list[str], Path, list[str]]:
+    """Five queries' rows in the journal as the Ray engine writes them (q3 first, then q0, q4,
+    q1, q2): the resuming command line, the journal, its lines."""
+    source, there = tmp_path / "in.jsonl", tmp_path / "there.jsonl"
     queries = write_queries(source, 5)
     common = ["-m", "3", "--backend", "openai:m", "--base-url", server.base_url, "--no-progress"]
-    assert main(["rank", "-i", str(source), "-o", str(here), *common]) == 0
     argv = ["rank", "-i", str(source), "-o", str(there), "--engine", "ray", "--resume", *common]
     args = build_parser().parse_args(argv)
     options = job_options(args, ranker_options(args, backend_spec(args)))
@@ -106,10 +112,74 @@ def test_a_resume_pays_nothing_for_rows_the_journal_holds(scripted_server, tmp_p
         for k in (3, 0, 4, 1, 2):  # as rows finish: in any order
             row = RankedRow.of(k, results[k])
             journal.write(unit_key(queries[k], backend_spec(args), options), queries[k].qid, row)
+    path = Path(str(there) + SUFFIX)
+    server.reset()
+    return argv, path, path.read_text().splitlines(keepends=True)
+
+
+def test_a_resume_pays_nothing_for_rows_the_journal_holds(scripted_server, tmp_path) -> None:
+    """The journal as the Ray engine writes it (the CLI's own unit keys and options), every
+    row in it: --resume writes what the single process writes, with no call and no Ray."""
+    server = scripted_server(oracle_responder(goldfish))
+    argv, _, _ = _journaled(server, tmp_path)
+    here = tmp_path / "here.jsonl"
+    common = ["-m", "3", "--backend", "openai:m", "--base-url", server.base_url, "--no-progress"]
+    assert main(["rank", "-i", str(tmp_path / "in.jsonl"), "-o", str(here), *common]) == 0
     server.reset()
     assert main(argv) == 0
     assert server.request_count == 0
-    assert there.read_text() == here.read_text()
+    assert (tmp_path / "there.jsonl").read_text() == here.read_text()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def _tampered(line: str, **fields: object) -> str:
+    return json.dumps({**json.loads(line), **fields}) + "\n"
+
+
+JOURNAL_FAULTS = {  # what is done to the journal's lines, and what the error names
+    "not JSON": ({1: '{"qid": "q0", "ke\n'}, "line 2: not a journal row"),
+    "no key": ({1: '{"qid": "q0", "error": null}\n'}, "line 2: not a journal row"),
+    "an order not a permutation": (
+        {2: lambda line: _tampered(line, order=[0, 0, 1, 2])},
+        "line 3: the row of qid 'q4' does not fit its query ('order' does not hold each of "
+        "its 4 candidates once)",
+    ),
+    "an order too short": (
+        {0: lambda line: _tampered(line, order=[1, 0])},
+        "line 1: the row of qid 'q3' does not fit its query ('order'",
+    ),
+    "scores of another length": (
+        {0: lambda line: _tampered(line, scores=[1.0])},
+        "line 1: the row of qid 'q3' does not fit its query ('scores' is not 4 numbers)",
+    ),
+    "another qid": (
+        {3: lambda line: _tampered(line, qid="q2")},
+        "line 4: the row of qid 'q1' does not fit its query (its qid is not 'q1')",
+    ),
+    "usage not counts": (
+        {4: lambda line: _tampered(line, usage={"calls": "three"})},
+        "line 5: the row of qid 'q2' does not fit its query ('usage' is not counts by name)",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", JOURNAL_FAULTS)
+def test_a_corrupt_or_tampered_journal_stops_resume_before_any_call(
+    scripted_server, tmp_path, capsys, fault
+) -> None:
+    """Before: a traceback (bad JSON, a missing key), or the tampered row replayed as it was
+    (exit 0, a record whose order is not a ranking of its query)."""
+    server = scripted_server(oracle_responder(goldfish))
+    argv, path, lines = _journaled(server, tmp_path)
+    edits, message = JOURNAL_FAULTS[fault]
+    for at, edit in edits.items():
+        lines[at] = edit(lines[at]) if callable(edit) else edit
+    path.write_text("".join(lines))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert "so it is not replayed" in err or "not a journal row" in err
+    assert server.request_count == 0 and path.read_text() == "".join(lines)
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
 
 

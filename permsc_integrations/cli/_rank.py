@@ -11,10 +11,10 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, cast
 
 from .._run.bridge import run_sync
 from ..errors import ConfigurationError, SpendingCapError
@@ -31,9 +31,11 @@ from ._common import (
     report,
 )
 from ._rank_input import DuplicateQidError, check_qids
+from ._rank_output import InputOrder, OutputFile, Render, Writer
 from ._rank_progress import Progress
 from ._rank_ray import rank_queries_on_ray
 from ._rank_records import to_json, to_trec
+from ._rank_resume import Block, ResumeError, written
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from .._option_keywords import RankingKeywords
@@ -49,6 +51,7 @@ __all__ = [
     "planned_samples",
     "check_qids",
     "DuplicateQidError",
+    "ResumeError",
 ]
 
 
@@ -82,8 +85,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="skip the qids already in --output (ray: and those ranked in OUTPUT.journal); "
-        "append the rest",
+        help="keep the records --output holds for this input's queries (refused if it holds "
+        "another input's) and rank the rest (ray: those ranked in OUTPUT.journal without a "
+        "call)",
     )
     _add_ray_arguments(parser)
     add_ranking_arguments(parser)
@@ -121,38 +125,20 @@ def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _OrderedWriter:
-    """Writes results in input order, each as soon as every earlier one is written."""
-
-    def __init__(self, out: IO[str], render: Callable[[Query, RankingResult], str]) -> None:
-        self.out, self.render = out, render
-        self.pending: dict[int, str | None] = {}
-        self.next = 0
-
-    def put(self, position: int, text: str | None) -> None:
-        self.pending[position] = text
-        while self.next in self.pending:
-            text = self.pending.pop(self.next)
-            if text:
-                self.out.write(text)
-                self.out.flush()
-            self.next += 1
-
-
 def planned_samples(queries: list[Query], options: RankingOptions) -> int:
     """The progress bar's total: the calls the strategy plans for every query (the most,
     under adaptive m; re-asks and retries come on top)."""
     return sum(options.plan(len(q.texts)).calls.high for q in queries)
 
 
-def _writer(args: argparse.Namespace, out: IO[str]) -> _OrderedWriter:
+def _render(args: argparse.Namespace) -> Render:
     if args.format == "trec":
-        return _OrderedWriter(out, lambda q, r: to_trec(q, r, args.tag))
-    return _OrderedWriter(out, lambda q, r: json.dumps(to_json(q, r), ensure_ascii=False) + "\n")
+        return lambda q, r: to_trec(q, r, args.tag)
+    return lambda q, r: json.dumps(to_json(q, r), ensure_ascii=False) + "\n"
 
 
 async def _rank_all(
-    ranker: PSCRanker, queries: list[Query], writer: _OrderedWriter, progress: Progress
+    ranker: PSCRanker, queries: list[Query], writer: Writer, progress: Progress
 ) -> int:
     """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
     when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
@@ -215,29 +201,29 @@ def _ranker(args: argparse.Namespace, opts: RankingKeywords) -> PSCRanker:
     return ranker
 
 
-def _done_qids(args: argparse.Namespace) -> set[str]:
-    """The qids ``--resume`` skips: those fully written to ``--output`` (a torn last line,
-    left by a crash, is cut off so that appending starts on a fresh line)."""
+def _earlier(args: argparse.Namespace, loaded: list[Query]) -> list[Block]:
+    """What ``--resume`` keeps of ``--output``: the records written for this input
+    (:mod:`._rank_resume`: anything else there stops the run before a call)."""
     if not args.resume:
-        return set()
+        return []
     if args.output == "-":
         raise ConfigurationError("--resume continues an --output file: name it")
-    path = Path(args.output)
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if args.format == "trec":
-        return {line.split()[0] for line in lines if line.strip()}
-    return {json.loads(line)["qid"] for line in lines if line.strip()}
+    return written(Path(args.output), args.format, loaded)
 
 
-def _open_output(args: argparse.Namespace) -> AbstractContextManager[IO[str]]:
+@contextmanager
+def _output(
+    args: argparse.Namespace, loaded: list[Query], queries: list[Query], earlier: list[Block]
+) -> Iterator[Writer]:
+    """stdout in input order, or ``--output`` as queries finish (:mod:`._rank_output`)."""
     if args.output == "-":
-        return nullcontext(sys.stdout)
-    return open(args.output, "a" if args.resume else "w", encoding="utf-8")
+        yield InputOrder(sys.stdout, _render(args))
+        return
+    at = {q.qid: k for k, q in enumerate(loaded)}
+    positions = [at[q.qid] for q in queries]
+    path, render = Path(args.output), _render(args)
+    with OutputFile(path, render, positions, earlier, append=args.resume) as writer:
+        yield writer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -246,16 +232,17 @@ def run(args: argparse.Namespace) -> int:
     if not loaded:  # before --resume or --output touch anything
         raise _nothing_to_rank(args, bad)
     check_qids(loaded, args.input)
-    done = _done_qids(args)
+    earlier = _earlier(args, loaded)
+    done = {loaded[block.position].qid for block in earlier}
     queries = [q for q in loaded if q.qid not in done]
     if done:
-        report(f"resuming: {len(loaded) - len(queries)} queries already in {args.output}")
+        report(f"resuming: {len(done)} queries already in {args.output}")
     failed = 0
-    if queries:
-        opts = _with_kemeny_time(args, ranker_options(args, backend_spec(args)))
-        engine = _rank_on_ray if args.engine == "ray" else _rank_here
-        with _open_output(args) as out:
-            failed = engine(args, opts, queries, _writer(args, out))
+    with _output(args, loaded, queries, earlier) as writer:
+        if queries:
+            opts = _with_kemeny_time(args, ranker_options(args, backend_spec(args)))
+            engine = _rank_on_ray if args.engine == "ray" else _rank_here
+            failed = engine(args, opts, queries, writer)
     total = len(queries) + bad
     if bad or failed:
         report(
@@ -290,7 +277,7 @@ def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:
 
 
 def _rank_here(
-    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: _OrderedWriter
+    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: Writer
 ) -> int:
     ranker = _ranker(args, opts)
     planned = planned_samples(queries, ranker.options)
@@ -303,10 +290,10 @@ def _rank_here(
 
 
 def _rank_on_ray(
-    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: _OrderedWriter
+    args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: Writer
 ) -> int:
-    """The same records through Ray actors (permsc_integrations.ray_rows), written in input
-    order; every row to OUTPUT.journal as it finishes (cli/_rank_journal.py)."""
+    """The same records through Ray actors (permsc_integrations.ray_rows), written as they
+    finish; every row to OUTPUT.journal as it finishes (cli/_rank_journal.py)."""
     # lazy: start-up time of every permsc command
     from .._options import RankingOptions
 

@@ -5,7 +5,7 @@ queries are ranked by ``--actors`` actors sharing ``--max-concurrency`` calls in
 (:func:`permsc_integrations.ray_rows.rank_rows`). Seeds derive from each row's content, so the
 output equals the single-process ``permsc rank`` for the same options. Rows come back as they
 finish: each goes to the journal at once (:mod:`._rank_journal`: ``--resume`` pays only for
-rows never finished) and to the output in input order. When no actor can run for
+rows never finished) and to the output (cli/_rank_output.py). When no actor can run for
 ``--ray-capacity-timeout`` seconds the command stops with an error (exit 2); what was written
 stays valid.
 """
@@ -40,7 +40,7 @@ __all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
 
 
 class _Writer(Protocol):
-    """Where each query's record goes, in input order (``permsc rank``'s writer)."""
+    """Where each query's record goes (``permsc rank``'s writer: cli/_rank_output.py)."""
 
     def put(self, position: int, text: str | None) -> None: ...
 
@@ -213,11 +213,12 @@ def rank_queries_on_ray(
     writer: _Writer,
     on_row: Callable[[RankedRow], None],
 ) -> int:
-    """Rank ``queries`` on Ray; write each record in input order; return the failures."""
+    """Rank ``queries`` on Ray; write each record as it finishes; return the failures."""
     options = job_options(args, opts)
     spec = backend_spec(args)
     keys = [unit_key(q, spec, options) for q in queries]
-    journal = Journal(args.output, args.resume) if args.output != "-" else None
+    expected = dict(zip(keys, queries, strict=True))  # what a replayed row is checked against
+    journal = Journal(args.output, args.resume, expected) if args.output != "-" else None
     job = _Job(args, queries, keys, writer, on_row, journal)
     try:
         todo = job.replay()
@@ -276,7 +277,7 @@ class _Job:
         return failed
 
     def _finished(self, k: int, row: RankedRow) -> int:
-        """Record one row: the journal, then the output (in input order); 1 if it failed."""
+        """Record one row: the journal, then the output; 1 if it failed."""
         query = self.queries[k]
         if self.journal is not None:
             self.journal.write(self.keys[k], query.qid, row)

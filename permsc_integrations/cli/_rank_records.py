@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from ..results import RankingResult
 from ._common import Query
 
-__all__ = ["to_json", "to_trec"]
+__all__ = ["fingerprint", "to_json", "to_trec"]
+
+
+def fingerprint(query: Query) -> str:
+    """A short digest of what a record answers: the qid, the query and every candidate's docid
+    and text, in order. ``--resume`` keeps a record only where it is this input's query's.
+
+    >>> q = Query("q1", "query", ("a", "b"), ("d1", "d2"), ("a", "b"), False)
+    >>> fingerprint(q) == fingerprint(Query("q1", "query", ("a", "b"), ("d1", "d2"), (), True))
+    True
+    >>> fingerprint(q) == fingerprint(Query("q1", "query", ("a", "B"), ("d1", "d2"), (), True))
+    False
+    """
+    candidates = [list(c) for c in zip(query.docids, query.texts, strict=True)]
+    canonical = [query.qid, query.query, candidates]
+    blob = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def to_json(query: Query, result: RankingResult) -> dict[str, object]:
-    """The JSONL record of one ranked query (each item's ``top_probability`` of the top k
-    where the ranking has one; ``head``: the items ranked, the rest in input order)."""
+    """The JSONL record of one ranked query (``fingerprint``: its query's; each item's
+    ``top_probability`` of the top k where the ranking has one; ``head``: the items ranked,
+    the rest in input order)."""
     chances = bool(result.top_probability)
     record: dict[str, object] = {
         "qid": query.qid,
+        "fingerprint": fingerprint(query),
         "query": query.query,
         "ranking": [
             {"docid": query.docids[i], "rank": r, "score": round(result.scores[i], 6)}
