@@ -221,7 +221,7 @@ def test_metadata_carries_the_chance_of_the_top_k_and_what_the_budget_did(
     )
     psc = [d.metadata["psc"] for d in docs]
     assert server.request_count == psc[0]["usage"]["calls"] == 3  # min(m, max_calls) shuffles
-    assert all(p["head"] == 8 and p["stopped"] == "complete" for p in psc)
+    assert all(p["head"] == 8 and p["stopped"] == "budget" for p in psc)  # 3 of m shuffles
     chances = [p["top_probability"] for p in psc]  # top_k: 10 under max_calls, all 8 here
     assert all(0.0 <= c <= 1.0 for c in chances) and sum(chances) == pytest.approx(8.0)
     three = core_reranker(server, top_n=3).compress_documents(corpus.documents(), "which topic?")
