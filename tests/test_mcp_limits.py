@@ -34,7 +34,9 @@ def flags(upstream: Any, *extra: str) -> list[str]:
 
 def rpc(name: str, arguments: dict[str, Any]) -> bytes:
     params = {"name": name, "arguments": arguments}
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    ).encode()
 
 
 def head(port: int, length: int | None, method: str = "POST", host: str = "127.0.0.1") -> bytes:
@@ -106,7 +108,9 @@ async def test_long_lived_connections_have_deadlines_and_hold_no_key_turn(
     assert proc.stop() == 0 and "Traceback" not in "".join(proc.log)
 
 
-async def test_an_unread_answer_is_cut_and_holds_no_key_turn(scripted_server, serve_process) -> None:
+async def test_an_unread_answer_is_cut_and_holds_no_key_turn(
+    scripted_server, serve_process
+) -> None:
     """A client that asks for a large answer and never reads it. Before, it held the
     connection, the answer in memory and the key's turn for good; now the connection is
     closed ``--send-timeout`` after its writes stall, and other calls are answered."""
@@ -151,7 +155,9 @@ async def test_keyless_on_any_loopback_address_refuses_foreign_hosts_and_origins
     assert upstream.request_count == 0
     named = httpx.post(url, content=body, headers={**base, "Host": "rerank.internal"})
     assert named.status_code == 200 and '"isError":false' in named.text.replace(" ", "")
-    local = httpx.post(url, content=body, headers={**base, "Origin": f"http://127.0.0.2:{proc.port}"})
+    local = httpx.post(
+        url, content=body, headers={**base, "Origin": f"http://127.0.0.2:{proc.port}"}
+    )
     assert local.status_code == 200
 
 
@@ -201,7 +207,9 @@ async def test_the_answer_says_what_the_model_never_saw() -> None:
     server, _ = in_process(num_permutations=2, max_calls=4)
     documents = [f"doc {'x' * k}" for k in range(30)]
     async with Client(server) as client:
-        result = await client.call_tool("rerank", {"query": "q", "documents": documents, "max_calls": 1})
+        result = await client.call_tool(
+            "rerank", {"query": "q", "documents": documents, "max_calls": 1}
+        )
     answer = result.structured_content
     assert answer["head"] == 20 and answer["stopped"] == "budget"
     unseen = [r for r in answer["results"] if not r["shown"]]
@@ -236,7 +244,11 @@ def test_a_stdio_client_that_leaves_early_gets_no_traceback(scripted_server, tmp
         command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert proc.stdin is not None and proc.stdout is not None
-    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
     for message in (
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},

@@ -82,8 +82,10 @@ def test_a_keys_waiting_requests_are_bounded_and_have_a_deadline(
     wait_for(lambda: upstream.in_flight == 2, "the first request's calls")
     second = threading.Thread(target=send, args=("second",))
     second.start()
-    wait_for(lambda: "permsc_serve_requests_waiting 1.0" in httpx.get(f"{proc.url}/metrics").text,
-             "the second request to wait its turn")
+    wait_for(
+        lambda: "permsc_serve_requests_waiting 1.0" in httpx.get(f"{proc.url}/metrics").text,
+        "the second request to wait its turn",
+    )
     third = httpx.post(f"{proc.url}/v2/rerank", json=BODY, timeout=5)
     assert third.status_code == 429 and third.headers["retry-after"] == "1"
     assert "--key-queue" in third.json()["message"]
@@ -102,7 +104,11 @@ def test_an_answer_nobody_reads_is_cut_at_its_deadline(
     writes stall, and counted."""
     upstream = scripted_server(serve_case.responder)
     proc = serve_process(*serve_case.flags(upstream, "-m", "2", "--send-timeout", "1"))
-    big = {**BODY, "documents": ["goldfish " * 200_000, "cats " * 300_000], "return_documents": True}
+    big = {
+        **BODY,
+        "documents": ["goldfish " * 200_000, "cats " * 300_000],
+        "return_documents": True,
+    }
     body = httpx.Request("POST", "http://x", json=big).content
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -162,5 +168,5 @@ def test_top_probability_scores_never_tie(scripted_server, serve_process, serve_
     body = {**BODY, "documents": list(serve_case.docs)}
     results = httpx.post(f"{proc.url}/v2/rerank", json=body, timeout=30).json()["results"]
     scores = [r["relevance_score"] for r in results]
-    assert all(a > b for a, b in zip(scores, scores[1:])), scores
+    assert all(a > b for a, b in zip(scores, scores[1:], strict=False)), scores
     assert 0 <= scores[-1] and scores[0] <= 1.0 and all(r["shown"] for r in results)

@@ -1,7 +1,8 @@
 """``permsc mcp --transport http``: the SDK's streamable HTTP app (stateless, ``/mcp``) behind
 ``permsc serve``'s client keys, browser guard, body limits and per-key turns.
 
-What a connection can hold is bounded as on ``permsc serve`` (docs/serve.md, "Limits"):
+What a connection can hold is bounded as on ``permsc serve`` (docs/serve.md, "Under load and
+faults"):
 
 - only ``POST /mcp`` is answered: a stateless server has nothing to push, so the SSE stream a
   ``GET`` would open (and never end) is a 405, as the MCP spec allows;

@@ -43,8 +43,8 @@ from ._errors import HttpError, http_error
 from ._metrics import ServeMetrics
 from ._openapi import RERANK_PATHS, openapi_document
 from ._schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from ._slots import Busy, KeySlots
 from ._scoring import SCALES, cut_words, score_documents
+from ._slots import Busy, KeySlots
 
 if TYPE_CHECKING:  # built by ServeConfig's models
     from .._ranker import PSCRanker
@@ -177,7 +177,9 @@ async def _rank(
     kept = [k for k, text in enumerate(texts) if text.strip()]
     outcome: _Outcome = {"kept": kept}
     if len(kept) < 2:  # nothing to compare: no call
-        outcome["result"] = RankingResult(tuple(range(len(kept))), (1.0,) * len(kept), head=len(kept))
+        outcome["result"] = RankingResult(
+            tuple(range(len(kept))), (1.0,) * len(kept), head=len(kept)
+        )
         return outcome
     if service.stopping:  # the grace period is over: no ranking starts
         return outcome
@@ -283,7 +285,6 @@ async def rerank(service: _Service, request: Request) -> Response:
     except Busy as busy:  # the key's queue is full, or its wait too long
         return service.fail(route, model, busy.error)
     return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
-
 
 
 def _routes(service: _Service) -> list[Route]:

@@ -51,7 +51,8 @@ _MAX_CONNECTIONS = 4096
 @dataclass(frozen=True)
 class Limits:
     """Request limits; a request over one is refused with a 4xx that names the limit. The
-    last six bound what a slow, idle or eager client can hold (docs/serve.md, "Limits")."""
+    last seven bound what a slow, idle or eager client can hold (docs/serve.md, "Under load
+    and faults")."""
 
     max_documents: int = 1000  # Cohere's advice: no more than 1,000 documents a request
     max_body_bytes: int = 4 * 1024 * 1024  # read in chunks; a larger body is a 413 at once

@@ -6,7 +6,7 @@ queue; past it a request is refused at once (429), and one that waited its whole
 ``queue_timeout`` gets a 503 (both with ``Retry-After``). The turn covers the ranking only:
 reading a request's body and writing its answer have their own deadlines and count against
 the connection cap (:mod:`._connections`), never against the key's turns. ``permsc serve``
-and ``permsc mcp --transport http`` share this (docs/serve.md, "Limits").
+and ``permsc mcp --transport http`` share this (docs/serve.md, "Under load and faults").
 
 Example:
     >>> import anyio
@@ -94,4 +94,3 @@ class KeySlots:
             yield
         finally:
             limiter.release()
-
