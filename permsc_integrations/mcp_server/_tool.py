@@ -101,6 +101,16 @@ def _secrets(ranker_keys: Sequence[str | None]) -> tuple[str | None, ...]:
     return (os.environ.get("OPENAI_API_KEY"), *ranker_keys)
 
 
+def _usage(result: RankingResult) -> Usage:
+    u = result.usage
+    return {
+        "calls": u.calls,
+        "input_tokens": u.prompt_tokens,
+        "output_tokens": u.completion_tokens,
+        "failed_samples": sum(not s.ok for s in result.samples),
+    }
+
+
 class RerankTool:
     """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
     owns: :meth:`aclose` closes it. A budget below the server's ranks with a ranker derived
@@ -162,18 +172,11 @@ class RerankTool:
             if return_documents:
                 item["text"] = documents[doc.index]
             results.append(item)
-        u = result.usage
-        usage: Usage = {
-            "calls": u.calls,
-            "input_tokens": u.prompt_tokens,
-            "output_tokens": u.completion_tokens,
-            "failed_samples": sum(not s.ok for s in result.samples),
-        }
         return {
             "model": self.name,
             "results": results,
             "confidence": round(result.confidence, 4),
-            "usage": usage,
+            "usage": _usage(result),
             "head": result.head,
             "stopped": result.stopped,
         }

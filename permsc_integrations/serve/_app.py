@@ -225,29 +225,12 @@ def _answer(
             item["document"] = {"text": req.texts[doc.index]}
         results.append(item)
     u = result.usage
-    meta: dict[str, object] = {
-        "api_version": {"version": "2", "is_experimental": False},
-        "billed_units": {
-            "search_units": math.ceil(len(texts) / 100),
-            "input_tokens": u.prompt_tokens,
-            "output_tokens": u.completion_tokens,
-        },
-        "tokens": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens},
-        "head": result.head,
-        "stopped": result.stopped,
-    }
     unseen = sum(not doc.shown for doc in documents)
-    if unseen:
-        meta["warnings"] = [
-            f"{unseen} of {len(texts)} documents were never shown to the model (blank ones, "
-            "and those past meta.head under a call budget): they follow in the order sent, "
-            "with shown false"
-        ]
     return {
         "id": f"permsc-{uuid.uuid4().hex}",
         "model": req.model,
         "results": results,
-        "meta": meta,
+        "meta": _meta(result, len(texts), unseen),
         "usage": {
             "prompt_tokens": u.prompt_tokens,
             "completion_tokens": u.completion_tokens,
@@ -255,6 +238,30 @@ def _answer(
             "upstream_calls": u.calls,
         },
     }
+
+
+def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
+    """Cohere's ``meta``, with the ranking's ``head`` and ``stopped``, and a warning when
+    ``unseen`` of the ``n`` documents were never shown to the model."""
+    u = result.usage
+    meta: dict[str, object] = {
+        "api_version": {"version": "2", "is_experimental": False},
+        "billed_units": {
+            "search_units": math.ceil(n / 100),
+            "input_tokens": u.prompt_tokens,
+            "output_tokens": u.completion_tokens,
+        },
+        "tokens": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens},
+        "head": result.head,
+        "stopped": result.stopped,
+    }
+    if unseen:
+        meta["warnings"] = [
+            f"{unseen} of {n} documents were never shown to the model (blank ones, and those "
+            "past meta.head under a call budget): they follow in the order sent, with shown "
+            "false"
+        ]
+    return meta
 
 
 async def rerank(service: _Service, request: Request) -> Response:
