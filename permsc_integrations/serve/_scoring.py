@@ -4,7 +4,9 @@ Two scales (:data:`SCALES`, a model's ``relevance_score`` setting; docs/scores.m
 pairwise win share (the default) and, opted in, ``top_probability``: each document's
 probability of the top k under the list model of every answer
 (``RankingResult.top_probability``, calibrated on the simulated judge: docs/benchmarks.md
-"calibration"), likewise made non-increasing along the order.
+"calibration"), made strictly decreasing along the order (no two tie). A document the model
+never saw (:func:`shown`) scores 0 on either scale (a few 1e-5 on the second) and is marked
+``shown: false`` in the answers (docs/scores.md).
 
 A document's win share is the share of its pairwise comparisons it won: over every successful
 permuted sample that ranked it, the fraction of the other documents of that sample placed

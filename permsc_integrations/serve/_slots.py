@@ -48,7 +48,6 @@ class KeySlots:
     def __init__(self, concurrency: int, queue: int, timeout: float) -> None:
         self.concurrency, self.queue, self.timeout = concurrency, queue, timeout
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
-        self.waiting = 0  # requests waiting for a turn, every key together
 
     def _limiter(self, key: str) -> anyio.CapacityLimiter:
         if key not in self._limiters:
@@ -74,13 +73,9 @@ class KeySlots:
                 )
             )
         acquired = False
-        self.waiting += 1
-        try:
-            with waiting or nullcontext(), anyio.move_on_after(self.timeout):
-                await limiter.acquire()
-                acquired = True
-        finally:
-            self.waiting -= 1
+        with waiting or nullcontext(), anyio.move_on_after(self.timeout):
+            await limiter.acquire()
+            acquired = True
         if not acquired:
             raise Busy(
                 HttpError(
