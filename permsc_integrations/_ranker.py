@@ -271,6 +271,24 @@ class PSCRanker:
         cause that recovers by itself (a quota) is probed after ``breaker_cooldown``."""
         self._breaker.reset()
 
+    def derive(self, **changes: Any) -> PSCRanker:
+        """A ranker with ``changes`` to the options that shares this one's backend, call
+        limiter, breaker and ranker cap (spent together): cheap enough to build per request
+        (``permsc mcp``'s budgets), nothing of its own to close.
+
+        >>> from permsc_integrations.testing import ScriptedBackend, oracle_responder
+        >>> ranker = PSCRanker(ScriptedBackend(oracle_responder(len)), num_permutations=4)
+        >>> cheaper = ranker.derive(num_permutations=2)
+        >>> cheaper.rank("q", ["a", "bb"]).usage.calls, cheaper.backend is ranker.backend
+        (2, True)
+        """
+        options = self.options.replace(**{"backend_options": {}, **changes})
+        other = PSCRanker(self.backend, options=options, on_event=self.on_event)
+        engine = Engine.build(options, self.backend, limiter=self._limiter, breaker=self._breaker)
+        other._limiter, other._breaker, other._meter = self._limiter, self._breaker, self._meter
+        other._engine = engine
+        return other
+
     async def aclose(self) -> None:
         """Close the backend if this ranker created it from a spec string."""
         if self._owns_backend:

@@ -76,7 +76,9 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
     assert properties["documents"]["maxItems"] == 1000  # the server's --max-documents
     assert properties["num_permutations"]["anyOf"][0]["maximum"] == 4  # the server's -m
     assert "maximum" not in properties["max_calls"]["anyOf"][0]  # the server sets no budget
-    assert set(tool.output_schema["properties"]) == {"model", "results", "confidence", "usage"}
+    assert set(tool.output_schema["properties"]) == {
+        *("model", "results", "confidence", "usage", "head", "stopped")
+    }
     arguments = {"query": case.query, "documents": list(case.docs), "top_n": 3}
     result = await client.call_tool("rerank", {**arguments, "return_documents": True})
     assert not result.is_error, text_of(result)

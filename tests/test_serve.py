@@ -346,7 +346,7 @@ def test_per_key_cap_lets_other_clients_in(
     alpha, beta = serve_case.key, serve_case.other_key
     gate = Gate(serve_case.responder)
     upstream = scripted_server(gate)
-    flags = serve_case.flags(upstream, "-m", "2", "--key-concurrency", "1")
+    flags = serve_case.flags(upstream, "-m", "2", "--key-concurrency", "1", "--key-queue", "2")
     proc = serve_process(*flags, env={"PERMSC_API_KEYS": f"{alpha},{beta}"})
     body = {"model": "permsc", "query": "q", "documents": ["a", "b", "c"]}
     results: list[int] = []

@@ -105,6 +105,25 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
         "(default 30)",
     )
     c.add_argument(
+        "--send-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client gets to read each part of an answer; then its connection is "
+        "closed (default 30)",
+    )
+    c.add_argument(
+        "--key-queue",
+        type=int,
+        help="requests of one client key waiting for a turn to rank (default: as many as "
+        "--key-concurrency); past it a 429 at once",
+    )
+    c.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a request waits for its key's turn to rank; then a 503 (default 60)",
+    )
+    c.add_argument(
         "--max-connections",
         type=int,
         help="client connections held at once (default: what the open-file limit leaves, "
@@ -154,6 +173,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         max_connections=args.max_connections,
+        key_queue=args.key_queue,
+        queue_timeout=args.queue_timeout,
+        send_timeout=args.send_timeout,
     )
     return ServeConfig(
         models=models,

@@ -24,28 +24,38 @@ Example:
 from __future__ import annotations
 
 import inspect
-import json
+import logging
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Annotated
+import sys
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
-from pydantic import Field
-from starlette.applications import Starlette
-from starlette.types import ASGIApp, Receive, Scope, Send
+from pydantic import Field, ValidationError
 
 from .. import __version__
+from .._checks import did_you_mean
 from ..errors import ConfigurationError
-from ..serve._auth import KeyRing, Unauthorized
 from ..serve._config import Limits, ServeConfig
 from ..serve._run import serve
+from ..serve._schemas import explain
 from ..serve._scoring import SCALES
+from ..serve._slots import Busy, KeySlots
+from ._http import KEY, http_app
 from ._tool import BUDGETS, RerankResult, RerankTool, ToolError
 
+if sys.version_info < (3, 11):  # pragma: no cover - Python 3.10
+    from exceptiongroup import BaseExceptionGroup
+
 __all__ = ["build_server", "http_app", "serve_mcp", "TRANSPORTS", "DESCRIPTION"]
+
+logger = logging.getLogger("permsc_integrations.mcp")
+
+Turn = Callable[[], AbstractAsyncContextManager[Any]]
+"""What a ranking holds while it runs (over HTTP: its client key's turn)."""
 
 DESCRIPTION = (
     "Rerank documents by their relevance to a query with an LLM, robust to the order they "
@@ -91,10 +101,37 @@ def _parameters(tool: RerankTool, limits: Limits) -> list[inspect.Parameter]:
     ]
 
 
-def build_server(tool: RerankTool, limits: Limits) -> MCPServer:
-    """An ``MCPServer`` named ``permsc`` with the ``rerank`` tool of ``tool``. The tool's
-    signature (which the SDK turns into its input schema) is built, not written: it carries
-    this server's limits, and each of ``BUDGETS`` is an argument without another change."""
+class _Server(MCPServer):
+    """The SDK's server, with the ``rerank`` tool's arguments checked first: an unknown one
+    is refused (never silently dropped), and a bad one is one line naming it (never
+    pydantic's dump)."""
+
+    def __init__(self, arguments: tuple[str, ...]) -> None:
+        super().__init__("permsc", version=__version__, instructions=DESCRIPTION)
+        self.arguments = arguments
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        unknown = [a for a in arguments if a not in self.arguments]
+        if name == "rerank" and unknown:
+            said = "; ".join(
+                f"unknown argument {a[:50]!r}{did_you_mean(a, self.arguments)}" for a in unknown
+            )
+            raise SDKToolError(f"{said}; rerank takes {', '.join(self.arguments)}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except SDKToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise SDKToolError(explain(exc.__cause__)) from None
+            raise
+
+
+def build_server(tool: RerankTool, limits: Limits, turn: Turn = nullcontext) -> MCPServer:
+    """An ``MCPServer`` named ``permsc`` with the ``rerank`` tool of ``tool``; each ranking
+    runs inside ``turn()`` (over HTTP: its client key's turn). The tool's signature (which
+    the SDK turns into its input schema) is built, not written: it carries this server's
+    limits, and each of ``BUDGETS`` is an argument without another change."""
 
     async def rerank(
         query: str,
@@ -104,66 +141,20 @@ def build_server(tool: RerankTool, limits: Limits) -> MCPServer:
         **budgets: int | None,
     ) -> RerankResult:  # called with the arguments of the signature below, by name
         try:
-            return await tool.rerank(query, documents, top_n, return_documents, **budgets)
+            async with turn():
+                return await tool.rerank(query, documents, top_n, return_documents, **budgets)
         except ToolError as exc:  # the SDK's own: an is_error result with this message
             raise SDKToolError(str(exc)) from exc
+        except Busy as busy:
+            raise SDKToolError(busy.error.message) from None
 
+    parameters = _parameters(tool, limits)
     rerank.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        _parameters(tool, limits), return_annotation=RerankResult
+        parameters, return_annotation=RerankResult
     )
-    server: MCPServer = MCPServer("permsc", version=__version__, instructions=DESCRIPTION)
+    server = _Server(tuple(p.name for p in parameters))
     server.add_tool(rerank, name="rerank", title="Rerank documents (PSC)", description=DESCRIPTION)
     return server
-
-
-class _RequireKey:
-    """ASGI middleware, as ``permsc serve``: every HTTP request needs ``Authorization: Bearer
-    KEY`` with one of the server's client keys (none configured: everyone is let in), and
-    each key has at most ``key_concurrency`` requests in progress (the others wait)."""
-
-    def __init__(self, app: ASGIApp, keys: KeyRing, key_concurrency: int) -> None:
-        self.app, self.keys, self.key_concurrency = app, keys, key_concurrency
-        self.per_key: dict[str, anyio.CapacityLimiter] = {}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = dict(scope.get("headers") or ())
-        try:
-            key = self.keys.identify((headers.get(b"authorization") or b"").decode("latin-1"))
-        except Unauthorized as exc:
-            body = json.dumps({"message": str(exc)}).encode()
-            head = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
-            await send({"type": "http.response.start", "status": 401, "headers": head})
-            await send({"type": "http.response.body", "body": body})
-            return None
-        limiter = self.per_key.setdefault(key, anyio.CapacityLimiter(self.key_concurrency))
-        async with limiter:
-            return await self.app(scope, receive, send)
-
-
-def http_app(server: MCPServer, tool: RerankTool, config: ServeConfig) -> Starlette:
-    """The streamable HTTP app (``/mcp``, stateless), behind the client keys of ``config``;
-    the tool's rankers close when the app shuts down. On a loopback host the SDK also
-    refuses requests whose ``Host`` or ``Origin`` is not loopback (DNS rebinding)."""
-    inner = server.streamable_http_app(
-        stateless_http=True,
-        host=config.host,
-        max_request_body_size=config.limits.max_body_bytes,
-    )
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with server.session_manager.run():
-            try:
-                yield
-            finally:
-                await tool.aclose()
-
-    app = Starlette(routes=inner.routes, lifespan=lifespan)
-    keys, concurrency = KeyRing(config.keys), config.limits.key_concurrency
-    app.add_middleware(_RequireKey, keys=keys, key_concurrency=concurrency)
-    return app
 
 
 def _tool(config: ServeConfig, model: str | None) -> RerankTool:
@@ -177,10 +168,21 @@ def _tool(config: ServeConfig, model: str | None) -> RerankTool:
     return RerankTool(chosen.build(), chosen.name, secrets=secrets, scale=scale)
 
 
+def _pipe_closed(exc: BaseException) -> bool:
+    """Only a broken pipe: the client closed its end of our stdout (it left early)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_pipe_closed(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
+
+
 async def _stdio(config: ServeConfig, model: str | None) -> None:
     tool = _tool(config, model)
     try:
         await build_server(tool, config.limits).run_stdio_async()
+    except BaseException as exc:  # a client that left early is an end, not a crash
+        if not _pipe_closed(exc):
+            raise
+        logger.info("permsc mcp: the client closed stdout before its answer; exiting")
     finally:
         await tool.aclose()
 
@@ -190,8 +192,10 @@ def _run_stdio(config: ServeConfig, model: str | None) -> None:
 
 
 def _run_http(config: ServeConfig, model: str | None) -> None:
-    tool = _tool(config, model)
-    serve(config, app=http_app(build_server(tool, config.limits), tool, config), name="permsc mcp")
+    tool, limits = _tool(config, model), config.limits
+    slots = KeySlots(limits.key_concurrency, limits.queue, limits.queue_timeout)
+    server = build_server(tool, limits, lambda: slots.turn(KEY.get()))
+    serve(config, app=http_app(server, tool, config), name="permsc mcp")
 
 
 TRANSPORTS: dict[str, Callable[[ServeConfig, str | None], None]] = {

@@ -14,8 +14,8 @@ Example:
     >>> ranker = PSCRanker(backend, num_permutations=2)
     >>> tool = RerankTool(ranker, "psc")
     >>> answer = anyio.run(lambda: tool.rerank("q", ["a", "bb"], top_n=1, return_documents=True))
-    >>> answer["results"], answer["usage"]["calls"]
-    ([{'index': 1, 'relevance_score': 1.0, 'text': 'bb'}], 2)
+    >>> answer["results"], answer["usage"]["calls"], answer["stopped"]
+    ([{'index': 1, 'relevance_score': 1.0, 'shown': True, 'text': 'bb'}], 2, 'complete')
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from typing import Any
 # pydantic (the SDK's output schema) reads TypedDicts from typing_extensions before 3.12
 from typing_extensions import NotRequired, TypedDict
 
-from .._options import RankingOptions
 from .._ranker import PSCRanker
 from ..errors import PermscError
+from ..results import RankingResult
 from ..serve._errors import http_error
-from ..serve._scoring import order_results, relevance_scores
+from ..serve._scoring import relevance_scores, score_documents
 from ..tracing import reported_top_n
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "ToolError", "RerankResult"]
@@ -66,8 +66,14 @@ BUDGETS: tuple[Budget, ...] = (
 
 
 class Document(TypedDict):
+    """One document: ``shown`` false when the model never saw it (blank, or past ``head``);
+    ``top_probability``, its chance of the top k, when the ranking has one (None: never
+    shown)."""
+
     index: int
     relevance_score: float
+    shown: bool
+    top_probability: NotRequired[float | None]
     text: NotRequired[str]
 
 
@@ -79,23 +85,38 @@ class Usage(TypedDict):
 
 
 class RerankResult(TypedDict):
-    """The tool's structured answer: documents best first, the agreement, the cost."""
+    """The tool's structured answer: documents best first, the agreement, the cost, and
+    how far the ranking went (``head``: the documents it ranked, None: all; ``stopped``: why
+    sampling ended, RankingResult's words)."""
 
     model: str
     results: list[Document]
     confidence: float
     usage: Usage
+    head: int | None
+    stopped: str
 
 
 def _secrets(ranker_keys: Sequence[str | None]) -> tuple[str | None, ...]:
     return (os.environ.get("OPENAI_API_KEY"), *ranker_keys)
 
 
+def _usage(result: RankingResult) -> Usage:
+    u = result.usage
+    return {
+        "calls": u.calls,
+        "input_tokens": u.prompt_tokens,
+        "output_tokens": u.completion_tokens,
+        "failed_samples": sum(not s.ok for s in result.samples),
+    }
+
+
 class RerankTool:
     """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
-    owns: :meth:`aclose` closes it. A budget below the server's builds a ranker that shares
-    the backend, once per budget. ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
-    the model's ``relevance_score``)."""
+    owns: :meth:`aclose` closes it. A budget below the server's ranks with a ranker derived
+    for that call (:meth:`PSCRanker.derive`: the backend, limiter, breaker and ranker cap
+    shared; nothing kept). ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
+    the model's ``relevance_score``). Blank documents are ranked last without a call."""
 
     def __init__(
         self,
@@ -107,7 +128,6 @@ class RerankTool:
     ) -> None:
         self.ranker, self.name, self.scale = ranker, name, scale
         self.secrets = _secrets(secrets)
-        self._variants: dict[tuple[tuple[str, int], ...], PSCRanker] = {}
 
     def cap(self, budget: Budget) -> int | None:
         """The server's value of ``budget``'s option: the default and the most allowed."""
@@ -123,14 +143,7 @@ class RerankTool:
             if cap is not None and value > cap:
                 raise ToolError(f"{budget.name}: at most {cap} on this server, got {value}")
             changes[budget.name] = value
-        if not changes:
-            return self.ranker
-        key = tuple(sorted(changes.items()))
-        if key not in self._variants:
-            kept = self.ranker.options.as_dict()
-            options = RankingOptions.from_kwargs(**{**kept, "backend_options": {}, **changes})
-            self._variants[key] = PSCRanker(self.ranker.backend, options=options)
-        return self._variants[key]
+        return self.ranker.derive(**changes) if changes else self.ranker
 
     async def rerank(
         self,
@@ -144,30 +157,43 @@ class RerankTool:
         if not query.strip():
             raise ToolError("query: must not be empty")
         ranker = self._ranker(budgets)
+        kept = [k for k, text in enumerate(documents) if text.strip()]
+        result = await self._rank(ranker, query, [documents[k] for k in kept], top_n)
+        ranked = score_documents(result, kept, len(documents), self.scale)
+        results: list[Document] = []
+        for doc in ranked if top_n is None else ranked[:top_n]:
+            item: Document = {
+                "index": doc.index,
+                "relevance_score": doc.relevance_score,
+                "shown": doc.shown,
+            }
+            if result.top_probability:
+                item["top_probability"] = doc.top_probability
+            if return_documents:
+                item["text"] = documents[doc.index]
+            results.append(item)
+        return {
+            "model": self.name,
+            "results": results,
+            "confidence": round(result.confidence, 4),
+            "usage": _usage(result),
+            "head": result.head,
+            "stopped": result.stopped,
+        }
+
+    async def _rank(
+        self, ranker: PSCRanker, query: str, texts: list[str], top_n: int | None
+    ) -> RankingResult:
+        """The ranking of ``texts`` (no call for fewer than two), or :class:`ToolError`."""
+        if len(texts) < 2:
+            return RankingResult(tuple(range(len(texts))), (1.0,) * len(texts), head=len(texts))
         try:
             with reported_top_n(top_n):
-                result = await ranker.arank(query, list(documents))
+                return await ranker.arank(query, texts)
         except PermscError as exc:
             upstream = self.ranker.backend.name
             raise ToolError(http_error(exc, upstream).redacted(self.secrets).message) from exc
-        scores = self.scale(result)
-        results: list[Document] = []
-        for index, score in order_results(result.order, scores, top_n):
-            results.append({"index": index, "relevance_score": score})
-            if return_documents:
-                results[-1]["text"] = documents[index]
-        u = result.usage
-        usage: Usage = {
-            "calls": u.calls,
-            "input_tokens": u.prompt_tokens,
-            "output_tokens": u.completion_tokens,
-            "failed_samples": sum(not s.ok for s in result.samples),
-        }
-        confidence = round(result.confidence, 4)
-        return {"model": self.name, "results": results, "confidence": confidence, "usage": usage}
 
     async def aclose(self) -> None:
-        """Close the rankers (the configured one last: it owns the backend)."""
-        for variant in self._variants.values():
-            await variant.aclose()
+        """Close the configured ranker (and with it the backend it owns)."""
         await self.ranker.aclose()

@@ -35,6 +35,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..results import RankingResult
 from ._auth import KeyRing, Unauthorized
+from ._bodies import read_body
 from ._browsers import browser_middleware
 from ._config import ServeConfig
 from ._connections import SLOW_BODY, Tally
@@ -42,7 +43,8 @@ from ._errors import HttpError, http_error
 from ._metrics import ServeMetrics
 from ._openapi import RERANK_PATHS, openapi_document
 from ._schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from ._scoring import SCALES, cut_words, order_results
+from ._scoring import SCALES, cut_words, score_documents
+from ._slots import Busy, KeySlots
 
 if TYPE_CHECKING:  # built by ServeConfig's models
     from .._ranker import PSCRanker
@@ -79,7 +81,8 @@ class _Service:
         self.keys = KeyRing(config.keys)
         self.metrics = ServeMetrics()
         self.slow = Tally(on_count=self.metrics.slow_client)  # one log line per 10 s at most
-        self.per_key: dict[str, anyio.CapacityLimiter] = {}
+        limits = config.limits
+        self.slots = KeySlots(limits.key_concurrency, limits.queue, limits.queue_timeout)
         self.request_model = request_model(config.limits.max_documents)
         self.secrets = config.secrets
         self.stopping = False  # the grace period is over: rankings are cancelled, 503
@@ -109,28 +112,6 @@ class _Service:
 
     def authorize(self, request: Request) -> str:
         return self.keys.identify(request.headers.get("authorization"))
-
-    def limiter(self, key_id: str) -> anyio.CapacityLimiter:
-        if key_id not in self.per_key:
-            self.per_key[key_id] = anyio.CapacityLimiter(self.config.limits.key_concurrency)
-        return self.per_key[key_id]
-
-    async def read_body(self, request: Request) -> bytes:
-        """The body, refused with 413 as soon as it passes the limit (never read whole), and
-        with 408 if it has not all come within ``body_timeout`` seconds."""
-        limit, seconds = self.config.limits.max_body_bytes, self.config.limits.body_timeout
-        too_large = BadRequest(f"request body too large: over the limit of {limit} bytes", 413)
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise too_large
-        body = bytearray()
-        with anyio.move_on_after(seconds):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise too_large
-            return bytes(body)
-        raise BadRequest(f"request body not received within {seconds:g} s", 408)
 
     def check(self, req: RerankRequest) -> PSCRanker:
         """The ranker for ``req.model``, after the limits; :class:`BadRequest` if not."""
@@ -196,7 +177,9 @@ async def _rank(
     kept = [k for k, text in enumerate(texts) if text.strip()]
     outcome: _Outcome = {"kept": kept}
     if len(kept) < 2:  # nothing to compare: no call
-        outcome["result"] = RankingResult(tuple(range(len(kept))), (1.0,) * len(kept))
+        outcome["result"] = RankingResult(
+            tuple(range(len(kept))), (1.0,) * len(kept), head=len(kept)
+        )
         return outcome
     if service.stopping:  # the grace period is over: no ranking starts
         return outcome
@@ -227,31 +210,27 @@ def _answer(
     scale: Callable[[RankingResult], tuple[float, ...]],
 ) -> dict[str, object]:
     """Cohere's answer: ``result`` ranks the documents ``kept`` (the non-empty ones), each
-    scored on the model's ``scale``; the empty ones follow, score 0, in the order sent."""
-    scores = [0.0] * len(texts)
-    for k, share in enumerate(scale(result)):
-        scores[kept[k]] = share
-    order = [kept[k] for k in result.order] + sorted(set(range(len(texts))) - set(kept))
+    scored on the model's ``scale``; the empty ones follow, score 0, in the order sent. Each
+    result says whether the model saw it (``shown``); ``meta`` adds the ranking's ``head``
+    and ``stopped``, and a warning when some documents were never shown (docs/serve.md)."""
+    documents = score_documents(result, kept, len(texts), scale)
     results = []
-    for index, score in order_results(order, scores, req.top_n):
-        item: dict[str, object] = {"index": index, "relevance_score": score}
+    for doc in documents if req.top_n is None else documents[: req.top_n]:
+        item: dict[str, object] = {
+            "index": doc.index,
+            "relevance_score": doc.relevance_score,
+            "shown": doc.shown,
+        }
         if req.return_documents:
-            item["document"] = {"text": req.texts[index]}
+            item["document"] = {"text": req.texts[doc.index]}
         results.append(item)
     u = result.usage
+    unseen = sum(not doc.shown for doc in documents)
     return {
         "id": f"permsc-{uuid.uuid4().hex}",
         "model": req.model,
         "results": results,
-        "meta": {
-            "api_version": {"version": "2", "is_experimental": False},
-            "billed_units": {
-                "search_units": math.ceil(len(texts) / 100),
-                "input_tokens": u.prompt_tokens,
-                "output_tokens": u.completion_tokens,
-            },
-            "tokens": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens},
-        },
+        "meta": _meta(result, len(texts), unseen),
         "usage": {
             "prompt_tokens": u.prompt_tokens,
             "completion_tokens": u.completion_tokens,
@@ -261,12 +240,36 @@ def _answer(
     }
 
 
+def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
+    """Cohere's ``meta``, with the ranking's ``head`` and ``stopped``, and a warning when
+    ``unseen`` of the ``n`` documents were never shown to the model."""
+    u = result.usage
+    meta: dict[str, object] = {
+        "api_version": {"version": "2", "is_experimental": False},
+        "billed_units": {
+            "search_units": math.ceil(n / 100),
+            "input_tokens": u.prompt_tokens,
+            "output_tokens": u.completion_tokens,
+        },
+        "tokens": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens},
+        "head": result.head,
+        "stopped": result.stopped,
+    }
+    if unseen:
+        meta["warnings"] = [
+            f"{unseen} of {n} documents were never shown to the model (blank ones, and those "
+            "past meta.head under a call budget): they follow in the order sent, with shown "
+            "false"
+        ]
+    return meta
+
+
 async def rerank(service: _Service, request: Request) -> Response:
     """``POST /v2/rerank``: admit, rank under the caller's key cap, answer."""
     route, model = request.url.path, ""
     try:
         key_id = service.authorize(request)
-        req = parse_rerank(await service.read_body(request), service.request_model)
+        req = parse_rerank(await read_body(request, service.config.limits), service.request_model)
         model = req.model
         ranker = service.check(req)
     except Unauthorized as exc:
@@ -282,14 +285,12 @@ async def rerank(service: _Service, request: Request) -> Response:
         return Response(status_code=499)
     texts = [cut_words(t, req.max_tokens_per_doc) for t in req.texts]
     started = time.perf_counter()
-    limiter = service.limiter(key_id)
-    with service.metrics.waiting.track_inprogress():
-        await limiter.acquire()
     try:
-        with service.metrics.in_flight.track_inprogress():
-            outcome = await _rank(service, request, ranker, req.query, texts)
-    finally:
-        limiter.release()
+        async with service.slots.turn(key_id, service.metrics.waiting.track_inprogress()):
+            with service.metrics.in_flight.track_inprogress():
+                outcome = await _rank(service, request, ranker, req.query, texts)
+    except Busy as busy:  # the key's queue is full, or its wait too long
+        return service.fail(route, model, busy.error)
     return service.answer(route, req, texts, ranker, outcome, time.perf_counter() - started)
 
 

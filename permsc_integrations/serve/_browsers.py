@@ -11,7 +11,8 @@ upstream credit for a stranger's page. So, without keys (docs/security.md, docs/
   operator lists the page's origin (``cors_origins``);
 - on a loopback address, a ``Host`` that is not ``localhost``, a loopback address or the bound
   host is refused (421 Misdirected Request), unless the operator names it (``allowed_hosts``;
-  ``"*"``: any).
+  ``"*"``: any); so is an ``Origin`` (a page's) on none of those names and not granted CORS
+  (``cors_origins``): 403.
 
 With client keys neither check applies: a page cannot send a key it does not have.
 
@@ -66,6 +67,7 @@ class BrowserGuard:
 
     keyless: bool
     hosts: frozenset[str] | None  # the Host names answered; None: any
+    origins: frozenset[str] = frozenset()  # the origins granted CORS, also let in
 
     @classmethod
     def of(cls, config: ServeConfig) -> BrowserGuard:
@@ -73,15 +75,19 @@ class BrowserGuard:
         if not keyless or not is_loopback(config.host) or "*" in config.allowed_hosts:
             return cls(keyless, None)
         named = {_hostname(h) for h in config.allowed_hosts}
-        return cls(keyless, frozenset({config.host.strip("[]").lower(), *named}))
+        granted = frozenset(o.rstrip("/").lower() for o in config.cors_origins)
+        return cls(keyless, frozenset({config.host.strip("[]").lower(), *named}), granted)
 
-    def refuse(self, method: str, host: str | None, content_type: str | None) -> HttpError | None:
+    def _foreign(self, name: str) -> bool:
+        return self.hosts is not None and not _is_loopback_name(name) and name not in self.hosts
+
+    def refuse(
+        self, method: str, host: str | None, content_type: str | None, origin: str | None = None
+    ) -> HttpError | None:
         """The refusal of a request with these headers, or None to let it in."""
         if not self.keyless:
             return None
-        name = _hostname(host or "")
-        foreign = self.hosts is not None and not _is_loopback_name(name) and name not in self.hosts
-        if host and foreign:
+        if host and self._foreign(_hostname(host)):
             return HttpError(
                 421,
                 f"Host {host[:100]!r} is not this server's: without client keys, a server on "
@@ -95,6 +101,14 @@ class BrowserGuard:
                 "Content-Type must be application/json: without client keys the server refuses "
                 "other bodies (any web page can send those to it)",
             )
+        if origin and origin.rstrip("/").lower() not in self.origins:
+            if self._foreign(_hostname(origin.partition("://")[2] or origin)):
+                return HttpError(
+                    403,
+                    f"Origin {origin[:100]!r} is not this server's: without client keys, a "
+                    "server on loopback answers pages of localhost and loopback addresses only; "
+                    "--allowed-host names others, --cors-origin grants a page",
+                )
         return None
 
 
@@ -110,7 +124,10 @@ class _Refuse:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
             error = self.guard.refuse(
-                scope["method"], headers.get("host"), headers.get("content-type")
+                scope["method"],
+                headers.get("host"),
+                headers.get("content-type"),
+                headers.get("origin"),
             )
             if error is not None:
                 await self.fail(scope["path"], "", error)(scope, receive, send)

@@ -51,7 +51,8 @@ _MAX_CONNECTIONS = 4096
 @dataclass(frozen=True)
 class Limits:
     """Request limits; a request over one is refused with a 4xx that names the limit. The
-    last three bound what a slow or idle client can hold (docs/serve.md)."""
+    last seven bound what a slow, idle or eager client can hold (docs/serve.md, "Under load
+    and faults")."""
 
     max_documents: int = 1000  # Cohere's advice: no more than 1,000 documents a request
     max_body_bytes: int = 4 * 1024 * 1024  # read in chunks; a larger body is a 413 at once
@@ -60,13 +61,24 @@ class Limits:
     header_timeout: float = 10.0  # a request head must arrive within this (s), or: closed
     body_timeout: float = 30.0  # the whole body within this (s) of its head, or: a 408
     max_connections: int | None = None  # None: what the open-file limit allows, up to 4096
+    key_queue: int | None = None  # requests of one key waiting for a turn (None: as many
+    # as key_concurrency); past it a 429 at once
+    queue_timeout: float = 60.0  # a request waits this long (s) for its key's turn, or: 503
+    send_timeout: float = 30.0  # a client must read each part of an answer within this (s)
 
     def __post_init__(self) -> None:
         for name in ("max_documents", "max_body_bytes", "max_query_chars", "key_concurrency"):
             positive_int(name, getattr(self, name))
-        for name in ("header_timeout", "body_timeout"):
+        for name in ("header_timeout", "body_timeout", "queue_timeout", "send_timeout"):
             number(positive=True)(name, getattr(self, name))
         at_least(1, optional=True)("max_connections", self.max_connections)
+        at_least(0, optional=True)("key_queue", self.key_queue)
+
+    @property
+    def queue(self) -> int:
+        """Requests of one key that may wait for a turn (``key_queue``, or
+        ``key_concurrency``)."""
+        return self.key_concurrency if self.key_queue is None else self.key_queue
 
 
 @dataclass(frozen=True)

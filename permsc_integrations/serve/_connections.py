@@ -47,8 +47,10 @@ _ACCEPT_BATCH = 64  # accepts per wake-up: others get their turn on the event lo
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 MIN_AGE = 1.0  # seconds a connection (or a request body) has before it can be closed for room
 SLOW_HEAD, EVICTED, NO_FDS, SLOW_BODY = "slow_head", "evicted", "no_fds", "slow_body"
+SLOW_READ = "slow_read"
 REASONS = {  # the log's words for each reason (the metric's label)
     SLOW_HEAD: "connections closed without a request head in time (--header-timeout)",
+    SLOW_READ: "connections closed: their answer was not read in time (--send-timeout)",
     EVICTED: "connections closed at the cap to make room (--max-connections)",
     NO_FDS: "connections left unaccepted: no file descriptor free",
     SLOW_BODY: "requests refused 408: the body did not come in time (--body-timeout)",
@@ -63,6 +65,7 @@ class _Connection(asyncio.Protocol):
         self.inner: asyncio.Protocol = asyncio.Protocol()
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.unread: asyncio.TimerHandle | None = None  # the deadline of a paused write
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,12 +81,22 @@ class _Connection(asyncio.Protocol):
         return self.inner.eof_received()
 
     def pause_writing(self) -> None:
+        """The client reads slower than we write: it has ``send_timeout`` s to catch up."""
         self.inner.pause_writing()
+        if self.unread is None:
+            self.unread = self.owner.deadline(self.owner.send_timeout, self, SLOW_READ)
 
     def resume_writing(self) -> None:
+        self._read()
         self.inner.resume_writing()
 
+    def _read(self) -> None:
+        if self.unread is not None:
+            self.unread.cancel()
+            self.unread = None
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._read()
         self.lost = True
         self.owner.lost(self)
         self.inner.connection_lost(exc)
@@ -115,11 +128,15 @@ class Tally:
 
 class Connections:
     """The connections of one server: accepted up to ``max_connections``; each must send a
-    request head within ``header_timeout`` s of opening or of its previous answer."""
+    request head within ``header_timeout`` s of opening or of its previous answer, and read
+    what it is sent: a write that waits ``send_timeout`` s for the client closes it."""
 
-    def __init__(self, max_connections: int, header_timeout: float, tally: Tally) -> None:
+    def __init__(
+        self, max_connections: int, header_timeout: float, tally: Tally, send_timeout: float = 30.0
+    ) -> None:
         self.max_connections = positive_int("max_connections", max_connections)
         self.header_timeout = number(positive=True)("header_timeout", header_timeout)
+        self.send_timeout = number(positive=True)("send_timeout", send_timeout)
         self.tally = tally
         self.open = 0  # sockets held: accepted and not yet lost
         # connections with no request being handled, or whose body is still coming: the
@@ -231,7 +248,7 @@ class Connections:
         if connection.lost or connection in self._closing:
             return
         self._candidate(connection)
-        connection.timer = self._loop.call_later(self.header_timeout, self._expire, connection)
+        connection.timer = self.deadline(self.header_timeout, connection, SLOW_HEAD)
         if not self._closing:
             self._resume()  # at the cap, there may now be a connection to close
 
@@ -261,9 +278,16 @@ class Connections:
             connection.timer.cancel()
             connection.timer = None
 
-    def _expire(self, connection: _Connection) -> None:
-        connection.timer = None
-        self._close(connection, SLOW_HEAD)
+    def deadline(self, seconds: float, connection: _Connection, reason: str) -> asyncio.TimerHandle:
+        """Close ``connection`` for ``reason`` in ``seconds`` (unless the timer is cancelled)."""
+        return self._loop.call_later(seconds, self._expire, connection, reason)
+
+    def _expire(self, connection: _Connection, reason: str) -> None:
+        if reason == SLOW_HEAD:
+            connection.timer = None
+        else:
+            connection.unread = None
+        self._close(connection, reason)
 
     def _close(self, connection: _Connection, reason: str) -> None:
         self.working(connection)

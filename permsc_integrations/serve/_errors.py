@@ -33,6 +33,7 @@ from ..errors import (
     ModelNotFoundError,
     QuotaExceededError,
     RateLimitError,
+    SpendingCapError,
 )
 
 __all__ = ["HttpError", "http_error"]
@@ -88,8 +89,28 @@ def _backend(exc: BackendError, upstream: str) -> HttpError:
     return HttpError(502, f"upstream {upstream} failed{code}: {_first_line(exc)}")
 
 
+def _spent(exc: SpendingCapError) -> HttpError:
+    """A spending cap: the server's (``ranker_cap``, spent for good: 503) or the request's
+    (``request_cap``: the request is too large for it, 413), never a 500."""
+    cap = f"{exc.scope}_cap {exc.limit}={exc.cap:g}"
+    if exc.scope == "ranker":
+        return HttpError(
+            503,
+            f"this server's spending cap ({cap}) is spent: no further ranking can be paid for; "
+            "the server's operator must raise it and restart the server",
+        )
+    need = f" (its plan needs {exc.needed:g} {exc.limit})" if exc.needed is not None else ""
+    return HttpError(
+        413,
+        f"this request needs more than the server's per-request cap ({cap}) allows{need}: "
+        "send fewer or shorter documents",
+    )
+
+
 def http_error(exc: BaseException, upstream: str) -> HttpError:
     """The HTTP answer for an exception raised by ``PSCRanker.arank``."""
+    if isinstance(exc, SpendingCapError):
+        return _spent(exc)
     if isinstance(exc, BackendError):
         return _backend(exc, upstream)
     if isinstance(exc, InsufficientSamplesError):

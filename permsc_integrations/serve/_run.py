@@ -138,6 +138,7 @@ def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc
         config.connection_cap(_open_files()),
         config.limits.header_timeout,
         service.slow if service is not None else Tally(),
+        config.limits.send_timeout,
     )
     if service is not None:
         service.metrics.watch_connections(connections)

@@ -45,6 +45,7 @@ __all__ = [
     "ErrorBody",
     "ModelList",
     "parse_rerank",
+    "explain",
     "openapi_schemas",
 ]
 
@@ -211,6 +212,20 @@ def _explain(error: ErrorDetails) -> str:
     return f"{where}: {message.format(**error.get('ctx', {})) if message else error['msg']}"
 
 
+def explain(exc: ValidationError) -> str:
+    """Pydantic's errors in one line, each naming its field (no dump, no URL; the first 5).
+
+    >>> from pydantic import TypeAdapter
+    >>> try:
+    ...     TypeAdapter(RerankRequest).validate_python({"model": "m", "query": 1})
+    ... except ValidationError as exc:
+    ...     print(explain(exc))
+    query: must be a string; documents: is required
+    """
+    errors = exc.errors(include_url=False)
+    return "; ".join(dict.fromkeys(_explain(e) for e in errors[:5]))
+
+
 def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """A JSON object's members, refused when a key repeats (JSON parsers keep the last)."""
     seen: set[str] = set()
@@ -235,8 +250,7 @@ def parse_rerank(body: bytes, model: type[RerankRequest] = RerankRequest) -> Rer
     try:
         request = model.model_validate_json(body)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        raise BadRequest("; ".join(dict.fromkeys(_explain(e) for e in errors[:5]))) from None
+        raise BadRequest(explain(exc)) from None
     try:
         json.loads(body, object_pairs_hook=_unique)
     except ValueError:  # JSON pydantic read and the json module does not: no repeats found
