@@ -408,3 +408,21 @@ def test_max_calls_bounds_estimate_and_rank(oracle, tmp_path, capsys):
     ]
     assert main(["estimate", "-i", str(path), "--max-calls", "0"]) == 2
     assert "max_calls must be an int >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answer", ["500", "prose"])
+def test_an_outage_under_max_calls_exits_2_not_a_ranking(
+    scripted_server, tmp_path, capsys, answer
+):
+    from permsc_integrations.testing import Fault
+
+    server = scripted_server(
+        (lambda request: Fault.status(500)) if answer == "500" else (lambda request: "no idea")
+    )
+    path, _ = big_input(tmp_path)
+    out = tmp_path / "ranked.jsonl"
+    args = ["rank", "-i", str(path), "-o", str(out), "-m", "2", "--max-calls", "2"]
+    code = main([*args, "--no-progress", *remote(server)])
+    err = capsys.readouterr().err
+    assert code == 2, err  # every query failed: no ranking in input order passed off as one
+    assert "ranked 0 of 2 queries" in err and not out.read_text().strip()
