@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -63,6 +64,16 @@ class Flaky:
         return " > ".join(f"[{p + 1}]" for p in order[: max(1, len(order) // 2)])
 
 
+def _admitted(server, calls: int, deadline: float = 10.0) -> None:
+    """Wait (to a deadline) until the server has read ``calls`` requests: a call the client
+    gave up on (its 0.3 s timeout) may reach the server's handler after the ranking ended."""
+    end = time.monotonic() + deadline
+    while server.request_count < calls and time.monotonic() < end:
+        time.sleep(0.01)
+    while server.in_flight and time.monotonic() < end:
+        time.sleep(0.01)
+
+
 def docs(n: int) -> list[str]:
     return [f"doc {(k * 37) % 131}" for k in range(n)]  # distinct grades, shuffled
 
@@ -99,6 +110,7 @@ def test_the_budget_is_never_exceeded_under_faults_reasks_and_partial_answers(
                 if server.request_count > budget:
                     wrong.append(f"{where}: the server got {server.request_count} calls")
                 continue
+        _admitted(server, result.usage.calls)
         if server.request_count > budget:
             wrong.append(f"{where}: the server got {server.request_count} calls")
         if result.usage.calls != server.request_count:
@@ -122,6 +134,7 @@ def test_the_faults_happen_and_a_spent_budget_ends_retries_and_reasks_as_failure
     with ranker(server, max_calls=7) as r:  # one window: 7 shuffles, their faults on top
         result = r.rank("which grade is highest?", docs(10))
     statuses = Counter(s.status for s in result.samples)
+    _admitted(server, result.usage.calls)
     assert server.request_count == result.usage.calls == 7 and result.stopped == "budget"
     # every shuffle was sent: the faults whose retry or re-ask the budget refused are failures
     # (with the reason noted), never "skipped", and the ranking rests on the other answers
@@ -167,6 +180,7 @@ def test_a_budget_that_pays_for_the_plan_changes_nothing(scripted_server) -> Non
         server.responder = Flaky()  # the same faults each time
         with ranker(server, max_calls=budget, num_permutations=4) as r:
             result = r.rank("which grade is highest?", docs(50))
+        _admitted(server, result.usage.calls)
         orders.append((result.order, server.request_count, result.stopped, result.head))
     assert orders[0] == orders[1] == orders[2] and orders[0][2:] == ("complete", 50)
 
