@@ -279,6 +279,22 @@ class Meter(Admitting):
             raise BudgetSpentError(self.budget)
         self._spent += _ONE_CALL
 
+    def take(self, calls: int) -> None:
+        """Count ``calls`` more calls at once (the other prompts of a batch, each a call), or
+        refuse them all with :class:`~.errors.BudgetSpentError` if the budget cannot pay."""
+        with self._lock:
+            if self.budget is not None and self._spent.calls + calls > self.budget:
+                self.refused += 1
+                raise BudgetSpentError(self.budget)
+            self._spent += Usage(calls=calls)
+
+    def room(self, calls: int) -> int:
+        """How many of ``calls`` prompts the budget still pays for (all of them without one)."""
+        if self.budget is None:
+            return calls
+        with self._lock:
+            return max(0, min(calls, self.budget - self._spent.calls))
+
     def _use(self, ticket: _Ticket, amount: Amount) -> None:
         if ticket.hold is not None:
             ticket.hold.used += amount

@@ -338,6 +338,19 @@ async def test_a_batch_backend_gets_one_call_per_round() -> None:
     assert result.order == TRUTH
 
 
+async def test_a_budget_counts_the_prompts_of_a_batch_not_the_batches() -> None:
+    async def garbage_for_the_first_two(request: ChatRequest) -> str | None:
+        return "??" if request.index in (0, 1) else None
+
+    backend = batch_oracle(RELEVANCE, script=garbage_for_the_first_two)
+    result = await make(backend, max_calls=9).arank("which letter?", ITEMS)
+    # 8 prompts, then room for one of the two re-asks: the other answer stays unread
+    assert backend.batches == [8, 1] and backend.request_count == result.usage.calls == 9
+    invalid = [s for s in result.samples if s.status is ParseStatus.INVALID]
+    assert len(invalid) == 1 and "re-ask was not sent" in (invalid[0].error or "")
+    assert result.stopped == "budget"
+
+
 async def test_a_failing_batch_fails_every_sample_in_it() -> None:
     async def overloaded(request: ChatRequest) -> None:
         raise BackendError("out of memory")

@@ -225,13 +225,14 @@ class Batch:
         pass
 
 
-def test_a_batch_is_counted_once() -> None:
+def test_a_batch_is_sent_once_and_each_of_its_prompts_is_a_call() -> None:
     backend = Batch()
     with PSCRanker(backend, num_permutations=8) as r:
         started = time.perf_counter()
         result = r.rank("q", ITEMS)
         wall = time.perf_counter() - started
-    assert backend.batches == 1 and result.usage.calls == 1
+    assert backend.batches == 1 and result.usage.calls == 8  # one pass, eight prompts answered
+    assert [s.usage.calls for s in result.samples] == [1] * 8
     assert 0.3 <= result.usage.latency_s <= wall  # one pass, not 8 x 0.3 s
     shares = {round(s.usage.latency_s, 9) for s in result.samples}
     assert len(shares) == 1  # split evenly over the batch's samples

@@ -40,7 +40,7 @@ from typing import TypeVar
 from .._retry import Attempts, RetryPolicy
 from .._spending import Charged, Meter, charged
 from ..backends.base import Completion, LabelProbabilities
-from ..errors import BackendError, BudgetSpentError, PermscError, add_note
+from ..errors import BackendError, BudgetSpentError, PermscError, SpendingCapError, add_note
 from ..results import Usage
 from .breaker import Breaker
 from .limiter import CallLimiter
@@ -81,7 +81,9 @@ class Calls:
     def _slot(self) -> _Slots:
         return self.slots
 
-    async def send(self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab) -> T:
+    async def send(
+        self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab, prompts: int = 1
+    ) -> T:
         """``await call()`` with retries, each attempt under the limiters, the breaker and the
         spending caps, counted on the request's meter and on ``tab`` (``chars``: the prompt's
         size, what a cap estimates its tokens from). The last failure is raised as is, also
@@ -93,14 +95,14 @@ class Calls:
         try:
             async for attempt in attempts:
                 with attempt:  # a retryable failure is retried, the last one raised by the loop
-                    async with attempts:  # the limiter slots and the time limit
-                        try:
+                    try:
+                        async with attempts:  # the limiter slots and the time limit
                             result = await self._admitted(
-                                call, chars, tab, retry=attempts.retries > 0
+                                call, chars, tab, prompts, retry=attempts.retries > 0
                             )
-                        except BackendError as exc:
-                            failed = exc
-                            raise
+                    except BackendError as exc:  # a timeout too (raised leaving ``attempts``)
+                        failed = exc
+                        raise
         except BudgetSpentError:
             if failed is None:  # never sent: the caller skips it
                 raise
@@ -111,12 +113,13 @@ class Calls:
     async def send_batch(
         self, call: Callable[[], Awaitable[list[T]]], chars: int, tabs: Sequence[Tab]
     ) -> list[T]:
-        """:meth:`send` for a batch (*one* call) of ``len(tabs)`` prompts: its calls and
-        retries go to the first tab, failed or not; its latency is split evenly over the tabs,
-        each of which gets the tokens of its own answer."""
+        """:meth:`send` for a batch (one backend call) of ``len(tabs)`` prompts, each a call
+        (every attempt counts them all, against ``max_calls`` too: all or none): each tab gets
+        its prompt's calls and the tokens of its own answer, the first tab the retries (all the
+        calls when it failed), and the latency is split evenly over the tabs."""
         whole = Tab()
         try:
-            answers = await self.send(call, chars, whole)
+            answers = await self.send(call, chars, whole, prompts=len(tabs))
             if len(answers) != len(tabs):
                 raise BackendError(
                     f"{self.source}: batch of {len(tabs)} gave {len(answers)}", retryable=False
@@ -124,20 +127,22 @@ class Calls:
         except BaseException:
             tabs[0].usage += whole.usage
             raise
-        share = Usage(latency_s=whole.usage.latency_s / len(tabs))
-        tabs[0].usage += Usage(calls=whole.usage.calls, retries=whole.usage.retries)
+        share = Usage(
+            calls=whole.usage.calls // len(tabs), latency_s=whole.usage.latency_s / len(tabs)
+        )
+        tabs[0].usage += Usage(retries=whole.usage.retries)
         for tab, answer in zip(tabs, answers, strict=True):
             tab.usage += share + _tokens_of(answer)
         return answers
 
     async def _admitted(
-        self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab, *, retry: bool
+        self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab, prompts: int, *, retry: bool
     ) -> T:
         """One attempt, with a slot held: the breaker may have opened meanwhile, or this is
         its probe (settled with the attempt's outcome)."""
         probe = await self.breaker.admit()
         try:
-            result = await self._counted(call, chars, tab, retry=retry)
+            result = await self._counted(call, chars, tab, prompts, retry=retry)
         except BaseException as exc:
             self.breaker.settle(probe, exc)
             raise
@@ -145,20 +150,40 @@ class Calls:
         return result
 
     async def _counted(
-        self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab, *, retry: bool
+        self, call: Callable[[], Awaitable[T]], chars: int, tab: Tab, prompts: int, *, retry: bool
     ) -> T:
-        """One attempt charged to the meters and counted: the one place usage is written."""
-        with charged(self.meters, chars) as reported:
-            began = time.perf_counter()
-            answer: T | None = None
-            try:
-                answer = await _guarded(call, self.source)
-                return answer
-            finally:
-                took = time.perf_counter() - began
-                spent = Usage(retries=int(retry), latency_s=took) + _tokens_of(answer)
-                reported.append(spent)  # the meters counted the call itself when reserving
-                tab.usage += _CALL + spent
+        """One attempt charged to the meters and counted: the one place usage is written. An
+        attempt at a batch of ``prompts`` prompts is that many calls on the request's meter
+        (``max_calls`` counts the prompts a model answers, batched or not)."""
+        if prompts > 1:
+            self.meter.take(prompts - 1)  # all of the batch, or BudgetSpentError: not sent
+        try:
+            with charged(self.meters, chars) as reported:
+                return await self._timed(call, tab, prompts, reported, retry=retry)
+        except (SpendingCapError, BudgetSpentError):
+            if prompts > 1:  # not sent after all: the batch's other prompts are given back
+                self.meter.add(Usage(calls=1 - prompts))
+            raise
+
+    async def _timed(
+        self,
+        call: Callable[[], Awaitable[T]],
+        tab: Tab,
+        prompts: int,
+        reported: list[Usage],
+        *,
+        retry: bool,
+    ) -> T:
+        began = time.perf_counter()
+        answer: T | None = None
+        try:
+            answer = await _guarded(call, self.source)
+            return answer
+        finally:
+            took = time.perf_counter() - began
+            spent = Usage(retries=int(retry), latency_s=took) + _tokens_of(answer)
+            reported.append(spent)  # the meters counted the call itself when reserving
+            tab.usage += Usage(calls=prompts) + spent
 
     def hit(self, tab: Tab) -> None:
         """A cache hit: counted as a cached call, not a call."""
@@ -171,7 +196,7 @@ class Calls:
             self.meter.add(Usage(saved_calls=calls))
 
 
-_CALL, _HIT = Usage(calls=1), Usage(cached_calls=1)
+_HIT = Usage(cached_calls=1)
 
 
 def _tokens_of(answer: object) -> Usage:

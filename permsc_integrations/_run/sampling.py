@@ -8,15 +8,17 @@ sampler's, the window run's one collaborator: :class:`Generate` here (the model 
 ranking: the cache, parsing, re-asks) or :class:`~.first_token.FirstToken` (one token's label
 probabilities); both send their calls through the request's :class:`~.calls.Calls`, which
 counts them. A sampler that can batch (:meth:`Sampler.batches`) gets its samples in batches,
-one call each: :class:`Generate` gives a :class:`BatchBackend` all of a window's prompts as one
-batch, then one batch per round of re-asks.
+one backend call each: :class:`Generate` gives a :class:`BatchBackend` all of a window's
+prompts as one batch (at most the prompts ``max_calls`` still pays for), then one batch per
+round of re-asks.
 
 An answer :class:`Generate` cannot read (or that ranks fewer items than ``min_coverage`` asks
 for) is re-asked up to ``reasks`` times, with the answer and :data:`REASK` appended.
 
 What a sample costs (``Sample.usage``) is its share: its own attempts (``calls``, retries
-included) and their summed latency; a batch is *one* call, so its calls and retries go to the
-batch's first sample and its latency is split evenly over the batch's samples. The request's
+included) and their summed latency; a call is one prompt the model answers, batched or not (a
+batch of k prompts is k calls, against ``max_calls`` too): each sample of a batch gets its
+call, the batch's retries go to its first sample, and its latency is split evenly. The request's
 usage is its meter's count (:mod:`.calls`), never a sum rewritten on the way up.
 
 A call the request's budget (``max_calls``) refuses is not sent: its sample is *skipped*
@@ -239,6 +241,14 @@ class Generate:
             ask.messages = self.prompt.render(query, ask.shown)
         todo = list(range(len(asks)))
         while todo:
+            room = calls.meter.room(len(todo))  # each prompt of a batch is a call: max_calls
+            if room < len(todo):
+                refused = BudgetSpentError(calls.meter.budget or 0)
+                out.update((k, asks[k].refused(refused)) for k in todo[room:])
+                calls.meter.refused += 1
+                todo = todo[:room]
+            if not todo:
+                break
             try:
                 answers = await self._answers([asks[k] for k in todo], calls)
             except (BackendError, BudgetSpentError) as exc:
