@@ -4,10 +4,13 @@ pointed at it. (Tests import nothing from here: pytest runs in importlib mode.)"
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network here
 
 # (text, relevance to QUERY): the oracle ranks by these, higher first.
 DOCS: tuple[tuple[str, int], ...] = (

@@ -115,8 +115,11 @@ def test_garbage_answers_fail_the_ranking_with_a_typed_error(kit):
 async def test_a_failed_ranking_falls_back_to_the_input_order_when_asked(kit):
     with ScriptedOpenAIServer(lambda request: "I like turtles.") as server:
         ranker = PSCRanker(
-            chat_generator=kit.generator(server), num_permutations=3, reasks=0,
-            raise_on_failure=False, top_k=2,
+            chat_generator=kit.generator(server),
+            num_permutations=3,
+            reasks=0,
+            raise_on_failure=False,
+            top_k=2,
         )
         given = kit.documents()
         documents = (await ranker.run_async(query=kit.QUERY, documents=given))["documents"]

@@ -29,7 +29,9 @@ def test_it_is_a_haystack_component_with_typed_sockets(kit):
     assert isinstance(ranker, Component) and ranker.__haystack_supports_async__
     inputs = ranker.__haystack_input__._sockets_dict
     assert {n: s.type for n, s in inputs.items()} == {
-        "query": str, "documents": list[Document], "top_k": int | None,
+        "query": str,
+        "documents": list[Document],
+        "top_k": int | None,
     }
     assert ranker.__haystack_output__._sockets_dict["documents"].type == list[Document]
     sync, native = inspect.signature(PSCRanker.run), inspect.signature(PSCRanker.run_async)
@@ -42,7 +44,10 @@ def test_every_core_option_is_an_init_parameter_declared_once():
     for info in RankingOptions.describe():
         parameter = parameters[info.name]
         assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
-        assert parameter.default == info.default and parameter.annotation is not inspect.Parameter.empty
+        assert (
+            parameter.default == info.default
+            and parameter.annotation is not inspect.Parameter.empty
+        )
     assert {"chat_generator", "backend", "raise_on_failure"} <= set(parameters)
 
 

@@ -80,7 +80,10 @@ def test_max_calls_caps_what_reaches_the_server(kit, server):
     psc = documents[0].meta["psc"]
     assert psc["usage"]["calls"] == sent and psc["stopped"] in ("budget", "certified", "complete")
     assert documents[0].content == kit.oracle_texts(1)[0]
-    assert all(p is None or 0.0 <= p <= 1.0 for p in [d.meta["psc"].get("top_probability") for d in documents])
+    assert all(
+        p is None or 0.0 <= p <= 1.0
+        for p in [d.meta["psc"].get("top_probability") for d in documents]
+    )
 
 
 def test_run_time_top_k_cuts_the_list(kit, server):

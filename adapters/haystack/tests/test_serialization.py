@@ -15,8 +15,16 @@ from haystack_integrations.components.rankers.permsc import PSCRanker
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.testing import ScriptedBackend
 
-OPTIONS = {"num_permutations": 4, "top_k": 3, "aggregator": "borda", "adaptive": True,
-           "max_calls": 12, "prompt": "rankgpt", "scoring": "generate", "strategy": "sliding"}
+OPTIONS = {
+    "num_permutations": 4,
+    "top_k": 3,
+    "aggregator": "borda",
+    "adaptive": True,
+    "max_calls": 12,
+    "prompt": "rankgpt",
+    "scoring": "generate",
+    "strategy": "sliding",
+}
 
 
 def test_to_dict_from_dict_round_trips_a_chat_generator_ranker(kit, server):

@@ -37,7 +37,9 @@ def options_to_dict(given: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in given.items():
         if name == "backend_options":
             out[name] = {key: _backend_option(key, v) for key, v in value.items()}
-        elif name in _AS_MAPPING and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        elif (
+            name in _AS_MAPPING and dataclasses.is_dataclass(value) and not isinstance(value, type)
+        ):
             out[name] = dataclasses.asdict(value)
         else:
             out[name] = _plain(name, value)

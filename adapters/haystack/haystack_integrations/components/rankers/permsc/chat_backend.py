@@ -55,8 +55,10 @@ _USAGE_KEYS = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_
 def generator_name(generator: Any) -> str:
     """``haystack:<model>`` (the generator's ``model``), or ``haystack:<class>``."""
     model = getattr(generator, "model", None)
-    return f"haystack:{model}" if isinstance(model, str) and model else (
-        f"haystack:{type(generator).__name__}"
+    return (
+        f"haystack:{model}"
+        if isinstance(model, str) and model
+        else (f"haystack:{type(generator).__name__}")
     )
 
 

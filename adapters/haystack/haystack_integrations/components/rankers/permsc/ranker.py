@@ -39,6 +39,7 @@ from permsc_integrations import PSCRanker as CoreRanker
 from permsc_integrations import RankingOptions
 from permsc_integrations._integration import OneRanker, check_backend, checked_options, psc_metadata
 from permsc_integrations._option_keywords import RankingKeywords
+from permsc_integrations._run.bridge import run_sync
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import ConfigurationError, PermscError
@@ -100,7 +101,9 @@ class PSCRanker:
         self.raise_on_failure = raise_on_failure
         self._given: dict[str, Any] = dict(options)
         self.options: RankingOptions = checked_options(self._given)
-        check_backend(backend if backend is not None else chat_generator, self.options.backend_options)
+        check_backend(
+            backend if backend is not None else chat_generator, self.options.backend_options
+        )
         self._model = None if chat_generator is None else HaystackChatBackend(chat_generator)
         self._one = OneRanker()
 
@@ -135,7 +138,7 @@ class PSCRanker:
 
     def close(self) -> None:
         """Release what the ranker built (a spec string's backend) and the generator's client."""
-        self._one.reset()
+        run_sync(self._one.aclose)
         if hasattr(self.chat_generator, "close"):
             self.chat_generator.close()
 
@@ -225,7 +228,9 @@ def _init_signature() -> inspect.Signature:
     hints = typing.get_type_hints(RankingKeywords)
     options = [
         inspect.Parameter(
-            info.name, inspect.Parameter.KEYWORD_ONLY, default=info.default,
+            info.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=info.default,
             annotation=hints[info.name],
         )
         for info in RankingOptions.describe()
