@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,15 @@ _MESSAGE = {
     "assistant": ChatMessage.from_assistant,
 }
 _USAGE_KEYS = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _message(role: str, content: str) -> ChatMessage:
+    """One ``ChatMessage``, shared by the prompts that repeat it: a PSC ranking sends the same
+    system turn, instructions and acknowledgements in every shuffle, and Haystack's
+    ``ChatMessage`` costs about 10 us to build (``benchmarks/haystack_overhead.py``). They
+    are never mutated (Haystack warns on any write to one)."""
+    return _MESSAGE[role](content)
 
 
 def generator_name(generator: Any) -> str:
@@ -91,7 +101,7 @@ class HaystackChatBackend:
         self, messages: Sequence[Message], settings: GenerationSettings
     ) -> Completion:
         started = time.perf_counter()
-        chat = [_MESSAGE[m["role"]](m["content"]) for m in messages]
+        chat = [_message(m["role"], m["content"]) for m in messages]
         with mapped_errors(self.name, settings.timeout), anyio.fail_after(settings.timeout):
             output = await self._home.call(lambda: self._arun(chat), lambda: self._run(chat))
         reply = _first_reply(output, self.name)
