@@ -61,3 +61,19 @@ async def test_an_agent_calls_the_ranker_as_a_tool(kit):
         assert lines[0].startswith("1. [d2] (score 1.00) Goldfish eat flakes")
         assert lines[1].startswith("2. [d1] (score 0.80)") and len(lines) == 2
         assert result["last_message"].text == "Goldfish eat flakes and pellets."
+
+
+def test_an_agent_with_the_tool_survives_yaml(kit, server):
+    from haystack import Pipeline
+
+    ranker = PSCRanker(chat_generator=kit.generator(server), num_permutations=3, top_k=2)
+    pipe = Pipeline()
+    pipe.add_component(
+        "agent", Agent(chat_generator=kit.generator(server), tools=[ranker_tool(ranker)])
+    )
+    text = pipe.dumps()
+    assert "sk-test" not in text
+    (tool,) = Pipeline.loads(text).get_component("agent").tools  # the default, safe loading
+    assert tool.name == "rerank_documents" and tool.parameters == TOOL_PARAMETERS
+    answer = tool.invoke(query=kit.QUERY, documents=[{"content": t} for t, _ in kit.DOCS])
+    assert answer["documents"][0].content == kit.oracle_texts(1)[0]

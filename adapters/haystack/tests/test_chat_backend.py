@@ -5,6 +5,8 @@ reorders silently."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from haystack.dataclasses import ChatMessage
 from haystack_integrations.components.rankers.permsc import HaystackChatBackend, PSCRanker
@@ -128,3 +130,21 @@ async def test_a_failed_ranking_falls_back_to_the_input_order_when_asked(kit):
     mark = documents[0].meta["psc"]
     assert mark["fallback"] is True and "InsufficientSamplesError" in mark["error"]
     assert "psc" not in given[0].meta  # the input is not mutated
+
+
+def test_answers_past_the_timeout_are_retried_then_fail_typed(kit):
+    slow = Reply("[1] > [2]", delay=1.0)
+    with ScriptedOpenAIServer(lambda request: slow) as server:
+        ranker = PSCRanker(
+            chat_generator=kit.generator(server),
+            num_permutations=2,
+            timeout=0.2,
+            retry={"max_attempts": 2, "initial_backoff": 0.01, "jitter": 0.0},
+        )
+        with pytest.raises(InsufficientSamplesError) as caught:
+            ranker.run(query=kit.QUERY, documents=kit.documents())
+        deadline = time.monotonic() + 10  # each of the 2 calls tried twice: 4 reach the server
+        while server.request_count < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.request_count == 4
+    assert all(isinstance(e, BackendTimeoutError) for e in caught.value.failures)
