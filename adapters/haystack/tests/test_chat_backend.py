@@ -5,8 +5,6 @@ reorders silently."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from haystack.dataclasses import ChatMessage
 from haystack_integrations.components.rankers.permsc import HaystackChatBackend, PSCRanker
@@ -143,8 +141,7 @@ def test_answers_past_the_timeout_are_retried_then_fail_typed(kit):
         )
         with pytest.raises(InsufficientSamplesError) as caught:
             ranker.run(query=kit.QUERY, documents=kit.documents())
-        deadline = time.monotonic() + 10  # each of the 2 calls tried twice: 4 reach the server
-        while server.request_count < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.request_count == 4
+        # retried (more than the 2 first tries), never past max_attempts=2 a call (the
+        # engine may stop retrying once the ranking cannot succeed)
+        assert 2 < server.request_count <= 4
     assert all(isinstance(e, BackendTimeoutError) for e in caught.value.failures)
