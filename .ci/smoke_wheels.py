@@ -22,6 +22,7 @@ check prints one ``ok``/``FAIL`` line; a failure prints its traceback and exits 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -190,7 +191,23 @@ def haystack(model: Any) -> None:
     expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack PSCRanker.run")
     got = asyncio.run(ranker.run_async(query=QUERY, documents=docs))["documents"]
     expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack PSCRanker.run_async")
-    assert PSCRanker.from_dict(ranker.to_dict()).options == ranker.options
+
+
+def haystack_saved(base_url: str) -> None:
+    """A pipeline with the ranker through YAML under Haystack's default, safe loading."""
+    from haystack import Document, Pipeline
+    from haystack_integrations.components.rankers.permsc import PSCRanker
+
+    pipe = Pipeline()
+    options = {"base_url": base_url}
+    ranker = PSCRanker(
+        backend="openai:smoke", top_k=TOP_N, num_permutations=4, backend_options=options
+    )
+    pipe.add_component("ranker", ranker)
+    loaded = Pipeline.loads(pipe.dumps())
+    docs = [Document(content=text) for text in PASSAGES]
+    got = loaded.run({"ranker": {"query": QUERY, "documents": docs}})["ranker"]["documents"]
+    expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack Pipeline.loads(dumps())")
 
 
 def openai_chat_generator(base_url: str) -> Any:
@@ -246,6 +263,7 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
                 "Haystack: PSCRanker over the core's openai backend",
                 lambda: haystack(core_backend(base_url)),
             ),
+            ("Haystack: a saved pipeline loads and ranks", lambda: haystack_saved(base_url)),
         ],
         "frameworks": [
             ("LangChain: PSCReranker over ChatOpenAI", lambda: langchain(chat_openai(base_url))),
@@ -261,6 +279,8 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
 
 def main(step: str) -> int:
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
+
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network here
 
     print(f"installed: {installed()}", flush=True)
     failed = 0
