@@ -146,3 +146,14 @@ def test_warm_up_and_close(kit, server):
     assert generator.client is not None
     ranker.close()
     assert generator.client is None
+
+
+async def test_warm_up_async_and_close_async_reach_the_generators_async_client(kit, server):
+    generator = kit.generator(server)
+    ranker = PSCRanker(chat_generator=generator, num_permutations=2)
+    await ranker.warm_up_async()
+    assert generator.async_client is not None and generator.client is None
+    documents = (await ranker.run_async(query=kit.QUERY, documents=kit.documents()))["documents"]
+    assert documents[0].content == kit.oracle_texts(1)[0]
+    await ranker.close_async()
+    assert generator.async_client is None

@@ -28,10 +28,11 @@ import dataclasses
 import inspect
 import logging
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.components.generators.chat.types import ChatGenerator
 from haystack.core.serialization import component_to_dict
 from haystack.utils import deserialize_chatgenerator_inplace
 
@@ -72,13 +73,13 @@ class PSCRanker:
     and, when the ranking has a k, the document's ``top_probability``. ``top_k`` (init: the
     core's option, which also settles those positions; run: a cut of the list returned)
     returns that many; None: all. ``raise_on_failure=False`` returns a failed ranking's
-    documents in their input order, unscored, marked ``meta["psc"]["fallback"]``.
+    documents in their input order, their scores as given, marked ``meta["psc"]["fallback"]``.
     """
 
     def __init__(
         self,
         *,
-        chat_generator: Any = None,
+        chat_generator: ChatGenerator | None = None,
         backend: str | Backend | None = None,
         raise_on_failure: bool = True,
         **options: Unpack[RankingKeywords],
@@ -125,30 +126,22 @@ class PSCRanker:
     def warm_up(self) -> None:
         """Build the core ranker and warm the chat generator up (its sync client)."""
         self.core_ranker()
-        if hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
+        _call_if(_hook(self.chat_generator, "warm_up"))
 
     async def warm_up_async(self) -> None:
         """Build the core ranker and warm the chat generator up on the serving loop."""
         self.core_ranker()
-        if hasattr(self.chat_generator, "warm_up_async"):
-            await self.chat_generator.warm_up_async()
-        elif hasattr(self.chat_generator, "warm_up"):
-            self.chat_generator.warm_up()
+        await _either(self.chat_generator, "warm_up_async", "warm_up")
 
     def close(self) -> None:
         """Release what the ranker built (a spec string's backend) and the generator's client."""
         run_sync(self._one.aclose)
-        if hasattr(self.chat_generator, "close"):
-            self.chat_generator.close()
+        _call_if(_hook(self.chat_generator, "close"))
 
     async def close_async(self) -> None:
         """Async :meth:`close`: the generator's async client too."""
         await self._one.aclose()
-        if hasattr(self.chat_generator, "close_async"):
-            await self.chat_generator.close_async()
-        elif hasattr(self.chat_generator, "close"):
-            self.chat_generator.close()
+        await _either(self.chat_generator, "close_async", "close")
 
     @component.output_types(documents=list[Document])
     def run(
@@ -242,6 +235,26 @@ def _init_signature() -> inspect.Signature:
 PSCRanker.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
 
 
+def _hook(generator: object, name: str) -> Callable[[], Any] | None:
+    """The generator's optional lifecycle method ``name`` (Haystack's warm_up/close family)."""
+    method = getattr(generator, name, None)
+    return method if callable(method) else None
+
+
+def _call_if(method: Callable[[], Any] | None) -> None:
+    if method is not None:
+        method()
+
+
+async def _either(generator: object, native: str, blocking: str) -> None:
+    """The generator's async ``native`` hook where it has one, else its sync ``blocking``."""
+    method = _hook(generator, native)
+    if method is not None:
+        await method()
+    else:
+        _call_if(_hook(generator, blocking))
+
+
 def _checked(
     query: Any, documents: Any, top_k: Any, default: int | None
 ) -> tuple[list[str], int | None]:
@@ -261,12 +274,12 @@ def _checked(
     empty = [d.id for d in documents if not isinstance(d.content, str) or not d.content.strip()]
     if empty:
         raise ConfigurationError(
-            f"documents {empty[:5]} have no text content; PSCRanker ranks text: drop them "
-            "before the ranker (e.g. a DocumentCleaner with remove_empty_lines, or a filter)"
+            f"documents {empty[:5]} have no text content; PSCRanker ranks text: give them "
+            "content or drop them before the ranker"
         )
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ConfigurationError(f"top_k must be an int >= 1 or None, got {top_k!r}")
-    return [d.content for d in documents], top_k if top_k is not None else default  # type: ignore[misc]
+    return [d.content or "" for d in documents], top_k if top_k is not None else default
 
 
 def _ranked(documents: list[Document], result: RankingResult, top_k: int | None) -> list[Document]:
