@@ -8,7 +8,7 @@ adapters' test tools need newer releases than some of the core's floors (langcha
 1.0 needs openai 1.109.1, the core's floor is 1.40), and what the adapters do not pin
 resolves to today's releases. Usage::
 
-    python .ci/floors.py core > floors.txt         # or: langchain, llama_index
+    python .ci/floors.py core > floors.txt         # or: langchain, llama_index, haystack
     pip install -c floors.txt -e '.[openai,test]'
 
 Every requirement must have a floor (``>=``) or an exact pin (``==``, for tools such as
@@ -29,8 +29,14 @@ PYPROJECTS = {
     "core": "pyproject.toml",
     "langchain": "adapters/langchain/pyproject.toml",
     "llama_index": "adapters/llama_index/pyproject.toml",
+    "haystack": "adapters/haystack/pyproject.toml",
 }
-OWN = {"permsc-integrations", "langchain-permsc", "llama-index-postprocessor-permsc"}
+OWN = {
+    "permsc-integrations",
+    "langchain-permsc",
+    "llama-index-postprocessor-permsc",
+    "permsc-haystack",
+}
 SKIPPED_EXTRAS = {
     # torch's floor is a multi-GB CUDA download (only 2.13.0 has a CPU wheel on disk here):
     # the local backend's tests run in the main environment instead.

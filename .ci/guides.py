@@ -1,15 +1,15 @@
 """Follow each guide literally: its install line from the built wheels, then its example.
 
 ``.ci/run`` (stage "guides from the wheels") runs this with the main environment's Python
-after the wheels stage built the three wheels::
+after the wheels stage built the four wheels::
 
     python .ci/guides.py DIST_DIR [GUIDE.md ...]
 
-For each guide (the README's quickstart and the two framework guides) it reads the code
+For each guide (the README's quickstart and the three framework guides) it reads the code
 blocks marked in the Markdown (``<!-- ci: install -->`` before the ``bash`` block of
 ``pip install`` lines, ``<!-- ci: example -->`` before the ``python`` block), so the page and
 this check cannot drift. Each guide gets a fresh virtual environment (``$PYTHON``, default
-``python3``) with only its install lines, resolved from the index with our three
+``python3``) with only its install lines, resolved from the index with our four
 distributions taken from ``DIST_DIR`` (``--find-links``, pinned to the built versions; an
 editable install is refused). The example then runs with ``python -I`` outside the checkout
 against :class:`permsc_integrations.testing.ScriptedOpenAIServer`, served from this process:
@@ -33,10 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = ("README.md", "docs/integrations/langchain.md", "docs/integrations/llama_index.md")
+GUIDES = (
+    "README.md",
+    "docs/integrations/langchain.md",
+    "docs/integrations/llama_index.md",
+    "docs/integrations/haystack.md",
+)
 EMBEDDED = 'backend="embedded"'
 SCRIPTED = 'backend="openai:scripted"'
-OWN = ("permsc_integrations", "langchain_permsc", "llama_index_postprocessor_permsc")
+OWN = (
+    "permsc_integrations",
+    "langchain_permsc",
+    "llama_index_postprocessor_permsc",
+    "permsc_haystack",
+)
 KEYWORDS = {"paris", "capital", "france", "goldfish", "eat", "grow", "flakes", "tank"}
 
 
@@ -77,7 +87,7 @@ def pins(dist: Path) -> list[str]:
         if name in OWN:
             found.append(f"{name.replace('_', '-')}=={version}")
     if len(found) != len(OWN):
-        raise SystemExit(f"{dist}: want the three wheels, found {found}")
+        raise SystemExit(f"{dist}: want the {len(OWN)} wheels, found {found}")
     return found
 
 
@@ -115,6 +125,7 @@ def run_example(guide: Guide, venv: Path, base_url: str) -> subprocess.Completed
     script = venv.parent / f"{venv.name}_example.py"
     script.write_text(guide.example.replace(EMBEDDED, SCRIPTED))
     env = clean_env(
+        HAYSTACK_TELEMETRY_ENABLED="False",  # the Haystack guide: no network here
         OPENAI_BASE_URL=base_url,
         OPENAI_API_KEY="ci-scripted",
         PERMSC_CACHE_DIR=str(venv.parent / "cache"),

@@ -1,6 +1,6 @@
 """Rank through the installed wheels against the project's test server, as a user would.
 
-``.ci/run`` builds the three wheels, installs them into a fresh virtual environment with no
+``.ci/run`` builds the four wheels, installs them into a fresh virtual environment with no
 pins and no editable installs (so pip resolves today's releases, as it does for a user), and
 runs this script with ``python -I`` from outside the checkout, once per step:
 
@@ -8,9 +8,11 @@ runs this script with ``python -I`` from outside the checkout, once per step:
                 dependency), ``PSCRanker("openai:...")``,
                 sync and async (the openai SDK that resolves for the core alone, 3.x today,
                 is built on httpx2 and brings no ``httpx``);
-``adapters``    the two adapter wheels added: LangChain's ``PSCReranker`` and LlamaIndex's
-                ``PSCRerank`` rank through the core's openai backend;
-``frameworks``  their model extras added: ``ChatOpenAI`` and ``OpenAILike`` as the model.
+``adapters``    the three adapter wheels added: LangChain's ``PSCReranker``, LlamaIndex's
+                ``PSCRerank`` and Haystack's ``PSCRanker`` rank through the core's openai
+                backend;
+``frameworks``  their model extras added: ``ChatOpenAI``, ``OpenAILike`` and Haystack's
+                ``OpenAIChatGenerator`` (Haystack's own) as the model.
 
 Every ranking is checked against the true order of a scripted server
 (:class:`permsc_integrations.testing.ScriptedOpenAIServer` with an oracle responder). Each
@@ -20,6 +22,7 @@ check prints one ``ok``/``FAIL`` line; a failure prints its traceback and exits 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -50,6 +53,7 @@ SHOWN = (
     "langchain-openai",
     "llama-index-core",
     "llama-index-llms-openai-like",
+    "haystack-ai",
 )
 
 
@@ -74,10 +78,11 @@ def check_installed_not_checkout() -> None:
 
 
 def check_adapters_typed() -> None:
+    import haystack_integrations.components.rankers.permsc as hs
     import langchain_permsc
     import llama_index.postprocessor.permsc as li
 
-    for module in (langchain_permsc, li):
+    for module in (langchain_permsc, li, hs):
         where = Path(module.__file__).resolve().parent
         assert "site-packages" in where.parts, f"{module.__name__} imported from {where}"
         assert (where / "py.typed").is_file(), f"py.typed missing from {module.__name__}'s wheel"
@@ -175,6 +180,45 @@ def llama_index(model: Any) -> None:
     expect([n.node.get_content() for n in got], BEST_FIRST[:TOP_N], "PSCRerank.apostprocess_nodes")
 
 
+def haystack(model: Any) -> None:
+    from haystack import Document
+    from haystack_integrations.components.rankers.permsc import PSCRanker
+
+    key = "chat_generator" if hasattr(model, "run") else "backend"
+    ranker = PSCRanker(top_k=TOP_N, num_permutations=4, **{key: model})
+    docs = [Document(content=text) for text in PASSAGES]
+    got = ranker.run(query=QUERY, documents=docs)["documents"]
+    expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack PSCRanker.run")
+    got = asyncio.run(ranker.run_async(query=QUERY, documents=docs))["documents"]
+    expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack PSCRanker.run_async")
+
+
+def haystack_saved(base_url: str) -> None:
+    """A pipeline with the ranker through YAML under Haystack's default, safe loading."""
+    from haystack import Document, Pipeline
+    from haystack_integrations.components.rankers.permsc import PSCRanker
+
+    pipe = Pipeline()
+    options = {"base_url": base_url}
+    ranker = PSCRanker(
+        backend="openai:smoke", top_k=TOP_N, num_permutations=4, backend_options=options
+    )
+    pipe.add_component("ranker", ranker)
+    loaded = Pipeline.loads(pipe.dumps())
+    docs = [Document(content=text) for text in PASSAGES]
+    got = loaded.run({"ranker": {"query": QUERY, "documents": docs}})["ranker"]["documents"]
+    expect([d.content for d in got], BEST_FIRST[:TOP_N], "Haystack Pipeline.loads(dumps())")
+
+
+def openai_chat_generator(base_url: str) -> Any:
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    return OpenAIChatGenerator(
+        model="smoke", api_base_url=base_url, api_key=Secret.from_token("unused"), max_retries=0
+    )
+
+
 def chat_openai(base_url: str) -> Any:
     from langchain_openai import ChatOpenAI
 
@@ -206,7 +250,7 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
             ("core: SDK errors become typed errors", lambda: core_errors(base_url)),
         ],
         "adapters": [
-            ("both adapter wheels ship py.typed", check_adapters_typed),
+            ("the three adapter wheels ship py.typed", check_adapters_typed),
             (
                 "LangChain: PSCReranker over the core's openai backend",
                 lambda: langchain(core_backend(base_url)),
@@ -215,10 +259,19 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
                 "LlamaIndex: PSCRerank over the core's openai backend",
                 lambda: llama_index(core_backend(base_url)),
             ),
+            (
+                "Haystack: PSCRanker over the core's openai backend",
+                lambda: haystack(core_backend(base_url)),
+            ),
+            ("Haystack: a saved pipeline loads and ranks", lambda: haystack_saved(base_url)),
         ],
         "frameworks": [
             ("LangChain: PSCReranker over ChatOpenAI", lambda: langchain(chat_openai(base_url))),
             ("LlamaIndex: PSCRerank over OpenAILike", lambda: llama_index(openai_like(base_url))),
+            (
+                "Haystack: PSCRanker over OpenAIChatGenerator",
+                lambda: haystack(openai_chat_generator(base_url)),
+            ),
         ],
     }
     return steps[step]
@@ -226,6 +279,8 @@ def checks(step: str, base_url: str) -> list[tuple[str, Callable[[], None]]]:
 
 def main(step: str) -> int:
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
+
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no network here
 
     print(f"installed: {installed()}", flush=True)
     failed = 0

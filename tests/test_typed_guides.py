@@ -2,7 +2,7 @@
 passes it as written, and a misspelt option, a wrong type or a write to an attribute that is
 not an option fails it, on the adapters and on PSCRanker alike.
 
-mypy runs once for the module, on every python block of both guides and on a snippet of
+mypy runs once for the module, on every python block of the three guides and on a snippet of
 mistakes, with the repository's core and adapters first on its path; its cache stays in
 .mypy_cache/guides."""
 
@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("mypy")
 pytest.importorskip("langchain_permsc")
 pytest.importorskip("llama_index.postprocessor.permsc")
+pytest.importorskip("haystack_integrations.components.rankers.permsc")
 
 # cold (a fresh checkout, or after a change to the core), mypy reads the frameworks and the
 # core: 40 s of CPU, 52 s wall on 2 shared cores at load 5 (past 120 s at load 10); warm, 4 s
@@ -50,10 +51,12 @@ from llama_index.postprocessor.permsc import PSCRerank
 
 rerank: PSCRerank
 """,
+    "haystack": "",
 }
 
 MISTAKES = """
 from langchain_permsc import PSCListwiseRanker, PSCReranker
+from haystack_integrations.components.rankers.permsc import PSCRanker as HaystackRanker
 from llama_index.postprocessor.permsc import PSCRerank
 
 from permsc_integrations import PSCRanker, RankingOptions
@@ -74,6 +77,9 @@ reranker = PSCReranker(backend="m", adaptive="5,5", request_cap="calls=9", price
 top: int = reranker.top_n  # E: (expression has type "int | None", variable has type "int")
 ok = RankingOptions(adaptive=True, request_cap="calls=60", prices="0.15,0.60", retry=None)
 kept: int = ok.adaptive  # E: (expression has type "Adaptive | None", variable has type "int")
+HaystackRanker(backend="m", num_permutation=5)  # E: Unexpected keyword argument "num_permutation"
+HaystackRanker(backend="m", num_permutations="5")  # E: "num_permutations" to "PSCRanker"
+HaystackRanker(backend="m", max_calls=12, adaptive=True, top_k=5, strategy="sliding")
 """
 
 
@@ -94,7 +100,7 @@ def errors_by_file(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]
         (tmp_path / file).write_text(source)
     (tmp_path / "mypy.ini").write_text("[mypy]\n")
     adapters = ROOT / "adapters"
-    paths = [ROOT, adapters / "langchain", adapters / "llama_index"]
+    paths = [ROOT, adapters / "langchain", adapters / "llama_index", adapters / "haystack"]
     command = [
         sys.executable,
         "-m",
@@ -108,6 +114,7 @@ def errors_by_file(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]
         *files,
         # a namespace package: given as a source, so that this checkout's is read
         str(adapters / "llama_index" / "llama_index" / "postprocessor" / "permsc"),
+        str(adapters / "haystack" / "haystack_integrations" / "components" / "rankers" / "permsc"),
     ]
     env = {**os.environ, "MYPYPATH": ":".join(map(str, paths))}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
