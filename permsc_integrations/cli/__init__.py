@@ -15,6 +15,7 @@ import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import PermscError
 from ._common import one_line, report, show_model_progress
@@ -24,9 +25,19 @@ __all__ = ["main"]
 _SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve", "mcp")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes no abbreviated flag: ``--max-call`` is not silently
+    ``--max-calls`` (a later flag sharing the prefix would change what it means); it gets the
+    closest flags instead. Subcommands' parsers are of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand (``eval`` only if its module exists)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="permsc",
         description="Permutation self-consistency for LLM listwise ranking.",
     )
