@@ -140,6 +140,24 @@ def test_the_help_of_ranker_cap_and_adaptive_says_what_they_do_today(capsys) -> 
     assert "stable" not in adaptive
 
 
+@pytest.mark.parametrize(
+    "typed",
+    [
+        ["--base-url", "http://bob:hunter2@localhost:1/v1"],  # estimate takes no --base-url
+        ["--api-key", "sk-hunter2"],
+        ["--api-key=sk-hunter2"],
+        ["--timeout", "http://bob:hunter2@localhost:1/v1"],
+        ["-m", "http://bob:hunter2@localhost:1/v1"],  # a bad value: argparse quotes it
+    ],
+)
+def test_a_refused_flag_never_prints_the_secret_typed_with_it(capsys, typed) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "-i", "q.jsonl", *typed])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "usage: permsc estimate" in err
+    assert "hunter2" not in err and ("***" in err), err
+
+
 def _grade(text: str) -> float:
     found = re.search(r"grade (\d+)", text)
     return float(found.group(1)) if found else -1.0
