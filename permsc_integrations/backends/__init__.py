@@ -74,8 +74,9 @@ def resolve_backend(spec: str | Backend, **options: object) -> Backend:
 
 def check_backend_options(backend: object, options: Mapping[str, object]) -> None:
     """Refuse an option the backend of the spec string ``backend`` does not take, naming the
-    closest ones, and a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a
-    value; a backend object takes no options (it is configured by whoever built it).
+    closest ones, a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a value,
+    and a spec whose extra is not installed (``MissingDependencyError``); a backend object
+    takes no options (it is configured by whoever built it).
 
     The accepted names are the factory's keyword parameters, or its ``accepted_options``
     when it passes ``**options`` on; a factory with neither is not checked.
@@ -96,14 +97,28 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
     spec = backend
     for name, value in options.items():
         refuse_masked(f"backend option {name}", value)
-    kind = spec.partition(":")[0]
-    known = _accepted(_registry.get(kind))
+    kind, _, model = spec.partition(":")
+    factory = _registry.get(kind)
+    _check_installed(factory, model.strip() or None, options)
+    known = _accepted(factory)
     for name in options:
         if known is not None and name not in known:
             message = unknown_option(name, known).replace(
                 f"{name!r}", f"{name!r} for the {kind.strip().lower()} backend", 1
             )
             raise ConfigurationError(message)
+
+
+def _check_installed(
+    factory: Callable[..., object], model: str | None, options: Mapping[str, object]
+) -> None:
+    """Raise :class:`~..errors.MissingDependencyError` (its ``pip install`` line) now, where
+    the factory says what it needs (a ``check_installed(model, options)`` attribute) and it is not
+    installed: an adapter built on ``"openai:..."`` without the openai extra is refused when
+    it is built, not at its first call."""
+    check = getattr(factory, "check_installed", None)
+    if check is not None:
+        check(model, options)
 
 
 def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:

@@ -48,6 +48,7 @@ from ..._checks import positive_int
 from ..._redaction import is_secret_name, redact_text, redact_url, refuse_masked
 from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
 from .._http_errors import mapped_errors
+from .._installed import missing
 from .._logprobs import check_labels, refused_logprobs
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ._chat_json import completion_from_json, first_token_from_json
@@ -261,6 +262,13 @@ class OpenAIBackend:
             )
         )
         self.name = f"openai:{self.model}@{self._host()}"
+
+    @staticmethod
+    def check_installed(model: str | None, options: Mapping[str, object]) -> None:
+        """The openai extra is installed (found, not imported): checked as an adapter is
+        built on an ``"openai:..."`` spec (:mod:`.._installed`)."""
+        if missing("openai"):
+            raise MissingDependencyError("openai", "openai", purpose="the openai backend")
 
     def _host(self) -> str:
         if not self.base_url:
