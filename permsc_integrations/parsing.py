@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import html
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -107,6 +106,9 @@ def plain_form(text: str) -> str:
     """
     if text.isascii() and "&" not in text:
         return text
+    # lazy: start-up time (html.entities is a large table), and most passages never need it
+    import html
+
     for _ in range(len(text)):  # each round decodes an entity: never more rounds than chars
         plain = unicodedata.normalize("NFKC", html.unescape(text))
         if plain == text:
