@@ -23,6 +23,7 @@ from .._moved import moved
 from .._redaction import refuse_masked
 from .._registry import Registry
 from ..errors import ConfigurationError
+from ._installed import check_installed
 from .base import Backend
 
 __all__ = ["register", "available", "resolve_backend"]
@@ -99,7 +100,7 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
         refuse_masked(f"backend option {name}", value)
     kind, _, model = spec.partition(":")
     factory = _registry.get(kind)
-    _check_installed(factory, model.strip() or None, options)
+    check_installed(kind, model.strip() or None, options, factory)
     known = _accepted(factory)
     for name in options:
         if known is not None and name not in known:
@@ -107,18 +108,6 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
                 f"{name!r}", f"{name!r} for the {kind.strip().lower()} backend", 1
             )
             raise ConfigurationError(message)
-
-
-def _check_installed(
-    factory: Callable[..., object], model: str | None, options: Mapping[str, object]
-) -> None:
-    """Raise :class:`~..errors.MissingDependencyError` (its ``pip install`` line) now, where
-    the factory says what it needs (a ``check_installed(model, options)`` attribute) and it is not
-    installed: an adapter built on ``"openai:..."`` without the openai extra is refused when
-    it is built, not at its first call."""
-    check = getattr(factory, "check_installed", None)
-    if check is not None:
-        check(model, options)
 
 
 def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:

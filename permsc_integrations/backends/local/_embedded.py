@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ConfigurationError
@@ -64,19 +63,6 @@ def embedded_backend(
         return LlamaCppBackend(gguf_path(name), name=f"embedded:{name}:llamacpp", **options)
     return TransformersBackend(gguf_path(name), name=f"embedded:{name}", **options)
 
-
-def _check_installed(model: str | None, options: Mapping[str, object]) -> None:
-    """The extra of the engine that would run ``model`` is installed (found, not imported)."""
-    engine = options.get("engine")
-    try:
-        _, chosen = _model_and_engine(model, engine if isinstance(engine, str) else None)
-    except ConfigurationError:
-        return  # the factory says what is wrong with the name
-    backend = LlamaCppBackend if chosen == "llamacpp" else TransformersBackend
-    backend.check_installed(model, options)
-
-
-embedded_backend.check_installed = _check_installed  # type: ignore[attr-defined]
 
 # what the options may name (those of TransformersBackend and LlamaCppBackend), so that a typo
 # in backend_options is refused when the ranker is built (backends.check_backend_options)

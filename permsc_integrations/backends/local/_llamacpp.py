@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,7 +35,6 @@ import numpy.typing as npt
 
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
-from .._installed import missing
 from .._logprobs import check_labels, label_probabilities_from_logits
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ._model_store import embedded_model_path
@@ -100,12 +99,6 @@ class LlamaCppBackend:
     ``n_ctx`` is the context window in tokens (a window of 20 passages of 100 words needs
     about 3,500); ``n_threads`` defaults to llama.cpp's choice.
     """
-
-    @staticmethod
-    def check_installed(model: str | None, options: Mapping[str, object]) -> None:
-        """The llamacpp extra is installed, found without importing it."""
-        if missing("llama_cpp"):
-            raise MissingDependencyError("llama-cpp-python", "llamacpp", purpose="llama.cpp models")
 
     def __init__(
         self,

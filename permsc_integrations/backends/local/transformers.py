@@ -21,7 +21,7 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,6 @@ import anyio
 from ..._checks import at_least
 from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
 from ...results import Usage
-from .._installed import missing
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ._gguf_cache import load_gguf
 from ._logits import CausalLM, chat_text, score_chunk
@@ -189,13 +188,6 @@ class TransformersBackend:
     ``model`` is a model directory or a ``.gguf`` file (or a directory plus ``gguf_file``).
     ``batch_size`` caps how many prompts share one ``generate`` call (``None``: all of them).
     """
-
-    @staticmethod
-    def check_installed(model: str | None, options: Mapping[str, object]) -> None:
-        """The local extra (torch, transformers) is installed, found without importing it."""
-        gone = missing("torch", "transformers")
-        if gone:
-            raise MissingDependencyError(gone, "local", purpose="local transformers models")
 
     def __init__(
         self,

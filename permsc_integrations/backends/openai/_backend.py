@@ -40,15 +40,20 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import anyio
 
 from ..._checks import positive_int
-from ..._redaction import is_secret_name, redact_text, redact_url, refuse_masked
+from ..._redaction import (
+    is_secret_name,
+    redact_text,
+    redact_url,
+    refuse_masked,
+    split_credentials,
+)
 from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
 from .._http_errors import mapped_errors
-from .._installed import missing
 from .._logprobs import check_labels, refused_logprobs
 from ..base import Completion, GenerationSettings, LabelProbabilities, Message
 from ._chat_json import completion_from_json, first_token_from_json
@@ -118,20 +123,6 @@ def _checked_url(base_url: str | None) -> str | None:
             f"{redact_url(base_url)!r}"
         )
     return base_url
-
-
-def _without_credentials(base_url: str | None) -> tuple[str | None, tuple[str, str] | None]:
-    """``base_url`` without its ``user:password@``, and those (decoded), or None.
-
-    >>> _without_credentials("http://bob:p%40ss@host:8000/v1")
-    ('http://host:8000/v1', ('bob', 'p@ss'))
-    """
-    if base_url is None or "@" not in urlsplit(base_url).netloc:
-        return base_url, None
-    parts = urlsplit(base_url)
-    user, password = unquote(parts.username or ""), unquote(parts.password or "")
-    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2])
-    return urlunsplit(bare), (user, password)
 
 
 def _shard_factory(
@@ -246,7 +237,7 @@ class OpenAIBackend:
         self.client_shards = client_shards if http == "httpx" else 1
         self.top_logprobs = positive_int("top_logprobs", top_logprobs)
         self._client = client
-        sdk_url, credentials = _without_credentials(self.base_url)
+        sdk_url, credentials = split_credentials(self.base_url)
         self._clients = LoopClients(
             _shard_factory(
                 {
@@ -262,13 +253,6 @@ class OpenAIBackend:
             )
         )
         self.name = f"openai:{self.model}@{self._host()}"
-
-    @staticmethod
-    def check_installed(model: str | None, options: Mapping[str, object]) -> None:
-        """The openai extra is installed (found, not imported): checked as an adapter is
-        built on an ``"openai:..."`` spec (:mod:`.._installed`)."""
-        if missing("openai"):
-            raise MissingDependencyError("openai", "openai", purpose="the openai backend")
 
     def _host(self) -> str:
         if not self.base_url:
