@@ -102,7 +102,13 @@ class Adaptive:
         >>> Adaptive.parse("4,4,all,0.95").confidence
         0.95
         """
-        if text.strip().lower() in ("on", "yes", "true", ""):
+        if not text.strip():  # an empty flag or field is no answer, not "on"
+            raise ConfigurationError(
+                "adaptive is empty: give 'on' (the default waves) or FIRST,WAVE[,TOP_K"
+                "[,CONFIDENCE]] (e.g. 4,4 or 4,4,10 or 4,4,all,0.95); leave it out (None or "
+                "False) for a fixed m"
+            )
+        if text.strip().lower() in ("on", "yes", "true"):
             return cls()
         parts = [part.strip() for part in text.split(",")]
         try:

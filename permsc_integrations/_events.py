@@ -47,7 +47,9 @@ class Event:
     ``usage`` (the sample's :class:`~.results.Usage`) and ``permutation`` (the items shown, in
     prompt order, as places in the window's ``items``) for ``sample_end``; ``start``/``end``
     for windows and, on ``window_start``, ``items`` (the caller's indices of the window's
-    items); ``n_items`` for requests.
+    items); ``n_items`` for requests, and on a ranking's ``request_end`` its ``status``,
+    ``usage``, and when it succeeded ``confidence`` and ``stopped`` (the result's: why
+    sampling ended).
     """
 
     kind: EventKind

@@ -251,8 +251,10 @@ class RankingOptions:
         check_adaptive,
         accepts=AdaptiveGiven,
         cli=str,
-        cli_help="sample in waves of 'FIRST,WAVE[,TOP_K]' (e.g. '5,5') and stop once the "
-        "consensus is stable; -m is the cap",
+        cli_help="sample in waves: 'on' (the default waves) or 'FIRST,WAVE[,TOP_K[,CONFIDENCE]]' "
+        "(e.g. '5,5'), and stop once a sign test establishes every adjacent pair of the "
+        "consensus (its top TOP_K, and the pair across the cut) at CONFIDENCE (default 0.9); "
+        "-m is the cap",
     )
     max_calls: int | None = _option(
         None,
@@ -284,8 +286,9 @@ class RankingOptions:
         parse_cap,
         accepts=CapGiven,
         cli=str,
-        cli_help="spending cap of the whole run, 'calls=N,tokens=N,cost=X': once reached, "
-        "no call is sent and the remaining queries fail",
+        cli_help="spending cap of the whole run, 'calls=N,tokens=N,cost=X': a query starts "
+        "only when the cap can still pay for its whole plan; one it cannot is not started "
+        "(permsc rank names those, and --resume ranks them later without paying twice)",
     )
     prices: Prices | None = _option(
         None,

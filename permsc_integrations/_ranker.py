@@ -361,7 +361,14 @@ async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
     outcome = await req.concluded(order)
     windows, n, usage = req.windows, req.n, req.state.usage()
     confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
-    await req.state.emit("request_end", n_items=n, status="ok", confidence=confidence, usage=usage)
+    await req.state.emit(
+        "request_end",
+        n_items=n,
+        status="ok",
+        confidence=confidence,
+        usage=usage,
+        stopped=outcome.stopped,
+    )
     scores = _scores(order, windows, n)
     return RankingResult(
         order,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from .errors import ConfigurationError
 
@@ -26,6 +26,7 @@ __all__ = [
     "is_secret_name",
     "is_masked",
     "refuse_masked",
+    "split_credentials",
     "public_settings",
     "MASK",
 ]
@@ -64,6 +65,21 @@ def redact_url(url: str | None) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, MASK if is_secret_name(k) else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def split_credentials(url: str | None) -> tuple[str | None, tuple[str, str] | None]:
+    """``url`` without its ``user:password@``, and those (decoded), or None: what an HTTP
+    client may be given as its basic auth instead, so that no URL it logs holds them.
+
+    >>> split_credentials("http://bob:p%40ss@host:8000/v1")
+    ('http://host:8000/v1', ('bob', 'p@ss'))
+    """
+    if url is None or "@" not in urlsplit(url).netloc:
+        return url, None
+    parts = urlsplit(url)
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+    return urlunsplit(bare), (user, password)
 
 
 def is_masked(value: object) -> bool:

@@ -20,7 +20,8 @@ and the items' own text (``a, b, c`` or one item per line) for sorting prompts. 
   exception is raised for any string.
 
 :func:`disarm` is the other side of these rules: it rewrites text (a passage) so that no
-part of it reads as an answer, whatever a model copies of it (docs/security.md).
+part of it reads as an answer, whatever a model copies of it, even a model that
+NFKC-normalises or HTML-unescapes what it copies (docs/security.md).
 
 Example:
     >>> a = parse_identifiers("<think>[1] looks best</think> [3] > [1] > [3]", 4)
@@ -33,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from ._checks import is_int
@@ -80,13 +82,39 @@ def strip_reasoning(text: str) -> str:
 def disarm(text: str) -> str:
     """``text`` with nothing :func:`parse_identifiers` would read as ids, in any part of it:
     every bracketed id (``[3]``, ``【3】``, ``［3］``) and every number chained by ``>``
-    (``6 > 5 > 4``, also ``≻`` and ``&gt;``) becomes a number in parentheses.
+    (``6 > 5 > 4``, also ``≻`` and ``&gt;``) becomes a number in parentheses. The text is
+    first put in the form a model that normalises what it copies would write
+    (:func:`plain_form`: ``６ ＞ ５``, ``⑥ > ⑤``, ``&#91;6&#93;``, ``6 &amp;gt; 5`` are
+    ``6 > 5`` and ``[6]`` then), so that no such copy reads as an answer either.
 
     >>> disarm("rank [3] first: 6 > 5 > 4, version 2.0.1 > 2.0")
     'rank (3) first: (6) > (5) > (4), version (2.0.1) > (2.0)'
+    >>> disarm("６ ＞ ５, ⑥ &gt; ⑤ and &#91;6&#93;")
+    '(6) > (5), (6) > (5) and (6)'
     """
-    text = _BRACKET_ID.sub(r"(\1)", text)
+    text = _BRACKET_ID.sub(r"(\1)", plain_form(text))
     return _ANY_CHAIN.sub(lambda m: _NUMBER_IN_CHAIN.sub(r"(\g<0>)", m.group(0)), text)
+
+
+def plain_form(text: str) -> str:
+    """``text`` NFKC-normalised with its HTML entities decoded, again until neither changes
+    it (``&amp;gt;`` is ``>``): what a model that normalises what it copies would write.
+    Plain ASCII without ``&`` is returned as is.
+
+    >>> plain_form("ﬁve ２ &amp;lt; 3 AT&T")
+    'five 2 < 3 AT&T'
+    """
+    if text.isascii() and "&" not in text:
+        return text
+    # lazy: start-up time (html.entities is a large table), and most passages never need it
+    import html
+
+    for _ in range(len(text)):  # each round decodes an entity: never more rounds than chars
+        plain = unicodedata.normalize("NFKC", html.unescape(text))
+        if plain == text:
+            break
+        text = plain
+    return text
 
 
 def _candidates(answer: str) -> list[list[str]]:

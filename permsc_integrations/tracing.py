@@ -206,16 +206,19 @@ class RankingSpan:
             self.span.set_attributes(_usage_attributes(usage) if isinstance(usage, Usage) else {})
             if isinstance(confidence, float):
                 self.span.set_attribute("permsc.confidence", confidence)
+            if isinstance(stopped := event.detail.get("stopped"), str):
+                self.span.set_attribute("permsc.stopped", stopped)
 
     def _call(self, event: Event, start: int | None) -> None:
-        """The ``chat`` span of one finished sample (a cache hit, or a sample the call budget
-        skipped before its first call, made no call: no span)."""
+        """The ``chat`` span of one finished sample. A sample that made no call has none: a
+        cache hit, one the call budget skipped, or one an open breaker refused unsent (after a
+        fatal error), which still counts as failed."""
         usage = event.detail.get("usage")
         usage = usage if isinstance(usage, Usage) else Usage()
         status = event.detail.get("status")
-        if not usage.calls and (usage.cached_calls or status == "skipped"):
-            return
         self.failed += status in _FAILED
+        if not usage.calls and (usage.cached_calls or status in ("skipped", "error")):
+            return
         attempts, retries = event.detail.get("attempts", 1), event.detail.get("retries", 0)
         attributes: Attributes = {
             "gen_ai.usage.input_tokens": usage.prompt_tokens,

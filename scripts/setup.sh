@@ -18,7 +18,10 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 # CPU torch from the wheel on disk, before anything that depends on torch (DEVELOPERS.md).
 pip_install "torch==2.13.0"
-pip_install -e ".[all,test,serve-test,agents-test,lint]"
+# compat: the core on sys.path through a plain .pth entry, which mypy follows; setuptools'
+# default editable install is an import hook mypy cannot see, so an application's mypy read
+# the adapters' base classes as Any and passed `reranker.num_permutation = 3` (issue 40)
+pip_install -e ".[all,test,serve-test,agents-test,lint]" --config-settings editable_mode=compat
 for adapter in adapters/langchain adapters/llama_index adapters/haystack; do
   if [ -f "$adapter/pyproject.toml" ]; then pip_install -e "$adapter[test]"; fi
 done

@@ -122,6 +122,30 @@ def test_the_command_line_takes_adaptive() -> None:
     assert cli_options(args).adaptive == Adaptive(first_wave=4, wave=2)
 
 
+def test_an_empty_adaptive_is_refused_not_taken_as_on(tmp_path) -> None:
+    """An empty string (an unset environment variable, an empty form field, ``--adaptive ''``)
+    says nothing: it was taken as 'on'; refused, with the values accepted."""
+    import subprocess
+    import sys
+
+    for empty in ("", "  "):
+        with pytest.raises(ConfigurationError, match="adaptive is empty.*'on'.*FIRST,WAVE"):
+            RankingOptions(adaptive=empty)
+    assert RankingOptions(adaptive="on").adaptive == Adaptive()
+    assert RankingOptions(adaptive=False).adaptive is None
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query": "q", "items": ["a", "b"]}\n')
+    command = ["estimate", "-i", str(queries), "--adaptive", ""]
+    run = subprocess.run(
+        [sys.executable, "-m", "permsc_integrations.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "adaptive is empty" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
 # The sign-test rule on hand-made answers. Three items, so two adjacent pairs; at confidence
 # 0.9 (Holm over two pairs) the stronger pair needs p <= 0.05 and the weaker p <= 0.1: a 4-0
 # pair has p = 1/16, 5-0: 1/32, 6-1: 1/16, 5-1: 7/64.

@@ -321,6 +321,30 @@ def test_demo_against_the_scripted_server(oracle, capsys):
     assert len(re.findall(r"^\s+\d+\. \[ok", out, re.M)) == 4
 
 
+def test_the_demo_counts_the_prompts_a_batching_model_answered(oracle, capsys):
+    """A local model answers the m = 6 prompts in one batch, one call: the demo said
+    "Calls: 1"; it says the prompts answered and the batched calls apart (and a served
+    model's calls, one a prompt, as they are)."""
+    from permsc_integrations.backends import register
+    from permsc_integrations.testing import ScriptedBackend
+
+    class Batching(ScriptedBackend):  # a BatchBackend: the engine sends it a window at once
+        batches = 0
+
+        async def acomplete_batch(self, batch, settings):
+            Batching.batches += 1
+            return [await self.acomplete(messages, settings) for messages in batch]
+
+    register("test-batching", lambda model=None, **options: Batching(oracle_responder(grade)))
+    assert main(["demo", "--backend", "test-batching:m"]) == 0
+    out, err = capsys.readouterr()
+    assert "m=6 permutations" in out and Batching.batches == 1 and "in one batch" in err
+    assert "Prompts answered: 6, in 1 batched call, prompt tokens" in out, out
+    assert main(["demo", *remote(oracle)]) == 0
+    out, err = capsys.readouterr()
+    assert "Model calls: 6, prompt tokens" in out and "batch" not in err
+
+
 def test_demo_scores_first_tokens_at_its_own_default_m(scripted_server, capsys):
     """The demo's ranking flags come from the declaration (``--scoring`` among them); its
     one own default, m = 6, is used and shown in its help."""

@@ -4,6 +4,7 @@ written; Kemeny's time limit is the command line's to set."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import re
@@ -85,6 +86,76 @@ def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys)
         main(["estimate", "-i", "q.jsonl", "--ranker-cpa=calls=3"])
     err = capsys.readouterr().err
     assert err.startswith("usage: permsc estimate ") and "did you mean --ranker-cap?" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rank", "-i", "q.jsonl", "--max-call", "3"],
+        ["rank", "-i", "q.jsonl", "--max-call=3"],
+        ["estimate", "-i", "q.jsonl", "--max-call", "3"],
+        ["demo", "--backen", "openai:m"],
+    ],
+)
+def test_an_abbreviated_flag_is_refused_with_the_closest_flag(capsys, argv) -> None:
+    """argparse took ``--max-call`` as ``--max-calls`` silently; every parser refuses
+    abbreviations and names the flag meant."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(f"usage: permsc {argv[0]} ")
+    wanted = "--backend" if argv[0] == "demo" else "--max-calls"
+    assert f"(did you mean {wanted}" in err, err
+
+
+def test_no_subcommand_takes_an_abbreviated_flag() -> None:
+    """Parsed only (``serve`` and ``mcp`` would start): every subcommand with ``--max-calls``
+    leaves ``--max-call`` unknown, for main's closest-flag message."""
+    from permsc_integrations.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = [
+        name
+        for name, sub in subparsers.choices.items()
+        if any("--max-calls" in action.option_strings for action in sub._actions)
+    ]
+    assert {"rank", "estimate", "serve", "mcp"} <= set(commands)
+    for name in commands:
+        needs = ["-i", "q.jsonl"] if name in ("rank", "estimate") else []
+        args, extra = parser.parse_known_args([name, *needs, "--max-call=3"])
+        assert extra == ["--max-call=3"] and args.max_calls is None, name
+
+
+def test_the_help_of_ranker_cap_and_adaptive_says_what_they_do_today(capsys) -> None:
+    """--ranker-cap admits a query only if it can pay for its plan (issue 35), and adaptive m
+    stops on a sign test at a confidence (issue 25): the help said otherwise."""
+    with pytest.raises(SystemExit):
+        main(["rank", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    cap = shown.partition("--ranker-cap RANKER_CAP ")[2].partition(" --prices")[0]
+    assert "remaining queries fail" not in cap and "not started" in cap and "--resume" in cap
+    adaptive = shown.partition("--adaptive ADAPTIVE ")[2].partition(" --max-calls")[0]
+    assert "sign test" in adaptive and "'on'" in adaptive and "CONFIDENCE" in adaptive
+    assert "stable" not in adaptive
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        ["--base-url", "http://bob:hunter2@localhost:1/v1"],  # estimate takes no --base-url
+        ["--api-key", "sk-hunter2"],
+        ["--api-key=sk-hunter2"],
+        ["--timeout", "http://bob:hunter2@localhost:1/v1"],
+        ["-m", "http://bob:hunter2@localhost:1/v1"],  # a bad value: argparse quotes it
+    ],
+)
+def test_a_refused_flag_never_prints_the_secret_typed_with_it(capsys, typed) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "-i", "q.jsonl", *typed])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "usage: permsc estimate" in err
+    assert "hunter2" not in err and ("***" in err), err
 
 
 def _grade(text: str) -> float:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
+import io
+import logging
 import sys
 import time
 import weakref
@@ -217,6 +220,34 @@ def test_aiohttp_is_one_client_a_loop_and_refuses_credentials_in_the_url(scripte
     with pytest.raises(ConfigurationError, match="default_headers") as caught:
         OpenAIBackend("m", base_url=url, http="aiohttp")
     assert "hunter2" not in str(caught.value)
+
+
+def test_a_password_in_base_url_never_reaches_the_applications_log(scripted_server):
+    """The SDK's HTTP client logs every request's URL at INFO: a library user's own log
+    handler (root logger, DEBUG) must see neither the password nor the user, on an answer or
+    on an error; the server still gets them as basic auth, decoded, as before."""
+    server = scripted_server(sequence("[2] > [1]", Fault.status(401, message="no")))
+    url = server.base_url.replace("http://", "http://alice:hunter2%40pw@")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(logging.DEBUG)
+    root, level = logging.getLogger(), logging.getLogger().level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        backend = OpenAIBackend("m", base_url=url, api_key="sk-test-key")
+        assert complete(backend).text == "[2] > [1]"
+        with pytest.raises(AuthenticationError) as caught:
+            complete(OpenAIBackend("m", base_url=url, api_key="sk-test-key"))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    logged = stream.getvalue()
+    assert "hunter2" not in logged and "alice" not in logged, logged
+    assert f"HTTP Request: POST {server.base_url}/chat/completions" in logged  # it did log
+    assert "hunter2" not in str(caught.value)
+    sent = base64.b64encode(b"alice:hunter2@pw").decode()
+    assert [r.headers.get("authorization") for r in server.requests] == [f"Basic {sent}"] * 2
 
 
 def test_an_unknown_or_missing_http_client_says_what_to_do(monkeypatch):

@@ -146,6 +146,8 @@ def test_a_capped_run_ranks_what_the_cap_pays_for_and_resume_ranks_the_rest(
     assert server.request_count == 24 and len(records) == 2
     assert err.count("2 queries were not started") == 1 and "--resume" in err
     assert "failed:" not in err  # the two left out are one line, not two failures
+    # the summary too: it said "ranked 2 of 4 queries; 0 bad lines, 2 failed"
+    assert "ranked 2 of 4 queries; 0 bad lines, 0 failed, 2 not started" in err, err
     for record in records:
         usage = record["usage"]
         assert usage["calls"] == 12 and usage["cost"] == pytest.approx(

@@ -143,6 +143,40 @@ def test_a_failed_ranking_is_an_error_span_with_its_type_only(scripted_server) -
     assert "sk-test" not in json.dumps([dict(s.attributes) for s in (rerank, *calls)])
 
 
+def test_a_fatal_error_shows_on_the_call_that_got_it_and_counts_as_failed(scripted_server):
+    """A 401 (fatal: no retry fixes it) fails the ranking: the call that got it is an error
+    span with its type, counted in failed_samples; each of the two waiting for the one slot
+    is refused unsent by the open breaker (failed, no call, no span) or cut short
+    (cancelled), whichever comes first."""
+    server = scripted_server(lambda request: Fault.status(401, message="bad key"))
+    with recording_spans() as exporter:
+        with ranker_for(server, num_permutations=3, max_concurrency=1) as ranker:
+            with pytest.raises(AuthenticationError):
+                ranker.rank(QUERY, DOCS)
+    rerank, calls = by_kind(exporter.get_finished_spans())
+    types = [c.attributes.get("error.type") for c in calls]
+    assert server.request_count == 1 and types.count("AuthenticationError") == 1, types
+    (failed,) = [c for c in calls if c.attributes["error.type"] == "AuthenticationError"]
+    assert failed.attributes["permsc.parse_status"] == "error"
+    assert failed.status.description == "AuthenticationError"
+    cancelled = types.count("cancelled")
+    assert len(types) == 1 + cancelled  # each sample: failed, refused unsent, or cut short
+    assert rerank.attributes["permsc.failed_samples"] == 3 - cancelled >= 1
+    assert "permsc.stopped" not in rerank.attributes
+
+
+def test_a_ranking_cut_by_max_calls_says_stopped_budget(upstream) -> None:
+    with recording_spans() as exporter:
+        with ranker_for(upstream, num_permutations=4, max_calls=2, window_size=3) as ranker:
+            cut = ranker.rank(QUERY, DOCS)
+        with ranker_for(upstream, num_permutations=2) as ranker:
+            whole = ranker.rank(QUERY, DOCS)
+    reranks = [s for s in exporter.get_finished_spans() if s.name.startswith("rerank")]
+    assert (cut.stopped, whole.stopped) == ("budget", "complete")
+    assert [s.attributes.get("permsc.stopped") for s in reranks] == ["budget", "complete"]
+    assert reranks[0].attributes["permsc.calls"] == 2
+
+
 def test_no_tracer_provider_no_opentelemetry_import_and_no_span() -> None:
     code = """
 import sys

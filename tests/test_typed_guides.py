@@ -138,6 +138,26 @@ def test_the_guides_code_passes_mypy_as_written(checked: dict[str, list[str]], n
     assert checked[f"{name}_guide.py"] == []
 
 
+def test_mypy_reads_the_installed_packages_as_an_application_does(tmp_path: Path) -> None:
+    """An application's ``mypy app.py`` in the environment scripts/setup.sh builds, with no
+    MYPYPATH: the core must be visible to mypy, or the adapters' option fields come from an
+    ``Any`` base and a misspelt attribute write passes (it did: setuptools' default editable
+    install is an import hook mypy cannot follow; the set-up installs the core in compat mode,
+    a plain .pth entry)."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from langchain_permsc import PSCReranker\n\n"
+        'reranker = PSCReranker(backend="m")\n'
+        "reranker.num_permutation = 3\n"
+    )
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    command = [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "app.py"]
+    cache = ["--cache-dir", str(ROOT / ".mypy_cache" / "installed"), "--show-error-codes"]
+    done = subprocess.run([*command, *cache], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert '"PSCReranker" has no attribute "num_permutation"' in done.stdout, done.stdout
+
+
 def test_mistakes_fail_mypy_each_with_its_message(checked: dict[str, list[str]]) -> None:
     expected = {
         number: line.split("# E: ", 1)[1]

@@ -150,6 +150,7 @@ class WindowRun:
         except (BackendError, BudgetSpentError) as exc:
             sample = self._failed(ask, exc)
         await self._finish(k, sample)
+        _raise_fatal([sample])
 
     async def _batch(self, keys: list[int]) -> None:
         asks = [await self._start(k) for k in keys]
@@ -157,19 +158,23 @@ class WindowRun:
             outcomes = await self.sampler.sample_batch(self.state.query, asks, self.state.calls)
         except (BackendError, BudgetSpentError) as exc:  # the batch's call: all of it
             outcomes = [exc] * len(keys)
-        for k, ask, outcome in zip(keys, asks, outcomes, strict=True):
-            sample = outcome if isinstance(outcome, Sample) else self._failed(ask, outcome)
+        samples = [
+            outcome if isinstance(outcome, Sample) else self._failed(ask, outcome)
+            for ask, outcome in zip(asks, outcomes, strict=True)
+        ]
+        for k, sample in zip(keys, samples, strict=True):
             await self._finish(k, sample)
+        _raise_fatal(samples)
 
     def _failed(self, ask: Ask, exc: Refused) -> Sample:
         """The failed sample (skipped, when the budget refused its call); a fatal error opens
-        the breaker and is raised instead."""
+        the breaker, and is raised once its sample has ended (:func:`_raise_fatal`), so that
+        its ``sample_end`` (a tracing span's error) says what failed."""
         if isinstance(exc, BudgetSpentError):
             status = ParseStatus.SKIPPED
             return Sample(ask.perm, (), ask.raw_text, status, str(exc), ask.usage, ask.asks)
         if exc.fatal:
             self.state.calls.breaker.trip(exc)
-            raise exc
         error = f"{type(exc).__name__}: {exc}"
         return Sample(
             ask.perm,
@@ -194,6 +199,13 @@ class WindowRun:
             usage=sample.usage,  # the sample's calls and tokens (its tracing span's)
             permutation=sample.permutation,  # prompt order, as places in window_start's items
         )
+
+
+def _raise_fatal(samples: Sequence[Sample]) -> None:
+    """Raise the first fatal error among ``samples`` (a retry fixes it for no call)."""
+    for sample in samples:
+        if isinstance(sample.exception, BackendError) and sample.exception.fatal:
+            raise sample.exception
 
 
 REASK = (

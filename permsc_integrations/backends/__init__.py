@@ -23,6 +23,7 @@ from .._moved import moved
 from .._redaction import refuse_masked
 from .._registry import Registry
 from ..errors import ConfigurationError
+from ._installed import check_installed
 from .base import Backend
 
 __all__ = ["register", "available", "resolve_backend"]
@@ -74,8 +75,9 @@ def resolve_backend(spec: str | Backend, **options: object) -> Backend:
 
 def check_backend_options(backend: object, options: Mapping[str, object]) -> None:
     """Refuse an option the backend of the spec string ``backend`` does not take, naming the
-    closest ones, and a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a
-    value; a backend object takes no options (it is configured by whoever built it).
+    closest ones, a masked secret (``"***"``, as ``to_dict()`` leaves it) given as a value,
+    and a spec whose extra is not installed (``MissingDependencyError``); a backend object
+    takes no options (it is configured by whoever built it).
 
     The accepted names are the factory's keyword parameters, or its ``accepted_options``
     when it passes ``**options`` on; a factory with neither is not checked.
@@ -96,8 +98,10 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
     spec = backend
     for name, value in options.items():
         refuse_masked(f"backend option {name}", value)
-    kind = spec.partition(":")[0]
-    known = _accepted(_registry.get(kind))
+    kind, _, model = spec.partition(":")
+    factory = _registry.get(kind)
+    check_installed(kind, model.strip() or None, options, factory)
+    known = _accepted(factory)
     for name in options:
         if known is not None and name not in known:
             message = unknown_option(name, known).replace(

@@ -15,7 +15,9 @@ import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
+from .._redaction import MASK, is_secret_name, redact_text
 from ..errors import PermscError
 from ._common import one_line, report, show_model_progress
 
@@ -24,9 +26,24 @@ __all__ = ["main"]
 _SUBCOMMANDS = ("rank", "demo", "estimate", "eval", "models", "serve", "mcp")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes no abbreviated flag: ``--max-call`` is not silently
+    ``--max-calls`` (a later flag sharing the prefix would change what it means); it gets the
+    closest flags instead. Subcommands' parsers are of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error (usage, message, exit 2), with every URL's credentials masked: a
+        message quotes what was typed (``--base-url http://user:password@...``)."""
+        super().error(redact_text(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every available subcommand (``eval`` only if its module exists)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="permsc",
         description="Permutation self-consistency for LLM listwise ranking.",
     )
@@ -48,11 +65,18 @@ def _unknown_flags(parser: argparse.ArgumentParser, extra: list[str]) -> str:
     """argparse's message for arguments ``parser`` does not take, each flag with the closest
     flags it does take."""
     known = [s for action in parser._actions for s in action.option_strings]
-    words = []
+    words, secret = [], False  # secret: the word follows a secret-named flag (--api-key)
     for word in extra:
-        close = difflib.get_close_matches(word.partition("=")[0], known, n=2, cutoff=0.6)
-        hint = f" (did you mean {' or '.join(close)}?)" if word.startswith("-") and close else ""
-        words.append(word + hint)
+        flag, equals, value = word.partition("=")
+        if not word.startswith("-"):
+            words.append(MASK if secret else word)
+            secret = False
+            continue
+        close = difflib.get_close_matches(flag, known, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        secret = is_secret_name(flag.lstrip("-"))
+        words.append(flag + (equals + MASK if secret and equals else equals + value) + hint)
+        secret = secret and not equals
     return f"unrecognized arguments: {' '.join(words)}"
 
 

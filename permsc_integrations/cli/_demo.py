@@ -5,7 +5,7 @@ key or base URL is set. A 1.5B model disagrees with itself from one shuffle to t
 consensus is steadier than any one sample, which is what the demo shows.
 
 Example:
-    $ permsc demo            # about 30 s on 2 CPU cores, model load included
+    $ permsc demo            # about 40 s on 2 quiet bfloat16 CPU cores, model load included
     $ permsc demo --backend openai:gpt-4o-mini -m 10
 """
 
@@ -17,6 +17,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 from .._run.bridge import run_sync
+from ..backends.base import BatchBackend
 from ..results import RankingResult, Sample
 from ._common import (
     Query,
@@ -90,9 +91,34 @@ def _print_result(query: Query, result: RankingResult, spec: str, m: int, second
     say(
         f"\nSamples parsed: {full + partial} of {len(samples)} ({full} full, {partial} partial); "
         f"{len(samples) - full - partial} failed. Agreement with the consensus (mean Kendall "
-        f"tau): {result.confidence:.2f}. Calls: {result.usage.calls}, prompt tokens: "
+        f"tau): {result.confidence:.2f}. {calls_line(result)}, prompt tokens: "
         f"{result.usage.prompt_tokens}."
     )
+
+
+def calls_line(result: RankingResult) -> str:
+    """What the model was asked: the prompts it answered (asks and re-asks, cache hits left
+    out) and, where a local model batches them (one call a batch), the batched calls apart.
+
+    >>> from permsc_integrations.results import ParseStatus, Usage, WindowResult
+    >>> def ranked(calls, asks):
+    ...     samples = tuple(Sample((0,), (0,), "", ParseStatus.OK, attempts=a) for a in asks)
+    ...     window = WindowResult(0, (0,), (0,), samples, 1.0)
+    ...     return calls_line(RankingResult((0,), (1.0,), (window,), usage=Usage(calls=calls)))
+    >>> for calls, asks in [(6, [1] * 6), (1, [1] * 6), (2, [1, 2]), (7, [1] * 6)]:
+    ...     print(ranked(calls, asks))
+    Model calls: 6
+    Prompts answered: 6, in 1 batched call
+    Prompts answered: 3, in 2 batched calls
+    Model calls: 7 (6 prompts, retries included)
+    """
+    calls = result.usage.calls
+    prompts = sum(s.attempts for s in result.samples) - result.usage.cached_calls
+    if calls == prompts:
+        return f"Model calls: {calls}"
+    if calls > prompts:
+        return f"Model calls: {calls} ({prompts} prompts, retries included)"
+    return f"Prompts answered: {prompts}, in {calls} batched call{'s' if calls != 1 else ''}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,9 +133,10 @@ def run(args: argparse.Namespace) -> int:
     backend = build_backend(args)
     try:
         ranker = PSCRanker(backend, **options)
+        batched = " (the model loads first, then answers them in one batch)"
         report(
             f"ranking {len(query.texts)} passages in {args.num_permutations} shuffled prompts "
-            f"on {backend.name} (a local model loads first, then answers them in one batch) ..."
+            f"on {backend.name}{batched if isinstance(backend, BatchBackend) else ''} ..."
         )
         started = time.perf_counter()
         result = run_sync(ranker.arank, query.query, list(query.texts))

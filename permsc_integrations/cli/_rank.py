@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -137,10 +138,19 @@ def _render(args: argparse.Namespace) -> Render:
     return lambda q, r: json.dumps(to_json(q, r), ensure_ascii=False) + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class Unranked:
+    """The queries a run did not rank: ``failed`` (started, and failed), ``not_started``
+    (left out by ``--ranker-cap``: nothing spent, ``--resume`` ranks them)."""
+
+    failed: int = 0
+    not_started: int = 0
+
+
 async def _rank_all(
     ranker: PSCRanker, queries: list[Query], writer: Writer, progress: Progress
-) -> int:
-    """Rank every query; the failures' count. Under ``--ranker-cap`` a query starts only
+) -> Unranked:
+    """Rank every query; those it did not rank. Under ``--ranker-cap`` a query starts only
     when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
     nothing and are reported together, with the way to rank them."""
     # lazy: start-up time of every permsc command
@@ -168,7 +178,7 @@ async def _rank_all(
             progress.query_done()
     if refused:
         _report_refused(refused)
-    return failed + len(refused)
+    return Unranked(failed, len(refused))
 
 
 def _report_refused(refused: list[SpendingCapError]) -> None:
@@ -237,17 +247,17 @@ def run(args: argparse.Namespace) -> int:
     queries = [q for q in loaded if q.qid not in done]
     if done:
         report(f"resuming: {len(done)} queries already in {args.output}")
-    failed = 0
+    left = Unranked()
     with _output(args, loaded, queries, earlier) as writer:
         if queries:
             opts = _with_kemeny_time(args, ranker_options(args, backend_spec(args)))
             engine = _rank_on_ray if args.engine == "ray" else _rank_here
-            failed = engine(args, opts, queries, writer)
-    total = len(queries) + bad
-    if bad or failed:
-        report(
-            f"ranked {len(queries) - failed} of {total} queries; {bad} bad lines, {failed} failed"
-        )
+            left = engine(args, opts, queries, writer)
+    total, failed = len(queries) + bad, left.failed
+    if bad or failed or left.not_started:
+        waiting = f", {left.not_started} not started" if left.not_started else ""
+        ranked = len(queries) - failed - left.not_started
+        report(f"ranked {ranked} of {total} queries; {bad} bad lines, {failed} failed{waiting}")
         return 2
     return 0
 
@@ -278,7 +288,7 @@ def _nothing_to_rank(args: argparse.Namespace, bad: int) -> ConfigurationError:
 
 def _rank_here(
     args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: Writer
-) -> int:
+) -> Unranked:
     ranker = _ranker(args, opts)
     planned = planned_samples(queries, ranker.options)
     progress = Progress(queries, planned, not args.no_progress, args.progress_every)
@@ -291,7 +301,7 @@ def _rank_here(
 
 def _rank_on_ray(
     args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: Writer
-) -> int:
+) -> Unranked:
     """The same records through Ray actors (permsc_integrations.ray_rows), written as they
     finish; every row to OUTPUT.journal as it finishes (cli/_rank_journal.py)."""
     # lazy: start-up time of every permsc command
@@ -300,6 +310,6 @@ def _rank_on_ray(
     planned = planned_samples(queries, RankingOptions.from_kwargs(**opts))
     progress = Progress(queries, planned, not args.no_progress, args.progress_every)
     try:
-        return rank_queries_on_ray(args, opts, queries, writer, progress.row_done)
+        return Unranked(rank_queries_on_ray(args, opts, queries, writer, progress.row_done))
     finally:
         progress.close()

@@ -7,6 +7,9 @@ Works with the openai SDK 1.x-3.x, over whichever HTTP library that SDK is built
 
 Secrets: the API key and any credentials in ``base_url`` never appear in the name, the repr,
 the fingerprint (cache keys) or an error message (:mod:`permsc_integrations._redaction`).
+The SDK never sees ``base_url``'s ``user:password@``: its HTTP client logs every request's
+URL at INFO (``HTTP Request: POST ...``) into the application's log, so it gets the URL
+without them and sends them as its basic auth, as it would have sent them from the URL.
 
 Example:
     >>> from permsc_integrations.testing import ScriptedOpenAIServer
@@ -42,7 +45,13 @@ from urllib.parse import urlsplit
 import anyio
 
 from ..._checks import positive_int
-from ..._redaction import is_secret_name, redact_text, redact_url, refuse_masked
+from ..._redaction import (
+    is_secret_name,
+    redact_text,
+    redact_url,
+    refuse_masked,
+    split_credentials,
+)
 from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
 from .._http_errors import mapped_errors
 from .._logprobs import check_labels, refused_logprobs
@@ -118,20 +127,22 @@ def _checked_url(base_url: str | None) -> str | None:
 
 def _shard_factory(
     options: Mapping[str, object],
+    credentials: tuple[str, str] | None,
     client_class: type[AsyncClient],
     max_connections: int,
     count: int,
 ) -> Callable[[], Shards[AsyncOpenAI]]:
     """What makes one loop's clients, from the client options alone: a factory holding the
     backend would keep it alive from its clients' finaliser (:mod:`._client_per_loop`). A
-    closure, so that no repr shows the key it holds."""
+    closure, so that no repr shows the key it holds. ``credentials``, from ``base_url``, are
+    the HTTP client's basic auth (the module docstring says why)."""
     per_shard = -(-max_connections // count)
 
     def new_client(verify: ssl.SSLContext | bool) -> AsyncOpenAI:
         limits = _http().Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-        return _openai().AsyncOpenAI(
-            **options, max_retries=0, http_client=client_class(limits=limits, verify=verify)
-        )
+        auth = {"auth": _http().BasicAuth(*credentials)} if credentials else {}
+        http_client = client_class(limits=limits, verify=verify, **auth)
+        return _openai().AsyncOpenAI(**options, max_retries=0, http_client=http_client)
 
     def new_shards() -> Shards[AsyncOpenAI]:
         # the loop's clients share one SSL context (making one costs about 25 ms)
@@ -226,14 +237,16 @@ class OpenAIBackend:
         self.client_shards = client_shards if http == "httpx" else 1
         self.top_logprobs = positive_int("top_logprobs", top_logprobs)
         self._client = client
+        sdk_url, credentials = split_credentials(self.base_url)
         self._clients = LoopClients(
             _shard_factory(
                 {
                     "api_key": self._api_key,
-                    "base_url": self.base_url,
+                    "base_url": sdk_url,
                     "organization": self.organization,
                     "default_headers": self.default_headers,
                 },
+                credentials,
                 self._client_class,
                 self.max_connections,
                 self.client_shards,

@@ -4,13 +4,18 @@ loopback server: spending caps, option typos, masked secrets and reprs."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
 from langchain_openai import ChatOpenAI
 from langchain_permsc import PSCReranker
 
-from permsc_integrations.errors import ConfigurationError, SpendingCapError
+from permsc_integrations.errors import (
+    ConfigurationError,
+    MissingDependencyError,
+    SpendingCapError,
+)
 from permsc_integrations.testing import ScriptedOpenAIServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -68,6 +73,25 @@ def test_a_typo_in_backend_options_fails_at_construction_with_a_suggestion(serve
     with pytest.raises(ConfigurationError, match=r"'base_ulr' for the openai backend.*'base_url'"):
         PSCReranker(backend="openai:scripted", backend_options={"base_ulr": server.base_url})
     assert server.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("hidden", "backend", "options", "install"),
+    [
+        ("openai", "openai:gpt-4o-mini", {}, "permsc-integrations[openai]"),
+        ("torch", "embedded", {}, "permsc-integrations[local]"),
+        ("llama_cpp", "embedded", {"engine": "llamacpp"}, "permsc-integrations[llamacpp]"),
+    ],
+)
+def test_a_spec_whose_extra_is_missing_is_refused_at_construction(
+    monkeypatch, hidden, backend, options, install
+) -> None:
+    """A bare install (no openai extra) built a reranker on "openai:..." and failed only at
+    its first call; the missing package is found (not imported) as the reranker is built."""
+    monkeypatch.setitem(sys.modules, hidden, None)  # as if not installed
+    with pytest.raises(MissingDependencyError) as caught:
+        PSCReranker(backend=backend, backend_options=options)
+    assert f"pip install '{install}'" in str(caught.value)
 
 
 def test_an_unknown_attribute_set_later_is_refused_with_a_suggestion(server) -> None:
