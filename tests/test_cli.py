@@ -322,9 +322,8 @@ def test_demo_against_the_scripted_server(oracle, capsys):
 
 
 def test_the_demo_counts_the_prompts_a_batching_model_answered(oracle, capsys):
-    """A local model answers the m = 6 prompts in one batch, one call: the demo said
-    "Calls: 1"; it says the prompts answered and the batched calls apart (and a served
-    model's calls, one a prompt, as they are)."""
+    """A local model answers the m = 6 prompts in one batch: the demo said "Calls: 1"; a call
+    is a prompt the model answered, batched or not, as for a served model."""
     from permsc_integrations.backends import register
     from permsc_integrations.testing import ScriptedBackend
 
@@ -339,7 +338,7 @@ def test_the_demo_counts_the_prompts_a_batching_model_answered(oracle, capsys):
     assert main(["demo", "--backend", "test-batching:m"]) == 0
     out, err = capsys.readouterr()
     assert "m=6 permutations" in out and Batching.batches == 1 and "in one batch" in err
-    assert "Prompts answered: 6, in 1 batched call, prompt tokens" in out, out
+    assert "Model calls: 6, prompt tokens" in out, out
     assert main(["demo", *remote(oracle)]) == 0
     out, err = capsys.readouterr()
     assert "Model calls: 6, prompt tokens" in out and "batch" not in err

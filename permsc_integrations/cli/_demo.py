@@ -97,28 +97,24 @@ def _print_result(query: Query, result: RankingResult, spec: str, m: int, second
 
 
 def calls_line(result: RankingResult) -> str:
-    """What the model was asked: the prompts it answered (asks and re-asks, cache hits left
-    out) and, where a local model batches them (one call a batch), the batched calls apart.
+    """What the model was asked: its calls, one a prompt it answered, batched or not (asks,
+    re-asks and retries; cache hits left out), and the retries apart.
 
     >>> from permsc_integrations.results import ParseStatus, Usage, WindowResult
     >>> def ranked(calls, asks):
     ...     samples = tuple(Sample((0,), (0,), "", ParseStatus.OK, attempts=a) for a in asks)
     ...     window = WindowResult(0, (0,), (0,), samples, 1.0)
     ...     return calls_line(RankingResult((0,), (1.0,), (window,), usage=Usage(calls=calls)))
-    >>> for calls, asks in [(6, [1] * 6), (1, [1] * 6), (2, [1, 2]), (7, [1] * 6)]:
+    >>> for calls, asks in [(6, [1] * 6), (7, [1] * 6)]:
     ...     print(ranked(calls, asks))
     Model calls: 6
-    Prompts answered: 6, in 1 batched call
-    Prompts answered: 3, in 2 batched calls
     Model calls: 7 (6 prompts, retries included)
     """
     calls = result.usage.calls
     prompts = sum(s.attempts for s in result.samples) - result.usage.cached_calls
-    if calls == prompts:
-        return f"Model calls: {calls}"
     if calls > prompts:
         return f"Model calls: {calls} ({prompts} prompts, retries included)"
-    return f"Prompts answered: {prompts}, in {calls} batched call{'s' if calls != 1 else ''}"
+    return f"Model calls: {calls}"
 
 
 def run(args: argparse.Namespace) -> int:
