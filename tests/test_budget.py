@@ -94,6 +94,7 @@ def budget_cases() -> list[tuple[int, int, str]]:
     return edges + drawn
 
 
+@pytest.mark.slow  # a sweep of 26 cases (25 s)
 def test_the_budget_is_never_exceeded_under_faults_reasks_and_partial_answers(
     scripted_server,
 ) -> None:
@@ -111,9 +112,11 @@ def test_the_budget_is_never_exceeded_under_faults_reasks_and_partial_answers(
                     wrong.append(f"{where}: the server got {server.request_count} calls")
                 continue
         _admitted(server, result.usage.calls)
-        if server.request_count > budget:
+        if server.request_count > budget or result.usage.calls > budget:
             wrong.append(f"{where}: the server got {server.request_count} calls")
-        if result.usage.calls != server.request_count:
+        # every call the server got is counted (a call the client gave up on before its body
+        # was sent, on a loaded machine, is counted and never reaches the server)
+        if result.usage.calls < server.request_count:
             wrong.append(f"{where}: usage {result.usage.calls}, server {server.request_count}")
         if sorted(result.order) != list(range(n)):
             wrong.append(f"{where}: not a ranking of the {n} items: {result.order}")

@@ -194,6 +194,7 @@ def test_the_demo_says_what_it_is_doing_before_it_ranks(server, capsys) -> None:
     assert "permsc: ranking 8 passages in 6 shuffled prompts on openai:m" in err
 
 
+@pytest.mark.slow  # loads a local model from nothing
 def test_a_local_models_first_load_is_shown_on_stderr(
     tmp_path, capsys, monkeypatch, models_of_its_own
 ) -> None:

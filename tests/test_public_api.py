@@ -85,7 +85,8 @@ PUBLIC = {
     "RankVicunaPrompt MathSortPrompt WordSortPrompt GSM8KSortPrompt TemplatePrompt",
     "ray": "rank_dataset",
     "ray_rows": "rank_rows",
-    "results": "Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult scores_from_order",
+    "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
+    "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
     "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round Calls PlanOptions "
     "WindowShape register available get",

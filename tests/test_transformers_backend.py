@@ -235,6 +235,7 @@ def test_cuda_is_chosen_automatically_with_bfloat16() -> None:
     assert all(a.usage.prompt_tokens > 0 for a in answers)
 
 
+@pytest.mark.slow
 @needs_model
 @MODEL_TIMEOUT
 def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
@@ -270,6 +271,7 @@ def test_a_gguf_keeps_no_float_copy_and_loads_what_transformers_loads(
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
 
 
+@pytest.mark.slow
 @needs_model
 @MODEL_TIMEOUT
 def test_an_unwritable_cache_still_loads_the_gguf(

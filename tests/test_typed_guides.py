@@ -24,7 +24,7 @@ pytest.importorskip("haystack_integrations.components.rankers.permsc")
 
 # cold (a fresh checkout, or after a change to the core), mypy reads the frameworks and the
 # core: 40 s of CPU, 52 s wall on 2 shared cores at load 5 (past 120 s at load 10); warm, 4 s
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # mypy runs: minutes
 
 ROOT = Path(__file__).resolve().parents[1]
 # what the guides' fragments take from the application around them (or an earlier block)
