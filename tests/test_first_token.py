@@ -145,7 +145,7 @@ def test_a_window_is_one_batch_and_samples_keep_their_probabilities():
         result = ranker.rank("largest?", texts)
     assert backend.batches == 1 and backend.calls == 0
     assert list(result.order) == best_first(texts)
-    assert result.usage.calls == 1 and result.usage.completion_tokens == 5
+    assert result.usage.calls == 5 and result.usage.completion_tokens == 5  # one pass, 5 prompts
     assert result.usage.prompt_tokens == 250
     for s in result.samples:
         assert s.ok and len(s.probabilities) == 6 and abs(sum(s.probabilities) - 1) < 1e-9

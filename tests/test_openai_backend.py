@@ -234,6 +234,11 @@ def test_a_password_in_base_url_never_reaches_the_applications_log(scripted_serv
     root, level = logging.getLogger(), logging.getLogger().level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    # as an application's logger stands (a CLI test earlier in the process quietened httpx)
+    sdk = logging.getLogger("httpx")
+    was = (sdk.level, sdk.disabled)
+    sdk.setLevel(logging.NOTSET)
+    sdk.disabled = False
     try:
         backend = OpenAIBackend("m", base_url=url, api_key="sk-test-key")
         assert complete(backend).text == "[2] > [1]"
@@ -242,6 +247,8 @@ def test_a_password_in_base_url_never_reaches_the_applications_log(scripted_serv
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        sdk.setLevel(was[0])
+        sdk.disabled = was[1]
     logged = stream.getvalue()
     assert "hunter2" not in logged and "alice" not in logged, logged
     assert f"HTTP Request: POST {server.base_url}/chat/completions" in logged  # it did log
