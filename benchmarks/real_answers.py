@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _real_lists as lists  # noqa: E402
 from _real_report import report  # noqa: E402
 
-from permsc_integrations import PSCRanker  # noqa: E402
+from permsc_integrations import PSCRanker, RetryPolicy  # noqa: E402
 from permsc_integrations.cli._eval import sorting_max_tokens  # noqa: E402
 from permsc_integrations.errors import ConfigurationError, PermscError  # noqa: E402
 from permsc_integrations.testing import (  # noqa: E402
@@ -60,8 +60,9 @@ FIXED: dict[str, dict[str, Any]] = {
 }
 PEERS = {"BlitzRank w=10": ("BlitzRank", {"window_size": 10}),
          "SlidingWindow w=10": ("SlidingWindow", {"window_size": 10, "step": 5})}
-ORDER = ("PSC blocks m=1", "PSC sliding", "BlitzRank w=10", "SlidingWindow w=10", "PSC blocks m=2",
+ORDER = ("PSC blocks m=1", "BlitzRank w=10", "PSC sliding", "SlidingWindow w=10", "PSC blocks m=2",
          "PSC blocks m=3", "PSC adaptive", "PSC blocks m=5")
+REFERENCES = {n for n in ORDER if n.startswith("PSC blocks") or n in PEERS}
 
 
 def psc(server: BackendOpenAIServer, item: lists.RealList, seed: int, options: dict) -> list[int]:
@@ -69,7 +70,7 @@ def psc(server: BackendOpenAIServer, item: lists.RealList, seed: int, options: d
     with PSCRanker(
         "openai:qwen2.5-coder-1.5b", backend_options=backend, prompt=item.task, seed=seed,
         window_size=WINDOW, top_k=TOP, max_tokens=sorting_max_tokens(WINDOW), timeout=None,
-        max_concurrency=32, **options,
+        max_concurrency=32, retry=RetryPolicy(max_total_time=None), **options,
     ) as ranker:
         return list(ranker.rank("", list(item.items)).order)
 
@@ -110,23 +111,27 @@ def _usage(server: BackendOpenAIServer, index: int) -> int:
     return server.usage.get(index, 0)
 
 
-def rank_list(server, store, blitzrank, item: lists.RealList, seed: int) -> list[dict]:
-    """Every method on one list (the cheap ones first, so that a recording cut short keeps
-    them), then PSC at each one's calls."""
-    rows = []
+def rank_list(
+    server, store, blitzrank, item: lists.RealList, seed: int, only: set[str] | None = None
+) -> list[dict]:
+    """Every method on one list, each reference (a blocks m, a peer) followed by PSC at its
+    calls; the cheap ones first, so that a recording cut short keeps them."""
+    rows: list[dict] = []
     for name in ORDER:
-        if name in PEERS and blitzrank is None:
+        if (name in PEERS and blitzrank is None) or (only and name not in only):
             continue
         if name in PEERS:
             run = lambda n=name: peer(blitzrank, n, item, seed)  # noqa: E731
         else:
             run = lambda o=FIXED[name]: psc(server, item, seed, o)  # noqa: E731
         rows.append(measure(server, store, run, {"method": name, "item": item}))
-    references = [r for r in rows if r["method"] not in ("PSC adaptive", "PSC sliding")]
-    for budget in sorted({r["calls"] for r in references if r["calls"] > 0}):
-        run = lambda b=budget: psc(server, item, seed, {"max_calls": b})  # noqa: E731
-        rows.append(measure(server, store, run, {"method": "PSC max_calls", "budget": budget,
-                                                 "item": item}))
+        budget, done = rows[-1]["calls"], {r.get("budget") for r in rows}
+        if name in REFERENCES and budget > 0 and budget not in done and (
+            not only or "PSC max_calls" in only
+        ):
+            run = lambda b=budget: psc(server, item, seed, {"max_calls": b})  # noqa: E731
+            key = {"method": "PSC max_calls", "budget": budget, "item": item}
+            rows.append(measure(server, store, run, key))
     return rows
 
 
@@ -153,10 +158,12 @@ def run(args: argparse.Namespace) -> list[dict]:
             for task in args.tasks.split(","):
                 [item] = lists.draw(task, 1, seed=args.seed, start=index,
                                     min_items=args.min_items, max_items=args.max_items)
-                rows += rank_list(server, store, blitzrank, item, args.seed + index)
+                only = set(args.methods.split("|")) if args.methods else None
+                rows += rank_list(server, store, blitzrank, item, args.seed + index, only)
                 logging.getLogger("real_answers").warning(
                     "%s done: store %d answers, %d model calls", item.id, len(store),
                     backend.backend_calls)
+    args.store_size = len(store)
     return rows
 
 
@@ -176,6 +183,7 @@ def main() -> None:
     ap.add_argument("--max-items", type=int, default=60)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.05, help="replay: seconds an answer")
+    ap.add_argument("--methods", help="only these methods (names separated by |)")
     ap.add_argument("--no-peers", action="store_true", help="PSC only (no blitzrank needed)")
     ap.add_argument("--no-report", action="store_true", help="leave docs/ alone")
     args = ap.parse_args()
