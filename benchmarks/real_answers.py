@@ -21,6 +21,11 @@ naming its fingerprint), writes docs/results/real-answers.json, the "real answer
 docs/benchmarks.md and docs/img/real-answers.png. ``--held-out`` draws lists the saved run
 never saw (from index 1000), which need ``--record``. Not part of CI.
 
+The peers install offline into a folder of their own (benchmarks/_peer_methods.py)::
+
+    pip install --no-deps --target /work/peers-site blitzrank loguru trueskill \
+        pytrec-eval-terrier datasets dill multiprocess
+
     PYTHONPATH=/work/peers-site .venv/bin/python benchmarks/real_answers.py --record --lists 2
     PYTHONPATH=/work/peers-site .venv/bin/python benchmarks/real_answers.py --lists 2
 """
@@ -62,6 +67,7 @@ PEERS = {"BlitzRank w=10": ("BlitzRank", {"window_size": 10}),
          "SlidingWindow w=10": ("SlidingWindow", {"window_size": 10, "step": 5})}
 ORDER = ("PSC blocks m=1", "BlitzRank w=10", "PSC sliding", "SlidingWindow w=10", "PSC blocks m=2",
          "PSC blocks m=3", "PSC adaptive", "PSC blocks m=5")
+SKIP_MISSING = False  # --skip-missing: leave out the rankings a cut recording lacks
 REFERENCES = {n for n in ORDER if n.startswith("PSC blocks") or n in PEERS}
 
 
@@ -84,8 +90,11 @@ def peer(blitzrank: Any, name: str, item: lists.RealList, seed: int) -> list[int
     return _peer_methods.rank(ranker, lists.QUERIES[item.task], texts, seed, TOP)
 
 
-def measure(server: BackendOpenAIServer, store: AnswerStore, run: Any, key: dict) -> dict:
-    """One ranking's row: nDCG@10, calls, tokens and rounds as the server saw them."""
+def measure(
+    server: BackendOpenAIServer, store: AnswerStore, run: Any, key: dict
+) -> dict | None:
+    """One ranking's row: nDCG@10, calls, tokens and rounds as the server saw them; None for
+    a ranking the store cannot replay whole, under ``--skip-missing`` (else an error)."""
     server.reset()
     item = key.pop("item")
     error = None
@@ -95,8 +104,18 @@ def measure(server: BackendOpenAIServer, store: AnswerStore, run: Any, key: dict
         raise
     except PermscError as exc:  # a ranking with no usable answer: scores 0, keeps its error
         order, error = [], str(exc)[:200]
+    except Exception:  # a peer's own error for a missing answer: reported below
+        if not store.missing:
+            raise
+        order = []
     if store.missing:
-        raise AnswerMissingError(store.missing[0], store.path)
+        if not SKIP_MISSING:
+            raise AnswerMissingError(store.missing[0], store.path)
+        logging.getLogger("real_answers").warning(
+            "%s on %s: not in the store (%d prompts missing), left out",
+            key["method"], item.id, len(store.missing))
+        store.missing.clear()
+        return None
     ok = [r for r in server.records if r.outcome == "ok"]
     tokens = sum(_usage(server, r.request.index) for r in ok)
     row = {**key, "task": item.task, "list": item.id, "ndcg": lists.ndcg(order, item.keys, TOP),
@@ -124,14 +143,17 @@ def rank_list(
             run = lambda n=name: peer(blitzrank, n, item, seed)  # noqa: E731
         else:
             run = lambda o=FIXED[name]: psc(server, item, seed, o)  # noqa: E731
-        rows.append(measure(server, store, run, {"method": name, "item": item}))
-        budget, done = rows[-1]["calls"], {r.get("budget") for r in rows}
+        row = measure(server, store, run, {"method": name, "item": item})
+        if row is None:
+            continue
+        rows.append(row)
+        budget, done = row["calls"], {r.get("budget") for r in rows}
         if name in REFERENCES and budget > 0 and budget not in done and (
             not only or "PSC max_calls" in only
         ):
             run = lambda b=budget: psc(server, item, seed, {"max_calls": b})  # noqa: E731
             key = {"method": "PSC max_calls", "budget": budget, "item": item}
-            rows.append(measure(server, store, run, key))
+            rows += filter(None, [measure(server, store, run, key)])
     return rows
 
 
@@ -184,11 +206,15 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.05, help="replay: seconds an answer")
     ap.add_argument("--methods", help="only these methods (names separated by |)")
+    ap.add_argument("--skip-missing", action="store_true",
+                    help="replay: leave out a ranking the store lacks, instead of failing")
     ap.add_argument("--no-peers", action="store_true", help="PSC only (no blitzrank needed)")
     ap.add_argument("--no-report", action="store_true", help="leave docs/ alone")
     args = ap.parse_args()
     if args.held_out:
         args.start += 1000
+    global SKIP_MISSING
+    SKIP_MISSING = args.skip_missing
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     for noisy in ("permsc_integrations", "LiteLLM", "httpx", "openai"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
