@@ -92,7 +92,8 @@ PUBLIC = {
     "WindowShape register available get",
     "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
     "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "
-    "JudgeParams REGIMES hidden_keys recording_spans",
+    "JudgeParams REGIMES hidden_keys recording_spans BackendOpenAIServer AnswerStore StoredBackend "
+    "AnswerMissingError fingerprint",
     "tracing": "reported_top_n",
 }
 

@@ -11,6 +11,9 @@ Needs the ``testing`` extra (uvicorn, starlette): ``pip install 'permsc-integrat
 of everything above the backend. :class:`SimulatedJudge` is a model to test a pipeline with
 offline: documents with hidden relevance, answers with noise, position bias and echo, in
 RankGPT's, setwise's and pairwise's formats, over either transport (docs/judge.md).
+:class:`BackendOpenAIServer` serves a real backend (the embedded model) the same way, and
+:class:`AnswerStore` / :class:`StoredBackend` keep its answers in a fingerprint-keyed file to
+replay a run without the model (benchmarks/real_answers.py).
 
 Example:
     >>> from openai import OpenAI
@@ -25,7 +28,9 @@ Example:
 
 from typing import TYPE_CHECKING
 
+from ._answer_store import AnswerMissingError, AnswerStore, StoredBackend, fingerprint
 from ._backend import ScriptedBackend
+from ._backend_server import BackendOpenAIServer
 from ._judge import REGIMES, JudgeParams, SimulatedJudge
 from ._judge_prompts import hidden_keys
 from ._responders import (
@@ -61,6 +66,11 @@ __all__ = [
     "REGIMES",
     "hidden_keys",
     "recording_spans",
+    "BackendOpenAIServer",
+    "AnswerStore",
+    "StoredBackend",
+    "AnswerMissingError",
+    "fingerprint",
 ]
 
 
