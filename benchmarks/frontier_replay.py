@@ -84,7 +84,7 @@ def main() -> None:
             (20, kendall_tau(model.order(), truth))
         )
         answers = [Answer(tuple(p), r) for p, r in zip(s.permutations, rankings, strict=True) if r]
-        rows.setdefault("fixed m = 20, the ranker's order (Kemeny, model ties)", []).append(
+        rows.setdefault("fixed m = 20, the ranker's order (Kemeny; the model orders uncompared pairs)", []).append(
             (20, kendall_tau(final_order(KEMENY, answers, model.order()), truth))
         )
         used, order = sign_test_stop(rankings, n)
