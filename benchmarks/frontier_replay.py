@@ -84,9 +84,9 @@ def main() -> None:
             (20, kendall_tau(model.order(), truth))
         )
         answers = [Answer(tuple(p), r) for p, r in zip(s.permutations, rankings, strict=True) if r]
-        rows.setdefault("fixed m = 20, the ranker's order (Kemeny; the model orders uncompared pairs)", []).append(
-            (20, kendall_tau(final_order(KEMENY, answers, model.order()), truth))
-        )
+        rows.setdefault(
+            "fixed m = 20, the ranker's order (Kemeny; the model orders uncompared pairs)", []
+        ).append((20, kendall_tau(final_order(KEMENY, answers, model.order()), truth)))
         used, order = sign_test_stop(rankings, n)
         rows.setdefault("adaptive today (sign test, 0.9)", []).append(
             (used, kendall_tau(order, truth))
