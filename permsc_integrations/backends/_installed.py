@@ -45,16 +45,22 @@ def _needs(extra: str, purpose: str, *packages: str, shown: str | None = None) -
 
 
 def _embedded(model: str | None, options: Mapping[str, object]) -> None:
-    """The extra of the engine that would run the embedded ``model``."""
+    """What the engine that would run the embedded ``model`` needs: the ``embedded`` extra
+    (which brings torch and the model's packages) for transformers, its own for llama.cpp."""
     # lazy: the local backends' module, only for an embedded spec
-    from .local._embedded import _model_and_engine
+    from .local._embedded import _model_and_engine, embedded_names
 
     engine = options.get("engine")
     try:
-        _, chosen = _model_and_engine(model, engine if isinstance(engine, str) else None)
+        name, chosen = _model_and_engine(model, engine if isinstance(engine, str) else None)
     except ConfigurationError:
         return  # the factory says what is wrong with the name
-    CHECKS[chosen](model, options)
+    if name not in embedded_names():
+        return  # likewise
+    if chosen != "transformers":
+        CHECKS[chosen](model, options)
+    elif gone := missing("torch", "transformers"):
+        raise MissingDependencyError(gone, "embedded", purpose="the embedded models")
 
 
 CHECKS: dict[str, Check] = {

@@ -79,7 +79,7 @@ def test_a_typo_in_backend_options_fails_at_construction_with_a_suggestion(serve
     ("hidden", "backend", "options", "install"),
     [
         ("openai", "openai:gpt-4o-mini", {}, "permsc-integrations[openai]"),
-        ("torch", "embedded", {}, "permsc-integrations[local]"),
+        ("torch", "embedded", {}, "permsc-integrations[embedded]"),  # torch and the model
         ("llama_cpp", "embedded", {"engine": "llamacpp"}, "permsc-integrations[llamacpp]"),
     ],
 )
