@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -20,13 +19,6 @@ pytest.importorskip("pydantic")
 from permsc_integrations.testing import oracle_responder  # noqa: E402
 
 BODY = {"model": "permsc", "query": "goldfish", "documents": ["Goldfish grow.", "Cats purr."]}
-
-
-def wait_for(condition: Any, what: str, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 class Gate:
@@ -63,7 +55,7 @@ def test_a_spent_cap_is_a_503_or_413_with_a_body_and_one_log_line(
 
 
 def test_a_keys_waiting_requests_are_bounded_and_have_a_deadline(
-    scripted_server, serve_process, serve_case
+    scripted_server, serve_process, serve_case, wait_until
 ) -> None:
     """``--key-concurrency 1 --key-queue 1 --queue-timeout 2``: one request ranks, one waits,
     the next is a 429 at once; the waiting one gets a 503 when its wait is over. Before, every
@@ -79,12 +71,14 @@ def test_a_keys_waiting_requests_are_bounded_and_have_a_deadline(
 
     first = threading.Thread(target=send, args=("first",))
     first.start()
-    wait_for(lambda: upstream.in_flight == 2, "the first request's calls")
+    wait_until(lambda: upstream.in_flight == 2, "the first request's calls", timeout=30, every=0.01)
     second = threading.Thread(target=send, args=("second",))
     second.start()
-    wait_for(
+    wait_until(
         lambda: "permsc_serve_requests_waiting 1.0" in httpx.get(f"{proc.url}/metrics").text,
         "the second request to wait its turn",
+        timeout=30,
+        every=0.01,
     )
     third = httpx.post(f"{proc.url}/v2/rerank", json=BODY, timeout=5)
     assert third.status_code == 429 and third.headers["retry-after"] == "1"
@@ -97,7 +91,7 @@ def test_a_keys_waiting_requests_are_bounded_and_have_a_deadline(
 
 
 def test_an_answer_nobody_reads_is_cut_at_its_deadline(
-    scripted_server, serve_process, serve_case
+    scripted_server, serve_process, serve_case, wait_until
 ) -> None:
     """A client that asks for a large answer and never reads it: before, its connection (and
     the answer in memory) was held for good; now it is closed ``--send-timeout`` after its
@@ -123,7 +117,7 @@ def test_an_answer_nobody_reads_is_cut_at_its_deadline(
         metrics = httpx.get(f"{proc.url}/metrics").text
         return 'permsc_serve_slow_clients_total{reason="slow_read"} 1.0' in metrics
 
-    wait_for(cut, "the unread answer's connection to be closed", limit=30)
+    wait_until(cut, "the unread answer's connection to be closed", timeout=30, every=0.01)
     sock.setblocking(False)
     try:  # closed: the kernel's buffered part, then the end (or a reset)
         while sock.recv(1 << 20):
