@@ -21,7 +21,7 @@ def section(
     lines = [
         "## The cost-quality frontier on judge regimes it was not tuned on (issue 31, phase 2)",
         "",
-        "The frontier policy (`permsc_integrations._frontier.Frontier`, the state machine the "
+        "The frontier policy (`strategies._frontier.Frontier`, the state machine the "
         "blocks strategy drives under `max_calls` or adaptive + top_k) in process against the "
         "simulated judge's scoring core, and the `blitzrank` peers and PSC today (PSCRanker's "
         "blocks, Kemeny) against the same judge through its responder (their own prompts), in "

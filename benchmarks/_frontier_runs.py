@@ -19,8 +19,8 @@ from typing import Any
 import _dl19
 from _frontier_regimes import ALL, Regime
 
-from permsc_integrations._frontier.model import Answer
-from permsc_integrations._frontier.policy import Frontier, Settings
+from permsc_integrations.strategies._frontier.model import Answer
+from permsc_integrations.strategies._frontier.policy import Frontier, Settings
 from permsc_integrations.testing import ChatRequest, Fault, Reply, SimulatedJudge, hidden_keys
 
 Row = dict[str, Any]

@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker, aggregate  # noqa: E402
-from permsc_integrations._adaptive import Adaptive, waves  # noqa: E402
 from permsc_integrations.eval import kendall_tau_b  # noqa: E402
 from permsc_integrations.eval._report import bootstrap_ci  # noqa: E402
 from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_distance, kendall_tau  # noqa: E402
+from permsc_integrations.strategies._adaptive import Adaptive, waves  # noqa: E402
 from permsc_integrations.testing import (  # noqa: E402
     ChatRequest,  # noqa: E402
     ScriptedOpenAIServer,

@@ -30,7 +30,7 @@ from typing import Any
 from _report import write_section
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._ranker import RankRequest
+from permsc_integrations._ranker.ranker import RankRequest
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.prompts import get_prompt

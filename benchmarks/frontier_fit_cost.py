@@ -1,4 +1,4 @@
-"""The list model's fit (``permsc_integrations._frontier.model.fit_list``): seconds per fit on a
+"""The list model's fit (``strategies._frontier.model.fit_list``): seconds per fit on a
 100-item list after 5 (a budget's first round), 24 and 120 answers (fixed m = 20), windows of
 20 shown in shuffled blocks to the simulated judge (mild regime, in process). The wired
 ranker fits once a round (and once more for ``top_probability``): this is the policy's
@@ -24,7 +24,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from types import ModuleType  # noqa: E402
 
-from permsc_integrations._frontier import model as wired  # noqa: E402
+from permsc_integrations.strategies._frontier import model as wired  # noqa: E402
 from permsc_integrations.testing import REGIMES, SimulatedJudge, hidden_keys  # noqa: E402
 
 N, WINDOW = 100, 20

@@ -2,8 +2,8 @@
 
 docs/results/wordsort-qwen.samples.jsonl holds the embedded 1.5B model's 20 shuffled answers
 to each of 65 WordSort lists. Each list is replayed in waves of 4 (the same prefix a live run
-would draw): after each wave the list model (:func:`permsc_integrations._frontier.fit_list`)
-is fitted to the answers so far and the stop rule (:func:`permsc_integrations._frontier.
+would draw): after each wave the list model (``strategies._frontier.fit_list``)
+is fitted to the answers so far and the stop rule (:func:`permsc_integrations.strategies._frontier.
 unsettled`, the whole order: WordSort has no top k) decides; the ranking is the model's order
 at the stop. Against it: fixed m = 20 (Kemeny), the model's order at m = 20, and today's
 adaptive m (the sign test, ``Adaptive()``). Kendall tau against the true alphabetical order.
@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import write_section  # noqa: E402
 
-from permsc_integrations._adaptive import Adaptive  # noqa: E402
-from permsc_integrations._frontier import Answer, fit_list, unsettled  # noqa: E402
 from permsc_integrations.aggregators import aggregate, get  # noqa: E402
 from permsc_integrations.eval._samples import read_samples  # noqa: E402
 from permsc_integrations.metrics import kendall_tau  # noqa: E402
-from permsc_integrations.strategies._frontier_rounds import final_order  # noqa: E402
+from permsc_integrations.strategies._adaptive import Adaptive  # noqa: E402
+from permsc_integrations.strategies._frontier import Answer, fit_list, unsettled  # noqa: E402
+from permsc_integrations.strategies._frontier.rounds import final_order  # noqa: E402
 
 KEMENY = get("kemeny")
 

@@ -2,7 +2,7 @@
 
 The judge answers in process (its scoring core, no prompt text: each window is seeded by the
 query and the order shown, so a prompt repeated gets the same answer), the policy
-(:mod:`permsc_integrations._frontier`) runs its rounds, and each run is scored by nDCG@k
+(:mod:`permsc_integrations.strategies._frontier`) runs its rounds, and each run is scored by nDCG@k
 against the qrels grades. Regimes (benchmarks/_frontier_regimes.py): ``tuned`` (what the
 policy was tuned on) and ``held-out`` (written down before tuning, never tuned on), or names.
 Not part of CI; numbers for issue 31's design. The peers and PSC today (PSCRanker's blocks)
@@ -37,8 +37,8 @@ import _frontier_runs as runs  # noqa: E402
 from _frontier_regimes import ALL, HELD_OUT, TUNED  # noqa: E402
 from _report import write_section  # noqa: E402
 
-from permsc_integrations._frontier import model, stopping  # noqa: E402
-from permsc_integrations._frontier.policy import Settings  # noqa: E402
+from permsc_integrations.strategies._frontier import model, stopping  # noqa: E402
+from permsc_integrations.strategies._frontier.policy import Settings  # noqa: E402
 
 Rows = dict[tuple[int, str], runs.Row]
 MARGIN = 0.005  # PSC must reach the peer's nDCG minus this (issue 31's target)

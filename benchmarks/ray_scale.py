@@ -70,7 +70,7 @@ def on_ray(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float,
 def on_ray_rows(url: str, data: list[dict], args: argparse.Namespace) -> tuple[float, int]:
     import ray
 
-    from permsc_integrations.ray_rows import rank_rows
+    from permsc_integrations.ray._rows import rank_rows
 
     began = time.perf_counter()
     ray.init(

@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from . import aggregators
-from .aggregators import aggregate
-from .errors import (
+from permsc_integrations import aggregators
+from permsc_integrations.aggregators import aggregate
+from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,
     BackendError,
@@ -36,35 +36,42 @@ from .errors import (
     SpendingCapError,
     UnknownNameError,
 )
-from .results import ParsedAnswer, ParseStatus, RankingResult, Sample, Usage, WindowResult
+from permsc_integrations.results import (
+    ParsedAnswer,
+    ParseStatus,
+    RankingResult,
+    Sample,
+    Usage,
+    WindowResult,
+)
 
 if TYPE_CHECKING:
-    from ._events import Event
-    from ._options import RankingOptions
-    from ._ranker import PSCRanker, RankRequest
-    from ._retry import RetryPolicy
-    from ._run.cache import MemoryCache, SQLiteCache
-    from ._spending import Prices, SpendingCap
-    from .backends import resolve_backend
-    from .backends.base import Backend, Completion, GenerationSettings
+    from permsc_integrations._calls.cache import MemoryCache, SQLiteCache
+    from permsc_integrations._calls.retry import RetryPolicy
+    from permsc_integrations._calls.spending import Prices, SpendingCap
+    from permsc_integrations._events import Event
+    from permsc_integrations._options.options import RankingOptions
+    from permsc_integrations._ranker.ranker import PSCRanker, RankRequest
+    from permsc_integrations.backends import resolve_backend
+    from permsc_integrations.backends.base import Backend, Completion, GenerationSettings
 
 __version__ = "0.1.0"
 
 # Heavier parts load on first attribute access, so ``import permsc_integrations`` stays fast.
 _LAZY: dict[str, str] = {
-    "PSCRanker": "permsc_integrations._ranker",
-    "RankRequest": "permsc_integrations._ranker",
-    "RankingOptions": "permsc_integrations._options",
+    "PSCRanker": "permsc_integrations._ranker.ranker",
+    "RankRequest": "permsc_integrations._ranker.ranker",
+    "RankingOptions": "permsc_integrations._options.options",
     "Backend": "permsc_integrations.backends.base",
     "Completion": "permsc_integrations.backends.base",
     "GenerationSettings": "permsc_integrations.backends.base",
     "resolve_backend": "permsc_integrations.backends",
-    "RetryPolicy": "permsc_integrations._retry",
-    "MemoryCache": "permsc_integrations._run.cache",
-    "SQLiteCache": "permsc_integrations._run.cache",
+    "RetryPolicy": "permsc_integrations._calls.retry",
+    "MemoryCache": "permsc_integrations._calls.cache",
+    "SQLiteCache": "permsc_integrations._calls.cache",
     "Event": "permsc_integrations._events",
-    "SpendingCap": "permsc_integrations._spending",
-    "Prices": "permsc_integrations._spending",
+    "SpendingCap": "permsc_integrations._calls.spending",
+    "Prices": "permsc_integrations._calls.spending",
 }
 
 __all__ = [

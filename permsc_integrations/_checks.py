@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable
 from typing import Literal, TypeGuard, overload
 
-from .errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = [
     "Check",

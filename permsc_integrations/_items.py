@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .errors import InvalidRankingError
+from permsc_integrations.errors import InvalidRankingError
 
 __all__ = ["normalize_items"]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar, cast
 
-from .errors import ConfigurationError, UnknownNameError
+from permsc_integrations.errors import ConfigurationError, UnknownNameError
 
 __all__ = ["Registry"]
 

@@ -18,7 +18,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup, ExceptionGroup  # noqa: F401 (the example)
 
 if TYPE_CHECKING:
-    from .results import Usage
+    from permsc_integrations.results import Usage
 
 __all__ = [
     "PermscError",
@@ -277,7 +277,7 @@ class SpendingCapError(PermscError):
     ``"tokens"`` or ``"cost"``) and ``cap`` its value; ``spent`` is what that scope had spent
     (with ``cost`` when prices are set) and ``usage``, as on every error out of a ranking,
     what the request spent. ``needed`` is set when a ranker's cap refused to start a request
-    (:mod:`~permsc_integrations._admission`): what its plan needs of ``limit`` at the least;
+    (:mod:`~permsc_integrations._calls.admission`): what its plan needs of ``limit`` at the least;
     the request spent nothing. Fix: raise the cap, or make a new ranker (a ranker's cap is
     spent for good).
     """
@@ -305,7 +305,7 @@ class BudgetSpentError(PermscError):
 
     Not a failure of the request: the engine catches it, the sample that needed the call is
     *skipped* (``ParseStatus.SKIPPED``) and the strategy ranks with the answers it has. It
-    reaches a caller only through :class:`~permsc_integrations._run.calls.Calls` used directly.
+    reaches a caller only through :class:`~permsc_integrations._calls.calls.Calls` used directly.
     """
 
     def __init__(self, budget: int) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InvalidRankingError
+from permsc_integrations.errors import InvalidRankingError
 
 __all__ = ["kendall_tau", "ndcg_at_k", "mean_ndcg_at_k"]
 

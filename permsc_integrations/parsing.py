@@ -37,9 +37,9 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from ._checks import is_int
-from .errors import InvalidRankingError, ParseError
-from .results import ParsedAnswer
+from permsc_integrations._checks import is_int
+from permsc_integrations.errors import InvalidRankingError, ParseError
+from permsc_integrations.results import ParsedAnswer
 
 __all__ = ["parse_identifiers", "parse_items", "strip_reasoning", "disarm"]
 

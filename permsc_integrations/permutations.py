@@ -19,8 +19,8 @@ import math
 import random
 from collections.abc import Sequence
 
-from ._checks import at_least, integer
-from .errors import InvalidRankingError
+from permsc_integrations._checks import at_least, integer
+from permsc_integrations.errors import InvalidRankingError
 
 __all__ = ["sample_permutations", "to_original", "invert", "distinct_permutations"]
 

@@ -29,10 +29,10 @@ from collections.abc import Iterator, Mapping, Sequence, Sized
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from ._events import Event, EventHook, emit
-from ._items import normalize_items
-from ._options import RankingOptions
-from .results import Usage
+from permsc_integrations._events import Event, EventHook, emit
+from permsc_integrations._items import normalize_items
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations.results import Usage
 
 if TYPE_CHECKING:  # optional: OpenTelemetry is imported only once the application traces
     from opentelemetry.context import Context

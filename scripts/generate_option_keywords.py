@@ -1,6 +1,6 @@
-"""Write permsc_integrations/_option_keywords.py from the one declaration of the options.
+"""Write permsc_integrations/_options/keywords.py from the one declaration of the options.
 
-``RankingOptions`` (permsc_integrations/_options.py) declares every ranking option once: its
+``RankingOptions`` (permsc_integrations/_options/options.py) declares every ranking option once: its
 name, its type, its default, its check, its help and, where a caller may give more than the
 field keeps (``adaptive=True``), the type of what may be given (``accepts=``). Python's type
 checkers cannot read a class built at run time, so the two typed views of the options that
@@ -29,12 +29,12 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET = ROOT / "permsc_integrations" / "_option_keywords.py"
+TARGET = ROOT / "permsc_integrations" / "_options" / "keywords.py"
 WIDTH = 100  # ruff's line length (pyproject.toml)
 BUILTIN = {"None", "bool", "int", "float", "str", "dict", "list", "tuple", "set", "object"}
 
 HEAD = '''"""The ranking options as a caller gives them, typed: GENERATED from the declaration
-(:class:`~permsc_integrations._options.RankingOptions`) by
+(:class:`~permsc_integrations.RankingOptions`) by
 ``scripts/generate_option_keywords.py``. Do not edit: change the declaration and run the
 script (tests/test_option_keywords.py fails while this file is stale).
 
@@ -106,7 +106,7 @@ def _type_text(field: dataclasses.Field[object], namespace: Mapping[str, object]
         return str(field.type)
     names = [name for name, value in namespace.items() if value is accepts]
     if not names:
-        raise SystemExit(f"{field.name}: accepts= must be a type named in _options.py")
+        raise SystemExit(f"{field.name}: accepts= must be a type named in _options/options.py")
     return names[0]
 
 
@@ -133,7 +133,8 @@ def _import_block(wanted: dict[str, str]) -> str:
     stdlib: dict[str, set[str]] = {"typing": {"Any", "TypedDict", "TypeVar"}}
     local: dict[str, set[str]] = {}
     for name, source in wanted.items():
-        (local if source.startswith(".") else stdlib).setdefault(source, set()).add(name)
+        own = source.startswith((".", "permsc_integrations"))
+        (local if own else stdlib).setdefault(source, set()).add(name)
     first = ["import sys"] + [_import_line(s, stdlib[s]) for s in sorted(stdlib)]
     second = [_import_line(s, local[s]) for s in sorted(local)]
     return "\n".join(first) + "\n\n" + "\n".join(second) + "\n"
@@ -154,7 +155,8 @@ def render(options: type, module: ModuleType) -> str:
         text = _type_text(field, namespace)
         for name in _names_in(text):
             if name not in imported:
-                raise SystemExit(f"{field.name}: {name} must be imported by name in _options.py")
+                where = "_options/options.py"
+                raise SystemExit(f"{field.name}: {name} must be imported by name in {where}")
             wanted[name] = imported[name]
         keywords.append(f"    {field.name}: {text}\n{_docstring(field.metadata['help'])}\n")
         fields.append(f"    {field.name}: {text} = _DECLARED\n")
@@ -164,7 +166,7 @@ def render(options: type, module: ModuleType) -> str:
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
-    from permsc_integrations import _options as options
+    from permsc_integrations._options import options
 
     source = render(options.RankingOptions, options)
     if "--check" in argv:

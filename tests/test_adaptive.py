@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from permsc_integrations import RankingOptions
-from permsc_integrations._adaptive import Adaptive, sign_test
 from permsc_integrations._events import Event
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.strategies._adaptive import Adaptive, sign_test
 from permsc_integrations.testing import ChatRequest, noisy_responder, oracle_responder
 from permsc_integrations.testing._responders import shown_passages
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankingOptions
-from permsc_integrations._run.breaker import Breaker
+from permsc_integrations._calls.breaker import Breaker
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendTimeoutError,

@@ -10,7 +10,7 @@ import threading
 import anyio
 import pytest
 
-from permsc_integrations._run import bridge
+from permsc_integrations._calls import bridge
 from permsc_integrations.errors import ConfigurationError
 
 

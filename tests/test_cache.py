@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from permsc_integrations._run.cache import MemoryCache, ResponseCache, SQLiteCache, cache_key
+from permsc_integrations._calls.cache import MemoryCache, ResponseCache, SQLiteCache, cache_key
 from permsc_integrations.backends.base import Completion, GenerationSettings
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import Usage

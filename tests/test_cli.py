@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from permsc_integrations._options import RankingOptions
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.cli import main
 from permsc_integrations.cli._common import load_queries
 from permsc_integrations.cli._rank import planned_samples

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from permsc_integrations import PSCRanker
+from permsc_integrations._calls.cache import MemoryCache
+from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations._events import Event
-from permsc_integrations._retry import RetryPolicy
-from permsc_integrations._run.cache import MemoryCache
 from permsc_integrations._run.sampling import REASK
 from permsc_integrations._run.state import derive_seed
 from permsc_integrations.backends.base import Completion, GenerationSettings

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._ranker import RankRequest
-from permsc_integrations._retry import RetryPolicy
+from permsc_integrations._calls.retry import RetryPolicy
+from permsc_integrations._ranker.ranker import RankRequest
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.errors import (
     BackendError,

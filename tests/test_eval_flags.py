@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from permsc_integrations._options import RankingOptions
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.cli import build_parser
 from permsc_integrations.cli._eval import RANKING_FLAGS, compared, load_dataset, sorting_config
 from permsc_integrations.cli._eval_output import samples_log

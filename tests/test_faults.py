@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from permsc_integrations import MemoryCache, PSCRanker, RankRequest
+from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations._events import Event
-from permsc_integrations._retry import RetryPolicy
 from permsc_integrations.backends.base import Completion
 from permsc_integrations.errors import (
     AuthenticationError,

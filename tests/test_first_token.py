@@ -12,7 +12,7 @@ import re
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._options import RankingOptions
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.aggregators import aggregate, available
 from permsc_integrations.backends.base import Completion, LabelProbabilities
 from permsc_integrations.errors import BackendError, ConfigurationError
@@ -101,7 +101,7 @@ def test_probability_aggregators_need_first_token_scoring():
 
 
 def test_the_cache_is_refused_in_first_token_mode():
-    from permsc_integrations._run.cache import MemoryCache
+    from permsc_integrations._calls.cache import MemoryCache
 
     with pytest.raises(ConfigurationError, match="first_token scoring does not use it"):
         RankingOptions(scoring="first_token", cache=MemoryCache())

@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 
-from permsc_integrations._frontier.model import Answer, ListFit, fit_list, is_echo
-from permsc_integrations._frontier.policy import Frontier, Settings
-from permsc_integrations._frontier.stopping import ties, unsettled
 from permsc_integrations.metrics import kendall_tau
+from permsc_integrations.strategies._frontier.model import Answer, ListFit, fit_list, is_echo
+from permsc_integrations.strategies._frontier.policy import Frontier, Settings
+from permsc_integrations.strategies._frontier.stopping import ties, unsettled
 from permsc_integrations.testing import REGIMES, JudgeParams, SimulatedJudge, hidden_keys
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from permsc_integrations._frontier import model
-from permsc_integrations._frontier.model import DEGREE, Answer
+from permsc_integrations.strategies._frontier import model
+from permsc_integrations.strategies._frontier.model import DEGREE, Answer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,18 +14,18 @@ pytest.importorskip("pydantic")
 from pydantic import TypeAdapter, ValidationError  # noqa: E402
 
 from permsc_integrations import MemoryCache, PSCRanker, RankingOptions, RetryPolicy  # noqa: E402
-from permsc_integrations._adaptive import Adaptive  # noqa: E402
-from permsc_integrations._integration_model import (  # noqa: E402
+from permsc_integrations._calls.spending import Prices, SpendingCap  # noqa: E402
+from permsc_integrations._ranker.ranker import RankingKeywords  # noqa: E402
+from permsc_integrations.aggregators import get as get_aggregator  # noqa: E402
+from permsc_integrations.errors import ConfigurationError, UnknownNameError  # noqa: E402
+from permsc_integrations.integration._model import (  # noqa: E402
     PSCOptionsModel,
     option_types,
     typed_errors,
 )
-from permsc_integrations._ranker import RankingKeywords  # noqa: E402
-from permsc_integrations._spending import Prices, SpendingCap  # noqa: E402
-from permsc_integrations.aggregators import get as get_aggregator  # noqa: E402
-from permsc_integrations.errors import ConfigurationError, UnknownNameError  # noqa: E402
 from permsc_integrations.prompts import get_prompt  # noqa: E402
 from permsc_integrations.strategies import Sliding  # noqa: E402
+from permsc_integrations.strategies._adaptive import Adaptive  # noqa: E402
 from permsc_integrations.testing import ScriptedBackend  # noqa: E402
 
 

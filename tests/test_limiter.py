@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._run.limiter import CallLimiter
+from permsc_integrations._calls.limiter import CallLimiter
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.testing import Reply
 

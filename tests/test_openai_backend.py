@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from permsc_integrations._run.bridge import run_sync
+from permsc_integrations._calls.bridge import run_sync
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends._http_errors import retry_after
 from permsc_integrations.backends.base import GenerationSettings

@@ -1,4 +1,4 @@
-"""The typed views of the options (_option_keywords.py) are generated from the one declaration
+"""The typed views of the options (_options/keywords.py) are generated from the one declaration
 and in step with it: the file is what the script writes today, each type is what the option's
 check accepts, and a new option reaches both views by being declared."""
 
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from permsc_integrations import Prices, RetryPolicy, SpendingCap
-from permsc_integrations import _options as declaration
-from permsc_integrations._adaptive import Adaptive
 from permsc_integrations._checks import at_least
-from permsc_integrations._option_keywords import OptionFields, RankingKeywords
-from permsc_integrations._options import RankingOptions, _option
-from permsc_integrations._ranker import RankingKeywords as ranker_keywords
+from permsc_integrations._options import options as declaration
+from permsc_integrations._options.keywords import OptionFields, RankingKeywords
+from permsc_integrations._options.options import RankingOptions, _option
+from permsc_integrations._ranker.ranker import RankingKeywords as ranker_keywords
+from permsc_integrations.strategies._adaptive import Adaptive
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "generate_option_keywords.py"
@@ -37,9 +37,9 @@ def generator() -> ModuleType:
 
 
 def test_the_written_file_is_what_the_declaration_generates_today(generator: ModuleType) -> None:
-    written = (ROOT / "permsc_integrations" / "_option_keywords.py").read_text()
+    written = (ROOT / "permsc_integrations" / "_options" / "keywords.py").read_text()
     assert written == generator.render(RankingOptions, declaration), (
-        "permsc_integrations/_option_keywords.py is stale: run "
+        "permsc_integrations/_options/keywords.py is stale: run "
         "python scripts/generate_option_keywords.py"
     )
     assert generator.main(["--check"]) == 0
@@ -79,7 +79,7 @@ def test_a_new_option_reaches_both_views_by_being_declared(generator: ModuleType
     module.__package__ = "permsc_integrations"
     sys.modules[module.__name__] = module
     try:
-        exec(compile(source, "_option_keywords.py", "exec"), vars(module))
+        exec(compile(source, "keywords.py", "exec"), vars(module))
     finally:
         del sys.modules[module.__name__]
     for view in (module.RankingKeywords, module.OptionFields):  # the written source runs
@@ -93,5 +93,6 @@ def test_an_accepted_type_must_be_named_in_the_declaration(generator: ModuleType
         bases=(RankingOptions,),
         frozen=True,
     )
-    with pytest.raises(SystemExit, match="odd: accepts= must be a type named in _options.py"):
+    named = "odd: accepts= must be a type named in _options/options.py"
+    with pytest.raises(SystemExit, match=named):
         generator.render(anonymous, declaration)

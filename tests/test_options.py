@@ -82,7 +82,7 @@ def test_cross_option_rules() -> None:
 def test_a_cross_option_rule_has_one_message_wherever_it_is_checked() -> None:
     """The options, the window plan (callable with raw values) and the ranker share the rule's
     check (_checks.py): one message, naming the bound and why."""
-    from permsc_integrations._window_plan import plan_windows
+    from permsc_integrations.strategies._window_plan import plan_windows
     from permsc_integrations.testing import ScriptedBackend
 
     step = (
@@ -188,7 +188,7 @@ def test_a_bad_flag_value_fails_with_the_options_message(capsys) -> None:
 
 
 def test_the_rankers_typed_keywords_are_the_declarations_options_in_order() -> None:
-    from permsc_integrations._ranker import RankingKeywords
+    from permsc_integrations._ranker.ranker import RankingKeywords
 
     assert tuple(RankingKeywords.__annotations__) == RankingOptions.names()
     assert not RankingKeywords.__required_keys__  # every keyword is optional

@@ -19,10 +19,10 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._adaptive import Adaptive
-from permsc_integrations._options import RankingOptions
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.backends.base import Completion
 from permsc_integrations.strategies import Blocks, Calls, available
+from permsc_integrations.strategies._adaptive import Adaptive
 from permsc_integrations.testing import oracle_responder
 from permsc_integrations.testing._responders import shown_passages
 

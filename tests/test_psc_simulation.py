@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._ranker import RankRequest
+from permsc_integrations._ranker.ranker import RankRequest
 from permsc_integrations.backends.openai import OpenAIBackend
 from permsc_integrations.metrics import kendall_tau
 from permsc_integrations.testing import best_first, grade, noisy_responder

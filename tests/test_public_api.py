@@ -75,6 +75,10 @@ PUBLIC = {
     "backends.openai": "OpenAIBackend",
     "cli": "main",
     "errors": " ".join(sorted(errors.__all__)),  # the error tree, pinned below by its base
+    "integration": "checked_options refuse_unknown refuse_unknown_attribute check_backend "
+    "public_backend_options usage_dict psc_metadata repr_args OneRanker Done Trace TracedBackend "
+    "TracedFirstTokenBackend traced AdapterModel PSCOptionsModel option_types option_annotation "
+    "option_fields typed_errors",
     "eval": "EvalReport evaluate_sorting aevaluate_sorting aevaluate_trec load_sorting "
     "generate_mathsort kendall_tau_b read_qrels read_run read_topics write_run bias_map",
     "mcp_server": "Budget BUDGETS RerankTool RerankResult ToolError",
@@ -83,8 +87,7 @@ PUBLIC = {
     "permutations": "sample_permutations to_original invert distinct_permutations",
     "prompts": "Prompt get_prompt available_prompts register_prompt RankGPTPrompt "
     "RankVicunaPrompt MathSortPrompt WordSortPrompt GSM8KSortPrompt TemplatePrompt",
-    "ray": "rank_dataset",
-    "ray_rows": "rank_rows",
+    "ray": "rank_dataset rank_rows",
     "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
     "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
@@ -95,25 +98,6 @@ PUBLIC = {
     "JudgeParams REGIMES hidden_keys recording_spans BackendOpenAIServer AnswerStore StoredBackend "
     "AnswerMissingError fingerprint",
     "tracing": "reported_top_n",
-}
-
-# Old paths kept for one deprecation period: each adds no name and forwards one it had.
-MOVED = {
-    "backends.home_loop": ("HomeLoop", "backends._home_loop"),
-    "backends.http_errors": ("mapped_errors", "backends._http_errors"),
-    "backends.logprobs": ("label_probabilities", "backends._logprobs"),
-    "backends.transformers": ("TransformersBackend", "backends.local.transformers"),
-    "checks": ("at_least", "_checks"),
-    "eval.bias": ("bias_map", "eval"),
-    "events": ("Event", ""),
-    "integration": ("psc_metadata", "_integration"),
-    "integration_model": ("PSCOptionsModel", "_integration_model"),
-    "options": ("RankingOptions", ""),
-    "prompts.template": ("TemplatePrompt", "prompts"),
-    "ranker": ("PSCRanker", ""),
-    "redaction": ("public_settings", "_redaction"),
-    "run.bridge": ("run_sync", "_run.bridge"),
-    "serve.scoring": ("relevance_scores", "serve"),
 }
 
 
@@ -127,7 +111,7 @@ def _declared(path: Path) -> list[str] | None:
     return None
 
 
-def test_every_public_module_is_pinned_or_a_moved_path() -> None:
+def test_every_public_module_is_pinned() -> None:
     root = Path(permsc_integrations.__file__).parent
     found = set()
     for path in root.rglob("*.py"):
@@ -138,8 +122,7 @@ def test_every_public_module_is_pinned_or_a_moved_path() -> None:
         if name:
             found.add(name)
             assert _declared(path) is not None, f"{name} declares no __all__"
-    shims = {name.rpartition(".")[0] if name.endswith("run.bridge") else name for name in MOVED}
-    assert found - set(PUBLIC) - set(MOVED) - shims == set()
+    assert found - set(PUBLIC) == set()
     assert set(PUBLIC) <= found
 
 
@@ -153,37 +136,6 @@ def test_each_public_package_pins_its_all(module: str) -> None:
             assert getattr(imported, name) is not None, f"{module}.{name}"
         except errors.MissingDependencyError as missing:  # a name behind an extra not installed
             assert "pip install" in str(missing), f"{module}.{name}"
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_a_moved_path_warns_and_forwards(old: str) -> None:
-    name, home = MOVED[old]
-    module = importlib.import_module(f"permsc_integrations.{old}")
-    assert module.__all__ == []
-    with pytest.warns(DeprecationWarning, match=f"permsc_integrations.{old} moved to "):
-        value = getattr(module, name)
-    where = "permsc_integrations" + (f".{home}" if home else "")
-    assert value is getattr(importlib.import_module(where), name)
-
-
-def test_the_documented_old_import_still_works_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning) as caught:
-        from permsc_integrations.serve.scoring import relevance_scores
-    assert str(caught[0].message) == (
-        "permsc_integrations.serve.scoring moved to permsc_integrations.serve; import it from there"
-    )
-    assert relevance_scores is importlib.import_module("permsc_integrations.serve").relevance_scores
-
-
-def test_a_name_moved_out_of_a_package_warns_and_forwards() -> None:
-    import permsc_integrations.backends as backends
-
-    match = "permsc_integrations.backends.Completion moved to permsc_integrations.backends.base"
-    with pytest.warns(DeprecationWarning, match=match):
-        value = backends.Completion
-    assert value is permsc_integrations.Completion
-    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
-        backends.Nothing  # noqa: B018
 
 
 def test_every_public_name_resolves() -> None:
@@ -206,8 +158,8 @@ def test_every_error_derives_from_the_base() -> None:
 
 
 def test_missing_dependency_names_the_install_line() -> None:
-    err = errors.MissingDependencyError("highspy", "highs", purpose="exact Kemeny")
-    assert "pip install 'permsc-integrations[highs]'" in str(err)
+    err = errors.MissingDependencyError("uvicorn", "serve", purpose="the service")
+    assert "pip install 'permsc-integrations[serve]'" in str(err)
     assert isinstance(err, ImportError)
 
 

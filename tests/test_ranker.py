@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker, RankRequest, backends
+from permsc_integrations._calls.cache import SQLiteCache
+from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations._events import Event
-from permsc_integrations._retry import RetryPolicy
-from permsc_integrations._run.cache import SQLiteCache
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,
@@ -334,7 +334,7 @@ def test_sqlite_cache_makes_a_rerun_free(tmp_path) -> None:
 def test_real_openai_client_over_a_loopback_server() -> None:
     pytest.importorskip("openai")
     pytest.importorskip("uvicorn")
-    from permsc_integrations._run.bridge import run_sync
+    from permsc_integrations._calls.bridge import run_sync
     from permsc_integrations.backends.openai import OpenAIBackend
     from permsc_integrations.testing import ScriptedOpenAIServer, oracle_responder
 

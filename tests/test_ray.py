@@ -10,7 +10,8 @@ ray = pytest.importorskip("ray")
 
 from permsc_integrations import PSCRanker, RankRequest  # noqa: E402
 from permsc_integrations.errors import ConfigurationError  # noqa: E402
-from permsc_integrations.ray import rank_dataset, split_budget  # noqa: E402
+from permsc_integrations.ray import rank_dataset  # noqa: E402
+from permsc_integrations.ray._actors import split_budget  # noqa: E402
 from permsc_integrations.testing import (  # noqa: E402
     Fault,  # noqa: E402
     noisy_responder,

@@ -23,8 +23,8 @@ from permsc_integrations.cli._common import Query, backend_spec, ranker_options
 from permsc_integrations.cli._rank_journal import SUFFIX, Journal, unit_key
 from permsc_integrations.cli._rank_ray import job_options
 from permsc_integrations.errors import InsufficientSamplesError
-from permsc_integrations.ray import RankedRow
-from permsc_integrations.ray_rows import Watchdog, _Admission
+from permsc_integrations.ray._actors import RankedRow
+from permsc_integrations.ray._rows import Watchdog, _Admission
 from permsc_integrations.results import Usage
 from permsc_integrations.testing import oracle_responder
 
@@ -234,7 +234,7 @@ def test_a_process_ends_as_soon_as_its_parent_is_gone(tmp_path, until) -> None:
     child = textwrap.dedent(
         """
         import sys, time
-        from permsc_integrations.ray import exit_with_parent
+        from permsc_integrations.ray._actors import exit_with_parent
         exit_with_parent()
         print("ready", flush=True)
         time.sleep(60)

@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 
 from permsc_integrations import RankRequest  # noqa: E402
 from permsc_integrations.errors import ClusterCapacityError  # noqa: E402
-from permsc_integrations.ray_rows import ROW_LOSSES, rank_rows  # noqa: E402
+from permsc_integrations.ray._rows import ROW_LOSSES, rank_rows  # noqa: E402
 from permsc_integrations.testing import ScriptedBackend, oracle_responder  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from permsc_integrations._processes import find_processes
 from permsc_integrations.cli import _rank_ray
+from permsc_integrations.ray._processes import find_processes
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
 

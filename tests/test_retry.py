@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from permsc_integrations._retry import RetryPolicy, call_with_retry
+from permsc_integrations._calls.retry import RetryPolicy, call_with_retry
 from permsc_integrations.errors import (
     BackendError,
     BackendTimeoutError,

@@ -21,11 +21,31 @@ RECORD = Path(__file__).parent / "data" / "orders_before_repack.json"
 # name -> (regime, number of items, seed, options)
 CASES: dict[str, tuple[str, int, int, dict]] = {
     "blocks-m2-kemeny": ("mild", 50, 0, {"num_permutations": 2, "window_size": 10}),
-    "blocks-m3-borda": ("position-biased", 40, 1, {"num_permutations": 3, "window_size": 10, "aggregator": "borda"}),
-    "blocks-m3-rrf-top10": ("noisy", 45, 2, {"num_permutations": 3, "window_size": 10, "aggregator": "rrf", "top_k": 10}),
-    "blocks-m5-copeland": ("mild", 30, 3, {"num_permutations": 5, "window_size": 8, "aggregator": "copeland"}),
+    "blocks-m3-borda": (
+        "position-biased",
+        40,
+        1,
+        {"num_permutations": 3, "window_size": 10, "aggregator": "borda"},
+    ),
+    "blocks-m3-rrf-top10": (
+        "noisy",
+        45,
+        2,
+        {"num_permutations": 3, "window_size": 10, "aggregator": "rrf", "top_k": 10},
+    ),
+    "blocks-m5-copeland": (
+        "mild",
+        30,
+        3,
+        {"num_permutations": 5, "window_size": 8, "aggregator": "copeland"},
+    ),
     "one-window-m4": ("noisy", 9, 4, {"num_permutations": 4, "window_size": 10}),
-    "sliding-m2": ("position-biased", 30, 5, {"num_permutations": 2, "window_size": 10, "strategy": "sliding", "step": 5}),
+    "sliding-m2": (
+        "position-biased",
+        30,
+        5,
+        {"num_permutations": 2, "window_size": 10, "strategy": "sliding", "step": 5},
+    ),
     "budget-12-top10": ("mild", 50, 6, {"max_calls": 12, "top_k": 10}),
     "budget-30-top10-w10": ("noisy", 60, 7, {"max_calls": 30, "top_k": 10, "window_size": 10}),
     "adaptive-top10": ("mild", 60, 8, {"adaptive": True, "top_k": 10}),

@@ -12,7 +12,7 @@ import pytest
 
 from permsc_integrations import PSCRanker, aggregate
 from permsc_integrations._events import Event
-from permsc_integrations._options import RankingOptions
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.errors import (
     ConfigurationError,
     InsufficientSamplesError,

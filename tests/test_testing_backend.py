@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._retry import RetryPolicy
+from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations.backends.base import Backend, GenerationSettings
 from permsc_integrations.errors import (
     BackendConnectionError,

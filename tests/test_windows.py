@@ -7,9 +7,9 @@ import random
 import anyio
 import pytest
 
-from permsc_integrations._window_plan import Window, plan_windows, settled_per_pass
 from permsc_integrations.errors import ConfigurationError, InvalidRankingError
 from permsc_integrations.strategies._sliding import run_windows
+from permsc_integrations.strategies._window_plan import Window, plan_windows, settled_per_pass
 
 PAIRS = [
     (2, 1),

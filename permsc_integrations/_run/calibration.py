@@ -24,9 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import FirstTokenBatchBackend, GenerationSettings, LabelProbabilities
-from ..errors import ConfigurationError
-from ..results import Usage
+from permsc_integrations.backends.base import (
+    FirstTokenBatchBackend,
+    GenerationSettings,
+    LabelProbabilities,
+)
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.results import Usage
 
 __all__ = ["PositionPrior", "PriorCache", "aestimate_prior", "PLACEHOLDERS", "PLACEHOLDER_QUERY"]
 

@@ -1,6 +1,6 @@
 """PSC's parts for one ranker: the :class:`Engine`, built once from the options.
 
-The engine holds the ranker's :class:`~permsc_integrations._options.RankingOptions` and the live
+The engine holds the ranker's :class:`~permsc_integrations.RankingOptions` and the live
 parts built from them once (the backend, the prompt object, the aggregator, the
 :class:`~.sampling.Sampler` that asks each sample, the strategy, the shared limiter and
 breaker); every other
@@ -31,24 +31,24 @@ from typing import Any
 
 import anyio
 
-from .._adaptive import Adaptive
-from .._events import EventHook
-from .._options import RankingOptions
-from .._spending import Charged, Meter
-from ..aggregators import Aggregator, aggregate, fuse_first_stage, resolve
-from ..backends.base import Backend
-from ..errors import InsufficientSamplesError, PermscError, add_note
-from ..metrics import consensus_confidence
-from ..prompts._base import Prompt
-from ..results import ParseStatus, Sample, WindowResult
-from ..strategies import get as get_strategy
-from ..strategies._base import Draw, Strategy
-from .breaker import Breaker
-from .calls import Calls
-from .first_token import FirstToken
-from .limiter import CallLimiter
-from .sampling import Generate, Sampler
-from .state import RequestState
+from permsc_integrations._calls.breaker import Breaker
+from permsc_integrations._calls.calls import Calls
+from permsc_integrations._calls.limiter import CallLimiter
+from permsc_integrations._calls.spending import Charged, Meter
+from permsc_integrations._events import EventHook
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._run.first_token import FirstToken
+from permsc_integrations._run.sampling import Generate, Sampler
+from permsc_integrations._run.state import RequestState
+from permsc_integrations.aggregators import Aggregator, aggregate, fuse_first_stage, resolve
+from permsc_integrations.backends.base import Backend
+from permsc_integrations.errors import InsufficientSamplesError, PermscError, add_note
+from permsc_integrations.metrics import consensus_confidence
+from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.results import ParseStatus, Sample, WindowResult
+from permsc_integrations.strategies import get as get_strategy
+from permsc_integrations.strategies._adaptive import Adaptive
+from permsc_integrations.strategies._base import Draw, Strategy
 
 __all__ = ["Engine", "SAMPLERS"]
 
@@ -56,7 +56,7 @@ SAMPLERS: dict[str, Callable[[RankingOptions, Backend, Prompt], Sampler]] = {
     "generate": Generate,
     "first_token": FirstToken,
 }
-"""The sampler of each ``scoring`` (:data:`~permsc_integrations._options.SCORINGS`)."""
+"""The sampler of each ``scoring`` (:data:`~permsc_integrations._options.options.SCORINGS`)."""
 
 
 @dataclass(frozen=True)

@@ -23,20 +23,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
-from .._options import RankingOptions
-from .._spending import prompt_chars
-from ..backends.base import (
+from permsc_integrations._calls.calls import Calls
+from permsc_integrations._calls.spending import prompt_chars
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._run.calibration import PriorCache
+from permsc_integrations._run.sampling import Ask, Refused
+from permsc_integrations.backends.base import (
     Backend,
     FirstTokenBackend,
     FirstTokenBatchBackend,
     LabelProbabilities,
 )
-from ..errors import BackendError, ConfigurationError
-from ..prompts._base import Prompt
-from ..results import ParseStatus, Sample, Usage
-from .calibration import PriorCache
-from .calls import Calls
-from .sampling import Ask, Refused
+from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.results import ParseStatus, Sample, Usage
 
 __all__ = ["FirstToken", "require_first_token", "scored_sample"]
 

@@ -28,18 +28,18 @@ from anyio.abc import TaskGroup
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-from .._adaptive import Adaptive, waves
-from .._frontier import Answer, fit_list
-from .._window_plan import Window
-from ..aggregators import Aggregator
-from ..errors import first_failure
-from ..permutations import distinct_permutations
-from ..results import Sample, StopReason, WindowResult
-from ..strategies._base import Draw, Lead, Outcome
-from ..strategies._frontier_rounds import served_k
-from .engine import Engine
-from .sampling import WindowRun
-from .state import RequestState
+from permsc_integrations._run.engine import Engine
+from permsc_integrations._run.sampling import WindowRun
+from permsc_integrations._run.state import RequestState
+from permsc_integrations.aggregators import Aggregator
+from permsc_integrations.errors import first_failure
+from permsc_integrations.permutations import distinct_permutations
+from permsc_integrations.results import Sample, StopReason, WindowResult
+from permsc_integrations.strategies._adaptive import Adaptive, waves
+from permsc_integrations.strategies._base import Draw, Lead, Outcome
+from permsc_integrations.strategies._frontier import Answer, fit_list
+from permsc_integrations.strategies._frontier.rounds import served_k
+from permsc_integrations.strategies._window_plan import Window
 
 __all__ = ["RequestRun", "FIT_LIMIT", "along"]
 

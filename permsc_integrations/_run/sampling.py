@@ -40,16 +40,16 @@ from typing import Protocol
 
 import anyio
 
-from .._events import EventKind
-from .._options import RankingOptions
-from .._spending import prompt_chars
-from ..backends.base import Backend, BatchBackend, Completion, Message
-from ..errors import BackendError, BudgetSpentError, ParseError, first_failure
-from ..prompts._base import Prompt
-from ..results import ParseStatus, Sample
-from .cache import cache_key
-from .calls import Calls, Tab
-from .state import RequestState
+from permsc_integrations._calls.cache import cache_key
+from permsc_integrations._calls.calls import Calls, Tab
+from permsc_integrations._calls.spending import prompt_chars
+from permsc_integrations._events import EventKind
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._run.state import RequestState
+from permsc_integrations.backends.base import Backend, BatchBackend, Completion, Message
+from permsc_integrations.errors import BackendError, BudgetSpentError, ParseError, first_failure
+from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.results import ParseStatus, Sample
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._events import Event, EventHook, EventKind, emit
-from ..results import Usage
-from .calls import Calls
+from permsc_integrations._calls.calls import Calls
+from permsc_integrations._events import Event, EventHook, EventKind, emit
+from permsc_integrations.results import Usage
 
 __all__ = ["RequestState", "derive_seed"]
 

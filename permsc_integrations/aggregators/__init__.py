@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .._registry import Registry
-from ..errors import InvalidRankingError
+from permsc_integrations._registry import Registry
+from permsc_integrations.errors import InvalidRankingError
 
 __all__ = [
     "Aggregator",

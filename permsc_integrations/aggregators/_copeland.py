@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._pairwise import listed, pairwise_counts
+from permsc_integrations.aggregators._pairwise import listed, pairwise_counts
 
 __all__ = ["copeland", "copeland_scores"]
 

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
-from ..errors import ConfigurationError
-from . import Aggregator
-from ._exact import best_order
-from ._large import Part, perturbed, solve_large
-from ._local_search import insertion_refine, local_search
-from ._pairwise import (
+from permsc_integrations.aggregators import Aggregator
+from permsc_integrations.aggregators._exact import best_order
+from permsc_integrations.aggregators._large import Part, perturbed, solve_large
+from permsc_integrations.aggregators._local_search import insertion_refine, local_search
+from permsc_integrations.aggregators._pairwise import (
     condorcet_blocks,
     kendall_cost,
     listed,
@@ -46,6 +45,7 @@ from ._pairwise import (
     pairwise_counts,
     split_by_order,
 )
+from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; only read by the type checker

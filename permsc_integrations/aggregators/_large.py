@@ -17,12 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import MissingDependencyError
-from ._bounds import cycle_packing, pairs_bound
-from ._local_search import insertion_refine
-from ._lp import IPM_FROM, TriangleModel, order_from_matrix, pair_matrix, violated_triangles
-from ._pairwise import kendall_cost
-from ._pulp import solve_pulp
+from permsc_integrations.aggregators._bounds import cycle_packing, pairs_bound
+from permsc_integrations.aggregators._local_search import insertion_refine
+from permsc_integrations.aggregators._lp import (
+    IPM_FROM,
+    TriangleModel,
+    order_from_matrix,
+    pair_matrix,
+    violated_triangles,
+)
+from permsc_integrations.aggregators._pairwise import kendall_cost
+from permsc_integrations.aggregators._pulp import solve_pulp
+from permsc_integrations.errors import MissingDependencyError
 
 __all__ = ["Part", "solve_large", "perturbed", "LP_SECONDS_PER_PAIR"]
 

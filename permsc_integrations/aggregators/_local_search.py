@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import InvalidRankingError
-from . import resolve
-from ._pairwise import pairwise_counts
+from permsc_integrations.aggregators import resolve
+from permsc_integrations.aggregators._pairwise import pairwise_counts
+from permsc_integrations.errors import InvalidRankingError
 
 __all__ = ["local_search", "insertion_refine"]
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import MissingDependencyError
+from permsc_integrations.errors import MissingDependencyError
 
 if TYPE_CHECKING:
     from highspy import Highs
@@ -35,10 +35,12 @@ _POOL = 50  # candidates held per row wanted: the worst are chosen from up to 50
 
 def _highspy():  # noqa: ANN202 - the module itself
     try:
-        # lazy: optional dependency (the highs extra)
+        # lazy: a core dependency, but one a broken install can lack (the solvers fall back)
         import highspy
     except ImportError:
-        raise MissingDependencyError("highspy", "highs", purpose="exact Kemeny (LP/MIP)") from None
+        raise MissingDependencyError(
+            "highspy", "", purpose="exact Kemeny (LP/MIP)", install="pip install highspy"
+        ) from None
     return highspy
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["mean_probability", "mean_log_probability", "FLOOR"]
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingDependencyError
-from ._lp import order_from_matrix, pair_matrix, violated_triangles
+from permsc_integrations.aggregators._lp import order_from_matrix, pair_matrix, violated_triangles
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
 
 if TYPE_CHECKING:
     from pulp import LpProblem, LpVariable  # untyped: the type checker reads them as Any

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["rrf", "rrf_scores", "spread_ranks"]
 

@@ -5,6 +5,6 @@ The registry's ``"kemeny"`` is the aggregator itself; this module is for a call 
 limit or a solver of its own, and for the bound.
 """
 
-from ._kemeny import KemenySolution, kemeny_solve, kemeny_with
+from permsc_integrations.aggregators._kemeny import KemenySolution, kemeny_solve, kemeny_with
 
 __all__ = ["kemeny_solve", "kemeny_with", "KemenySolution"]

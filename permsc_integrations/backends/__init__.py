@@ -18,13 +18,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 
-from .._checks import unknown_option
-from .._moved import moved
-from .._redaction import refuse_masked
-from .._registry import Registry
-from ..errors import ConfigurationError
-from ._installed import check_installed
-from .base import Backend
+from permsc_integrations._checks import unknown_option
+from permsc_integrations._registry import Registry
+from permsc_integrations.backends._installed import check_installed
+from permsc_integrations.backends._redaction import refuse_masked
+from permsc_integrations.backends.base import Backend
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["register", "available", "resolve_backend"]
 
@@ -121,14 +120,3 @@ def _accepted(factory: Callable[..., object]) -> tuple[str, ...] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return tuple(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
-
-
-# The protocol's values were importable from here before they had one home: backends.base.
-_MOVED = frozenset({"BatchBackend", "Completion", "GenerationSettings", "Message"})
-
-
-def __getattr__(name: str) -> object:
-    if name in _MOVED:
-        forward = moved(f"{__name__}.{name}", f"{__name__}.base", stacklevel=3)
-        return forward(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from .._redaction import redact_text, redact_url
-from ..errors import (
+from permsc_integrations.backends._redaction import redact_text, redact_url
+from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,
     BackendError,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 
-from ..errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
 
 __all__ = ["missing", "check_installed"]
 
@@ -48,7 +48,7 @@ def _embedded(model: str | None, options: Mapping[str, object]) -> None:
     """What the engine that would run the embedded ``model`` needs: the ``embedded`` extra
     (which brings torch and the model's packages) for transformers, its own for llama.cpp."""
     # lazy: the local backends' module, only for an embedded spec
-    from .local._embedded import _model_and_engine, embedded_names
+    from permsc_integrations.backends.local._embedded import _model_and_engine, embedded_names
 
     engine = options.get("engine")
     try:

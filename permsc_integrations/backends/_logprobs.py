@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import BackendError, ConfigurationError, LogprobsUnavailableError
+from permsc_integrations.errors import BackendError, ConfigurationError, LogprobsUnavailableError
 
 __all__ = [
     "label_probabilities",

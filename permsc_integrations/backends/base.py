@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ..results import Usage
+from permsc_integrations.results import Usage
 
 __all__ = [
     "Message",

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from permsc_integrations.cli import main
 
 sys.exit(main())

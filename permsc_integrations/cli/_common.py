@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ..backends import resolve_backend
-from ..errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.backends import resolve_backend
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from argparse import _ArgumentGroup, _SubParsersAction
 
-    from .._option_keywords import RankingKeywords
-    from .._options import RankingOptions
-    from ..backends.base import Backend
+    from permsc_integrations._options.keywords import RankingKeywords
+    from permsc_integrations._options.options import RankingOptions
+    from permsc_integrations.backends.base import Backend
 
     Subparsers = _SubParsersAction[argparse.ArgumentParser]  # what add_parser takes
 
@@ -125,7 +125,7 @@ def _flag(
     parsed as a list; ``default``: a command's own default, shown and used in place of the
     declared one."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     info = next(i for i in RankingOptions.describe() if i.name == name)
     assert info.cli_type is not None, f"{name} is not a command-line option"
@@ -179,7 +179,7 @@ def ranking_flags(*, service: bool = False) -> tuple[str, ...]:
     serve``) take as flags: every option the declaration gives a flag type, in declaration
     order, less :data:`BACKEND_FLAGS` and, unless ``service``, :data:`SERVICE_FLAGS`."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     left_out = {*BACKEND_FLAGS, *(() if service else SERVICE_FLAGS)}
     return tuple(
@@ -242,7 +242,7 @@ def call_limits(args: argparse.Namespace, spec: str, cap: int) -> RankingKeyword
     ``spec`` gets no per-call timeout and ``cap`` answer tokens, a served model the
     declaration's timeout and the backend's own answer limit."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     local = is_local(spec)
     timeout, max_tokens = getattr(args, "timeout", None), getattr(args, "max_tokens", None)
@@ -268,7 +268,7 @@ def _given(args: argparse.Namespace) -> RankingKeywords:
     """The ranking options given as flags (those left out are absent), as parsed by each
     option's flag type (the declaration validates them)."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     given = {
         info.name: getattr(args, info.name)
@@ -282,7 +282,7 @@ def cli_options(args: argparse.Namespace, spec: str | None = None) -> RankingOpt
     """The validated options of the flags; for a local ``spec``, no per-call timeout and an
     answer cap of ~6 tokens per item unless the flags say otherwise."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     given = _given(args)
     if spec is not None and is_local(spec):

@@ -16,10 +16,9 @@ import time
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
-from .._run.bridge import run_sync
-from ..backends.base import BatchBackend
-from ..results import RankingResult, Sample
-from ._common import (
+from permsc_integrations._calls.bridge import run_sync
+from permsc_integrations.backends.base import BatchBackend
+from permsc_integrations.cli._common import (
     Query,
     add_backend_arguments,
     add_ranking_arguments,
@@ -32,9 +31,10 @@ from ._common import (
     report,
     say,
 )
+from permsc_integrations.results import RankingResult, Sample
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from ._common import Subparsers
+    from permsc_integrations.cli._common import Subparsers
 
 __all__ = ["add_parser", "run", "demo_query"]
 
@@ -119,7 +119,7 @@ def calls_line(result: RankingResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: start-up time of every permsc command
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
     query = demo_query()
     spec = backend_spec(args)

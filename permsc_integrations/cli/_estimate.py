@@ -22,16 +22,22 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from ..results import Usage
-from ..strategies._plan import approx_tokens, planned_tokens
-from ._common import Query, add_ranking_arguments, cli_options, load_queries, say
+from permsc_integrations.cli._common import (
+    Query,
+    add_ranking_arguments,
+    cli_options,
+    load_queries,
+    say,
+)
+from permsc_integrations.results import Usage
+from permsc_integrations.strategies._plan import approx_tokens, planned_tokens
 
 if TYPE_CHECKING:
-    from .._options import RankingOptions
-    from .._spending import Prices, SpendingCap
-    from ..prompts import Prompt
-    from ..strategies import Plan
-    from ._common import Subparsers
+    from permsc_integrations._calls.spending import Prices, SpendingCap
+    from permsc_integrations._options.options import RankingOptions
+    from permsc_integrations.cli._common import Subparsers
+    from permsc_integrations.prompts import Prompt
+    from permsc_integrations.strategies import Plan
 
 __all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
 

@@ -13,26 +13,31 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._run.bridge import run_sync
-from ..aggregators import get
-from ..errors import ConfigurationError
-from ._common import (
+from permsc_integrations._calls.bridge import run_sync
+from permsc_integrations.aggregators import get
+from permsc_integrations.cli._common import (
     add_backend_arguments,
     add_ranking_arguments,
     backend_spec,
     build_backend,
     call_limits,
 )
-from ._eval_output import emit_reports, progress, samples_log
-from ._eval_trec import first_token_offline, offline_runs, passages_offline, trec
+from permsc_integrations.cli._eval_output import emit_reports, progress, samples_log
+from permsc_integrations.cli._eval_trec import (
+    first_token_offline,
+    offline_runs,
+    passages_offline,
+    trec,
+)
+from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from .._option_keywords import RankingKeywords
-    from ..backends.base import Backend
-    from ..eval._datasets import SortingDataset
-    from ..eval._report import EvalReport
-    from ..eval._samples import ListSamples, RunRecord
-    from ._common import Subparsers
+    from permsc_integrations._options.keywords import RankingKeywords
+    from permsc_integrations.backends.base import Backend
+    from permsc_integrations.cli._common import Subparsers
+    from permsc_integrations.eval._datasets import SortingDataset
+    from permsc_integrations.eval._report import EvalReport
+    from permsc_integrations.eval._samples import ListSamples, RunRecord
 
 __all__ = [
     "add_parser",
@@ -58,7 +63,7 @@ RANKING_FLAGS = (
     "max_calls",
 )
 """The ranking options ``permsc eval`` takes as flags: ``permsc rank``'s flags (names, help,
-types and defaults from :class:`~permsc_integrations._options.RankingOptions`), parsed with
+types and defaults from :class:`~permsc_integrations.RankingOptions`), parsed with
 their declared defaults filled in; ``--temperature`` takes one value or more."""
 
 USE = """how eval uses the ranking flags (declared once; the same as in 'permsc rank'):
@@ -129,8 +134,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 def load_dataset(args: argparse.Namespace) -> SortingDataset:
     """The sorting lists the flags name: --generate N fresh ones, or --data's (--limit)."""
     # lazy: start-up time of every permsc command
-    from ..eval import _datasets as datasets
-    from ..eval import _generators as generators
+    from permsc_integrations.eval import _datasets as datasets
+    from permsc_integrations.eval import _generators as generators
 
     if args.generate:
         make: dict[str, Callable[..., SortingDataset]] = {
@@ -147,7 +152,7 @@ def _score(
     args: argparse.Namespace, lists: list[ListSamples], task: str, config: Mapping[str, object]
 ) -> EvalReport:
     # lazy: start-up time of every permsc command
-    from ..eval._runner import score_sorting
+    from permsc_integrations.eval._runner import score_sorting
 
     sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
     return score_sorting(
@@ -183,7 +188,7 @@ def _one_temperature(
 ) -> tuple[EvalReport, list[ListSamples]]:
     """Collect (saving and resuming with --samples) and score one temperature."""
     # lazy: start-up time of every permsc command
-    from ..eval._runner import acollect_samples
+    from permsc_integrations.eval._runner import acollect_samples
 
     config = sorting_config(args, dataset, backend.name, temperature)
     log, done = samples_log(args, config)
@@ -221,7 +226,7 @@ def _observations(
 
 def _from_samples(args: argparse.Namespace) -> int:
     # lazy: start-up time of every permsc command
-    from ..eval._samples import read_samples
+    from permsc_integrations.eval._samples import read_samples
 
     header, found = read_samples(args.from_samples)
     if header.get("scoring") == "first_token":  # lists being topped up count with what they have
@@ -244,7 +249,7 @@ def _bias_map(args: argparse.Namespace, lists: list[ListSamples], backend_name: 
     if not args.bias_map:
         return
     # lazy: start-up time of every permsc command
-    from ..eval._bias import bias_map
+    from permsc_integrations.eval._bias import bias_map
 
     n = max(len(s.example.items) for s in lists)
     bias = bias_map(_observations(lists, n), n)
@@ -288,7 +293,7 @@ def compared(args: argparse.Namespace) -> str:
     if args.aggregators is not None:
         return str(args.aggregators)
     # lazy: start-up time of every permsc command
-    from ..eval._runner import AGGREGATORS
+    from permsc_integrations.eval._runner import AGGREGATORS
 
     return ",".join(AGGREGATORS)
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from ..eval._report import EvalReport
-    from ..eval._samples import ListSamples, RunRecord, SampleLog
+    from permsc_integrations.eval._report import EvalReport
+    from permsc_integrations.eval._samples import ListSamples, RunRecord, SampleLog
 
 __all__ = ["progress", "emit_reports", "samples_log"]
 
@@ -41,7 +41,7 @@ def progress(args: argparse.Namespace, label: str) -> Callable[[int, int], None]
 
 def emit_reports(args: argparse.Namespace, reports: list[EvalReport]) -> None:
     # lazy: start-up time of every permsc command
-    from ..eval._report import EvalReport
+    from permsc_integrations.eval._report import EvalReport
 
     parts = []
     for r in reports:
@@ -52,7 +52,7 @@ def emit_reports(args: argparse.Namespace, reports: list[EvalReport]) -> None:
     sys.stdout.write(markdown)
     if args.sweep_png:
         # lazy: matplotlib, only for --sweep-png
-        from ..eval._plots import sweep_png
+        from permsc_integrations.eval._plots import sweep_png
 
         sweep_png(reports[-1], args.sweep_png)
     if args.markdown:
@@ -69,7 +69,7 @@ def samples_log(
 ) -> tuple[SampleLog | None, dict[str, ListSamples]]:
     """The --samples log (new, or resumed with the lists it already holds)."""
     # lazy: start-up time of every permsc command
-    from ..eval._samples import SampleLog
+    from permsc_integrations.eval._samples import SampleLog
 
     if not args.samples:
         if args.resume:

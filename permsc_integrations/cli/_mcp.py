@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..errors import MissingDependencyError
-from ._serve import add_server_arguments, config_from_args
+from permsc_integrations.cli._serve import add_server_arguments, config_from_args
+from permsc_integrations.errors import MissingDependencyError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from ._common import Subparsers
+    from permsc_integrations.cli._common import Subparsers
 
 __all__ = ["add_parser", "run"]
 
@@ -50,11 +50,11 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
         # lazy: the mcp extra
-        from ..mcp_server._server import serve_mcp
+        from permsc_integrations.mcp_server._server import serve_mcp
     except ImportError as exc:
         raise MissingDependencyError(exc.name or "mcp", "mcp", purpose="permsc mcp") from exc
     # lazy: start-up time (as permsc serve: redacted, bounded, on stderr, never stdout)
-    from ..serve._logs import configure_logging
+    from permsc_integrations.serve._logs import configure_logging
 
     configure_logging(args.log_level, config.secrets)
     serve_mcp(config, args.tool_model, args.transport)

@@ -11,12 +11,16 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from ..backends.local._model_store import EMBEDDED_MODELS, default_model, part_files
-from ..errors import MissingDependencyError
-from ._common import report, say
+from permsc_integrations.backends.local._model_store import (
+    EMBEDDED_MODELS,
+    default_model,
+    part_files,
+)
+from permsc_integrations.cli._common import report, say
+from permsc_integrations.errors import MissingDependencyError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from ._common import Subparsers
+    from permsc_integrations.cli._common import Subparsers
 
 __all__ = ["add_parser", "run"]
 
@@ -45,7 +49,7 @@ def _installed(name: str) -> bool:
 
 def _prepare(name: str) -> None:
     # lazy: start-up time of every permsc command
-    from ..backends.local._embedded import embedded_backend
+    from permsc_integrations.backends.local._embedded import embedded_backend
 
     started = time.perf_counter()
     backend = embedded_backend(name)

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from .._run.bridge import run_sync
-from ..errors import ConfigurationError, SpendingCapError
-from ..results import RankingResult
-from ._common import (
+from permsc_integrations._calls.bridge import run_sync
+from permsc_integrations.cli._common import (
     Query,
     add_backend_arguments,
     add_ranking_arguments,
@@ -31,18 +29,20 @@ from ._common import (
     read_input,
     report,
 )
-from ._rank_input import DuplicateQidError, check_qids
-from ._rank_output import InputOrder, OutputFile, Render, Writer
-from ._rank_progress import Progress
-from ._rank_ray import rank_queries_on_ray
-from ._rank_records import to_json, to_trec
-from ._rank_resume import Block, ResumeError, written
+from permsc_integrations.cli._rank_input import DuplicateQidError, check_qids
+from permsc_integrations.cli._rank_output import InputOrder, OutputFile, Render, Writer
+from permsc_integrations.cli._rank_progress import Progress
+from permsc_integrations.cli._rank_ray import rank_queries_on_ray
+from permsc_integrations.cli._rank_records import to_json, to_trec
+from permsc_integrations.cli._rank_resume import Block, ResumeError, written
+from permsc_integrations.errors import ConfigurationError, SpendingCapError
+from permsc_integrations.results import RankingResult
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from .._option_keywords import RankingKeywords
-    from .._options import RankingOptions
-    from .._ranker import PSCRanker
-    from ._common import Subparsers
+    from permsc_integrations._options.keywords import RankingKeywords
+    from permsc_integrations._options.options import RankingOptions
+    from permsc_integrations._ranker.ranker import PSCRanker
+    from permsc_integrations.cli._common import Subparsers
 
 __all__ = [
     "add_parser",
@@ -154,7 +154,7 @@ async def _rank_all(
     when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
     nothing and are reported together, with the way to rank them."""
     # lazy: start-up time of every permsc command
-    from .._ranker import RankRequest
+    from permsc_integrations._ranker.ranker import RankRequest
 
     failed, refused = 0, []
     requests = [RankRequest(q.query, q.texts, id=k) for k, q in enumerate(queries)]
@@ -193,12 +193,12 @@ def _report_refused(refused: list[SpendingCapError]) -> None:
 
 def _ranker(args: argparse.Namespace, opts: RankingKeywords) -> PSCRanker:
     # lazy: start-up time of every permsc command
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
     cache = None
     if args.cache:
         # lazy: start-up time of every permsc command
-        from .._run.cache import SQLiteCache
+        from permsc_integrations._calls.cache import SQLiteCache
 
         cache = SQLiteCache(args.cache)
     backend = build_backend(args)
@@ -271,7 +271,7 @@ def _with_kemeny_time(args: argparse.Namespace, opts: RankingKeywords) -> Rankin
     if opts["aggregator"] != "kemeny":
         raise ConfigurationError("--kemeny-time-limit is for --aggregator kemeny (the default)")
     # lazy: start-up time of every permsc command
-    from ..aggregators._kemeny import kemeny_with
+    from permsc_integrations.aggregators._kemeny import kemeny_with
 
     return {**opts, "aggregator": kemeny_with(time_limit=args.kemeny_time_limit)}
 
@@ -302,10 +302,10 @@ def _rank_here(
 def _rank_on_ray(
     args: argparse.Namespace, opts: RankingKeywords, queries: list[Query], writer: Writer
 ) -> Unranked:
-    """The same records through Ray actors (permsc_integrations.ray_rows), written as they
+    """The same records through Ray actors (permsc_integrations.ray._rows), written as they
     finish; every row to OUTPUT.journal as it finishes (cli/_rank_journal.py)."""
     # lazy: start-up time of every permsc command
-    from .._options import RankingOptions
+    from permsc_integrations._options.options import RankingOptions
 
     planned = planned_samples(queries, RankingOptions.from_kwargs(**opts))
     progress = Progress(queries, planned, not args.no_progress, args.progress_every)

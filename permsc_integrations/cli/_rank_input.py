@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ConfigurationError
-from ._common import Query
+from permsc_integrations.cli._common import Query
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["DuplicateQidError", "check_qids"]
 

@@ -28,11 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, TypedDict, TypeGuard, cast
 
-from ..errors import ConfigurationError
-from ._common import Query
+from permsc_integrations.cli._common import Query
+from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ..ray import RankedRow  # lazy: start-up time of every permsc command
+    from permsc_integrations.ray._actors import (
+        RankedRow,  # lazy: start-up time of every permsc command
+    )
 
 __all__ = ["Journal", "JournalError", "unit_key", "SUFFIX"]
 
@@ -99,7 +101,7 @@ class _Ranked(_RankedFields, total=False):
 
 def _ranked_row(record: _Ranked) -> RankedRow:
     # lazy: start-up time of every permsc command
-    from ..ray import RankedRow
+    from permsc_integrations.ray._actors import RankedRow
 
     return RankedRow(
         record["key"],

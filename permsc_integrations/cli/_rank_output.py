@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-from ..results import RankingResult
-from ._common import Query
-from ._rank_resume import Block
+from permsc_integrations.cli._common import Query
+from permsc_integrations.cli._rank_resume import Block
+from permsc_integrations.results import RankingResult
 
 __all__ = ["InputOrder", "OutputFile", "Render", "Writer"]
 

@@ -6,13 +6,13 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ._common import Query, report
+from permsc_integrations.cli._common import Query, report
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from tqdm import tqdm
 
-    from .._events import Event
-    from ..ray import RankedRow
+    from permsc_integrations._events import Event
+    from permsc_integrations.ray._actors import RankedRow
 
 __all__ = ["LogLines", "Progress"]
 

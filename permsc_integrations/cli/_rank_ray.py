@@ -2,7 +2,7 @@
 
 Ray starts on this machine for the job (or joins ``--ray-address``, else ``RAY_ADDRESS``); the
 queries are ranked by ``--actors`` actors sharing ``--max-concurrency`` calls in flight
-(:func:`permsc_integrations.ray_rows.rank_rows`). Seeds derive from each row's content, so the
+(:func:`permsc_integrations.ray._rows.rank_rows`). Seeds derive from each row's content, so the
 output equals the single-process ``permsc rank`` for the same options. Rows come back as they
 finish: each goes to the journal at once (:mod:`._rank_journal`: ``--resume`` pays only for
 rows never finished) and to the output (cli/_rank_output.py). When no actor can run for
@@ -26,15 +26,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
-from .._processes import alive, find_processes, lineage
-from ..results import RankingResult, StopReason, Usage, scores_from_order
-from ._common import Query, backend_spec, report
-from ._rank_journal import Journal, unit_key
-from ._rank_records import to_json
+from permsc_integrations.cli._common import Query, backend_spec, report
+from permsc_integrations.cli._rank_journal import Journal, unit_key
+from permsc_integrations.cli._rank_records import to_json
+from permsc_integrations.ray._processes import alive, find_processes, lineage
+from permsc_integrations.results import RankingResult, StopReason, Usage, scores_from_order
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from .._option_keywords import RankingKeywords
-    from ..ray import RankedRow
+    from permsc_integrations._options.keywords import RankingKeywords
+    from permsc_integrations.ray._actors import RankedRow
 
 __all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
 
@@ -259,8 +259,8 @@ class _Job:
     def rank(self, todo: list[int], spec: str, options: RankingKeywords) -> int:
         """Rank the queries at ``todo``; each row to the journal as it comes; the failures."""
         # lazy: optional dependency (the ray extra), and start-up time of every command
-        from .._ranker import RankRequest
-        from ..ray_rows import rank_rows
+        from permsc_integrations._ranker.ranker import RankRequest
+        from permsc_integrations.ray._rows import rank_rows
 
         q = self.queries
         requests = (RankRequest(q[k].query, q[k].texts, id=k) for k in todo)

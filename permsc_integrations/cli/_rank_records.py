@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..results import RankingResult
-from ._common import Query
+from permsc_integrations.cli._common import Query
+from permsc_integrations.results import RankingResult
 
 __all__ = ["fingerprint", "to_json", "to_trec"]
 

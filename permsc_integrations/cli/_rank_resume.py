@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigurationError
-from ._common import Query
-from ._rank_records import fingerprint
+from permsc_integrations.cli._common import Query
+from permsc_integrations.cli._rank_records import fingerprint
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["Block", "ResumeError", "written"]
 

@@ -11,12 +11,12 @@ Example:
 
 from __future__ import annotations
 
-from ._bias import bias_map
-from ._datasets import kendall_tau_b, load_sorting
-from ._generators import generate_mathsort
-from ._report import EvalReport
-from ._runner import aevaluate_sorting, aevaluate_trec, evaluate_sorting
-from ._trec import read_qrels, read_run, read_topics, write_run
+from permsc_integrations.eval._bias import bias_map
+from permsc_integrations.eval._datasets import kendall_tau_b, load_sorting
+from permsc_integrations.eval._generators import generate_mathsort
+from permsc_integrations.eval._report import EvalReport
+from permsc_integrations.eval._runner import aevaluate_sorting, aevaluate_trec, evaluate_sorting
+from permsc_integrations.eval._trec import read_qrels, read_run, read_topics, write_run
 
 __all__ = [
     "EvalReport",

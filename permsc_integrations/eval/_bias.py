@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigurationError, MissingDependencyError
-from ..permutations import invert
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.permutations import invert
 
 __all__ = ["BiasMap", "bias_map", "Observation"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; only read by the type checker

@@ -31,12 +31,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._run.calibration import PositionPrior
-from ..aggregators import aggregate, fuse_first_stage, resolve
-from ..errors import ConfigurationError
-from ..permutations import cut_blocks
-from ._report import paired_wilcoxon
-from ._samples import ListSamples
+from permsc_integrations._run.calibration import PositionPrior
+from permsc_integrations.aggregators import aggregate, fuse_first_stage, resolve
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.eval._report import paired_wilcoxon
+from permsc_integrations.eval._samples import ListSamples
+from permsc_integrations.permutations import cut_blocks
 
 __all__ = ["FirstTokenTable", "score_first_token", "WEIGHTS"]
 

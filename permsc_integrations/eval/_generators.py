@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from ..errors import ConfigurationError, MissingDependencyError
-from ._datasets import SortingDataset, SortingExample, _stats
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.eval._datasets import SortingDataset, SortingExample, _stats
 
 __all__ = ["generate_mathsort", "generate_wordsort", "default_word_list"]
 

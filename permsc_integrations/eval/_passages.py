@@ -24,24 +24,24 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._options import RankingOptions
-from .._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
-from .._run.engine import Engine
-from .._run.limiter import CallLimiter
-from .._run.request import RequestRun
-from .._spending import Meter
-from ..aggregators import aggregate
-from ..backends.base import Backend
-from ..errors import ConfigurationError, InsufficientSamplesError
-from ..metrics import ndcg_at_k
-from ..permutations import cut_blocks, sample_permutations
-from ._datasets import SortingExample
-from ._report import EvalReport
-from ._samples import ListSamples, SampleLog, collected
-from ._trec import Qrels, Query
+from permsc_integrations._calls.limiter import CallLimiter
+from permsc_integrations._calls.spending import Meter
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
+from permsc_integrations._run.engine import Engine
+from permsc_integrations._run.request import RequestRun
+from permsc_integrations.aggregators import aggregate
+from permsc_integrations.backends.base import Backend
+from permsc_integrations.errors import ConfigurationError, InsufficientSamplesError
+from permsc_integrations.eval._datasets import SortingExample
+from permsc_integrations.eval._report import EvalReport
+from permsc_integrations.eval._samples import ListSamples, SampleLog, collected
+from permsc_integrations.eval._trec import Qrels, Query
+from permsc_integrations.metrics import ndcg_at_k
+from permsc_integrations.permutations import cut_blocks, sample_permutations
 
 if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
 __all__ = ["acollect_passages", "score_passages", "ndcg_of"]
 
@@ -150,7 +150,7 @@ async def acollect_passages(
     ``window`` passages (one block when the list fits), one call and one saved sample a
     block, and a list of ``done`` with fewer orders is topped up to m."""
     # lazy: start-up time; offline scoring never ranks
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
     n = max((len(q.candidates) for q in queries), default=0)
     if n < 2:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import ConfigurationError, MissingDependencyError
-from ._report import EvalReport
+from permsc_integrations.errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.eval._report import EvalReport
 
 __all__ = ["sweep_png"]
 

@@ -34,21 +34,21 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._options import RankingOptions
-from .._ranker import DEFAULT_MAX_CONCURRENCY
-from .._run.bridge import run_sync
-from ..aggregators import aggregate
-from ..backends import resolve_backend
-from ..backends.base import Backend
-from ..errors import ConfigurationError, InsufficientSamplesError
-from ..metrics import ndcg_at_k
-from ._datasets import SortingDataset, SortingExample, kendall_tau_b
-from ._report import EvalReport
-from ._samples import ListSamples, SampleLog, collected
-from ._trec import Qrels, Query, Run
+from permsc_integrations._calls.bridge import run_sync
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._ranker.ranker import DEFAULT_MAX_CONCURRENCY
+from permsc_integrations.aggregators import aggregate
+from permsc_integrations.backends import resolve_backend
+from permsc_integrations.backends.base import Backend
+from permsc_integrations.errors import ConfigurationError, InsufficientSamplesError
+from permsc_integrations.eval._datasets import SortingDataset, SortingExample, kendall_tau_b
+from permsc_integrations.eval._report import EvalReport
+from permsc_integrations.eval._samples import ListSamples, SampleLog, collected
+from permsc_integrations.eval._trec import Qrels, Query, Run
+from permsc_integrations.metrics import ndcg_at_k
 
 if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
 __all__ = [
     "ListSamples",
@@ -67,7 +67,7 @@ __all__ = [
 AGGREGATORS = ("kemeny", "rrf", "borda", "copeland")
 TREC_SETUP: Mapping[str, object] = MappingProxyType({"strategy": "sliding"})
 """Where :func:`aevaluate_trec` (and so ``permsc eval trec``) departs from the defaults of
-:class:`~permsc_integrations._options.RankingOptions`: the paper's set-up, RankGPT's sliding
+:class:`~permsc_integrations.RankingOptions`: the paper's set-up, RankGPT's sliding
 windows back to front, not the ranker's blocks. The declared ``window_size`` (20) and ``step``
 (10) are the paper's. Options passed to it win."""
 Progress = Callable[[int, int], None]
@@ -76,7 +76,7 @@ Progress = Callable[[int, int], None]
 
 def _ranker(backend: Backend | str, task: str, n: int, m: int, **options: object) -> PSCRanker:
     # lazy: start-up time; offline scoring never ranks
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
     chosen = RankingOptions.from_kwargs(
         num_permutations=m,
@@ -327,11 +327,11 @@ async def aevaluate_trec(
 ) -> tuple[EvalReport, dict[str, Run]]:
     """First stage vs one RankGPT pass (first-stage order) vs PSC, nDCG@10 per query.
 
-    ``ranker_options`` go to both :class:`~permsc_integrations._ranker.PSCRanker` s
+    ``ranker_options`` go to both :class:`~permsc_integrations.PSCRanker` s
     (``window_size=20, step=10, temperature, seed, max_concurrency, ...``).
     """
     # lazy: start-up time; offline scoring never ranks
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)

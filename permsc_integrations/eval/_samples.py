@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypedDict
 
-from ..errors import ConfigurationError
-from ..results import Sample, Usage
-from ._datasets import SortingExample
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.eval._datasets import SortingExample
+from permsc_integrations.results import Sample, Usage
 
 __all__ = [
     "ListSamples",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ..errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = [
     "Candidate",

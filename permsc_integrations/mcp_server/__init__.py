@@ -13,6 +13,12 @@ Example:
 
 from __future__ import annotations
 
-from ._tool import BUDGETS, Budget, RerankResult, RerankTool, ToolError
+from permsc_integrations.mcp_server._tool import (
+    BUDGETS,
+    Budget,
+    RerankResult,
+    RerankTool,
+    ToolError,
+)
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "RerankResult", "ToolError"]

@@ -37,13 +37,13 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..serve._auth import KeyRing, Unauthorized
-from ..serve._bodies import read_body
-from ..serve._browsers import BrowserGuard
-from ..serve._config import ServeConfig
-from ..serve._errors import HttpError
-from ..serve._schemas import BadRequest
-from ._tool import RerankTool
+from permsc_integrations.mcp_server._tool import RerankTool
+from permsc_integrations.serve._auth import KeyRing, Unauthorized
+from permsc_integrations.serve._bodies import read_body
+from permsc_integrations.serve._browsers import BrowserGuard
+from permsc_integrations.serve._config import ServeConfig
+from permsc_integrations.serve._errors import HttpError
+from permsc_integrations.serve._schemas import BadRequest
 
 __all__ = ["KEY", "http_app"]
 

@@ -36,16 +36,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
 from pydantic import Field, ValidationError
 
-from .. import __version__
-from .._checks import did_you_mean
-from ..errors import ConfigurationError
-from ..serve._config import Limits, ServeConfig
-from ..serve._run import serve
-from ..serve._schemas import explain
-from ..serve._scoring import SCALES
-from ..serve._slots import Busy, KeySlots
-from ._http import KEY, http_app
-from ._tool import BUDGETS, RerankResult, RerankTool, ToolError
+from permsc_integrations import __version__
+from permsc_integrations._checks import did_you_mean
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.mcp_server._http import KEY, http_app
+from permsc_integrations.mcp_server._tool import BUDGETS, RerankResult, RerankTool, ToolError
+from permsc_integrations.serve._config import Limits, ServeConfig
+from permsc_integrations.serve._run import serve
+from permsc_integrations.serve._schemas import explain
+from permsc_integrations.serve._scoring import SCALES
+from permsc_integrations.serve._slots import Busy, KeySlots
 
 if sys.version_info < (3, 11):  # pragma: no cover - Python 3.10
     from exceptiongroup import BaseExceptionGroup

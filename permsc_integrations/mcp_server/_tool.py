@@ -28,12 +28,12 @@ from typing import Any
 # pydantic (the SDK's output schema) reads TypedDicts from typing_extensions before 3.12
 from typing_extensions import NotRequired, TypedDict
 
-from .._ranker import PSCRanker
-from ..errors import PermscError
-from ..results import RankingResult
-from ..serve._errors import http_error
-from ..serve._scoring import relevance_scores, score_documents
-from ..tracing import reported_top_n
+from permsc_integrations._ranker.ranker import PSCRanker
+from permsc_integrations.errors import PermscError
+from permsc_integrations.results import RankingResult
+from permsc_integrations.serve._errors import http_error
+from permsc_integrations.serve._scoring import relevance_scores, score_documents
+from permsc_integrations.tracing import reported_top_n
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "ToolError", "RerankResult"]
 

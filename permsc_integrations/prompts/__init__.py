@@ -19,15 +19,15 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from .._registry import Registry
-from ..errors import ConfigurationError
-from ._base import Prompt
+from permsc_integrations._registry import Registry
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.prompts._base import Prompt
 
 if TYPE_CHECKING:  # loaded on first use (module __getattr__)
-    from ._rankgpt import RankGPTPrompt
-    from ._rankvicuna import RankVicunaPrompt
-    from ._sorting import GSM8KSortPrompt, MathSortPrompt, WordSortPrompt
-    from ._template import TemplatePrompt
+    from permsc_integrations.prompts._rankgpt import RankGPTPrompt
+    from permsc_integrations.prompts._rankvicuna import RankVicunaPrompt
+    from permsc_integrations.prompts._sorting import GSM8KSortPrompt, MathSortPrompt, WordSortPrompt
+    from permsc_integrations.prompts._template import TemplatePrompt
 
 __all__ = [
     "Prompt",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ..backends.base import Message
-from ..results import ParsedAnswer
+from permsc_integrations.backends.base import Message
+from permsc_integrations.results import ParsedAnswer
 
 __all__ = ["Prompt"]
 

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ..backends.base import Message
-from ..errors import ConfigurationError
-from ._base import Prompt
-from ._truncate import clean_passage
+from permsc_integrations.backends.base import Message
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts._truncate import clean_passage
 
 __all__ = ["FirstTokenPrompt", "first_token_prompt", "LETTERS", "TASKS"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..backends.base import Message
-from ..parsing import parse_identifiers
-from ..results import ParsedAnswer
-from ._truncate import clean_passage
+from permsc_integrations.backends.base import Message
+from permsc_integrations.parsing import parse_identifiers
+from permsc_integrations.prompts._truncate import clean_passage
+from permsc_integrations.results import ParsedAnswer
 
 __all__ = ["RankVicunaPrompt"]
 

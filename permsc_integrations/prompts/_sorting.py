@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..backends.base import Message
-from ..errors import ConfigurationError
-from ..parsing import parse_items
-from ..results import ParsedAnswer
+from permsc_integrations.backends.base import Message
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.parsing import parse_items
+from permsc_integrations.results import ParsedAnswer
 
 __all__ = ["MathSortPrompt", "WordSortPrompt", "GSM8KSortPrompt"]
 

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..backends.base import Message
-from ..errors import ConfigurationError
-from ..parsing import parse_identifiers, parse_items
-from ..results import ParsedAnswer
-from ._truncate import clean_passage, truncate_words
+from permsc_integrations.backends.base import Message
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.parsing import parse_identifiers, parse_items
+from permsc_integrations.prompts._truncate import clean_passage, truncate_words
+from permsc_integrations.results import ParsedAnswer
 
 __all__ = ["TemplatePrompt"]
 

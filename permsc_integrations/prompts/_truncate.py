@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import functools
 
-from .._checks import positive_int
-from ..parsing import disarm
+from permsc_integrations._checks import positive_int
+from permsc_integrations.parsing import disarm
 
 __all__ = ["truncate_words", "clean_passage", "neutralize_ids"]
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._config import Limits, ModelConfig, ServeConfig, load_models
-from ._scoring import relevance_scores
+from permsc_integrations.serve._config import Limits, ModelConfig, ServeConfig, load_models
+from permsc_integrations.serve._scoring import relevance_scores
 
 if TYPE_CHECKING:
-    from ._app import create_app
-    from ._run import serve
+    from permsc_integrations.serve._app import create_app
+    from permsc_integrations.serve._run import serve
 
 __all__ = [
     "ModelConfig",
@@ -38,12 +38,12 @@ __all__ = [
 def __getattr__(name: str) -> object:
     if name == "create_app":
         # lazy: starlette, pydantic and prometheus-client (the serve extra) load with the app
-        from ._run import load_app
+        from permsc_integrations.serve._run import load_app
 
         return load_app()
     if name == "serve":
         # lazy: uvicorn and the app load when a server starts
-        from ._run import serve
+        from permsc_integrations.serve._run import serve
 
         return serve
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

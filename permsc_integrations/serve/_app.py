@@ -32,22 +32,27 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import __version__
-from ..results import RankingResult
-from ._auth import KeyRing, Unauthorized
-from ._bodies import read_body
-from ._browsers import browser_middleware
-from ._config import ServeConfig
-from ._connections import SLOW_BODY, Tally
-from ._errors import HttpError, http_error
-from ._metrics import ServeMetrics
-from ._openapi import RERANK_PATHS, openapi_document
-from ._schemas import BadRequest, RerankRequest, parse_rerank, request_model
-from ._scoring import SCALES, cut_words, score_documents
-from ._slots import Busy, KeySlots
+from permsc_integrations import __version__
+from permsc_integrations.results import RankingResult
+from permsc_integrations.serve._auth import KeyRing, Unauthorized
+from permsc_integrations.serve._bodies import read_body
+from permsc_integrations.serve._browsers import browser_middleware
+from permsc_integrations.serve._config import ServeConfig
+from permsc_integrations.serve._connections import SLOW_BODY, Tally
+from permsc_integrations.serve._errors import HttpError, http_error
+from permsc_integrations.serve._metrics import ServeMetrics
+from permsc_integrations.serve._openapi import RERANK_PATHS, openapi_document
+from permsc_integrations.serve._schemas import (
+    BadRequest,
+    RerankRequest,
+    parse_rerank,
+    request_model,
+)
+from permsc_integrations.serve._scoring import SCALES, cut_words, score_documents
+from permsc_integrations.serve._slots import Busy, KeySlots
 
 if TYPE_CHECKING:  # built by ServeConfig's models
-    from .._ranker import PSCRanker
+    from permsc_integrations._ranker.ranker import PSCRanker
 
 __all__ = ["create_app"]
 

@@ -20,7 +20,7 @@ import hmac
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import ConfigurationError, PermscError
+from permsc_integrations.errors import ConfigurationError, PermscError
 
 __all__ = ["KeyRing", "Unauthorized", "load_keys", "ENV_KEYS"]
 

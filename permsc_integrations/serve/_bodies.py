@@ -13,8 +13,8 @@ from __future__ import annotations
 import anyio
 from starlette.requests import Request
 
-from ._config import Limits
-from ._schemas import BadRequest
+from permsc_integrations.serve._config import Limits
+from permsc_integrations.serve._schemas import BadRequest
 
 __all__ = ["read_body"]
 

@@ -38,8 +38,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._config import ServeConfig, is_loopback
-from ._errors import HttpError
+from permsc_integrations.serve._config import ServeConfig, is_loopback
+from permsc_integrations.serve._errors import HttpError
 
 __all__ = ["BrowserGuard", "browser_middleware"]
 

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._checks import at_least, did_you_mean, number, positive_int
-from .._options import RankingOptions
-from .._ranker import PSCRanker
-from ..errors import ConfigurationError
-from ..strategies._frontier_rounds import served_k
-from ._scoring import SCALES
+from permsc_integrations._checks import at_least, did_you_mean, number, positive_int
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations._ranker.ranker import PSCRanker
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.serve._scoring import SCALES
+from permsc_integrations.strategies._frontier.rounds import served_k
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -31,7 +31,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._checks import number, positive_int
+from permsc_integrations._checks import number, positive_int
 
 if TYPE_CHECKING:  # the serve extra's, imported by the app
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

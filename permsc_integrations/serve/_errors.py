@@ -2,7 +2,7 @@
 
 The caller is blamed (4xx) only for what the caller sent; the upstream model's failures are
 5xx that name the upstream, except its rate limits, passed on as 429 with ``Retry-After``.
-Every message goes through :func:`~permsc_integrations._redaction.redact_text` with every
+Every message goes through :func:`~permsc_integrations.backends._redaction.redact_text` with every
 known secret, so no key reaches a response or a log line.
 
 Example:
@@ -20,8 +20,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .._redaction import redact_text
-from ..errors import (
+from permsc_integrations.backends._redaction import redact_text
+from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,
     BackendError,

@@ -3,7 +3,7 @@ document, and bounded when clients misbehave (docs/serve.md, docs/security.md).
 
 - Every line is redacted as it is written, whoever wrote it (tracebacks included): URL
   credentials (``user:password@``), secret query values (``?api-key=``) and every key the
-  server knows are masked (:func:`~permsc_integrations._redaction.redact_text`).
+  server knows are masked (:func:`~permsc_integrations.backends._redaction.redact_text`).
 - The HTTP and SDK libraries (:data:`LIBRARIES`: httpx, httpx2, httpcore, openai, urllib3,
   aiohttp, ...) log each upstream call at INFO, and at DEBUG its URL, headers and body (the
   query and the documents): they are held at WARNING whatever the server's level.
@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from .._redaction import redact_text
+from permsc_integrations.backends._redaction import redact_text
 
 __all__ = ["configure_logging", "LIBRARIES", "RedactingFormatter", "Repeats"]
 

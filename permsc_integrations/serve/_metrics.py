@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
-    from ..results import Usage
-    from ._connections import Connections
+    from permsc_integrations.results import Usage
+    from permsc_integrations.serve._connections import Connections
 
 __all__ = ["ServeMetrics"]
 

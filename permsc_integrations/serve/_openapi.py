@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ._schemas import RerankRequest, openapi_schemas
+from permsc_integrations.serve._schemas import RerankRequest, openapi_schemas
 
 __all__ = ["openapi_document", "RERANK_PATHS"]
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import MissingDependencyError
-from ._config import ServeConfig
-from ._connections import Connections, Tally, TrackRequests
+from permsc_integrations.errors import MissingDependencyError
+from permsc_integrations.serve._config import ServeConfig
+from permsc_integrations.serve._connections import Connections, Tally, TrackRequests
 
 if TYPE_CHECKING:  # the serve extra's, imported when a server starts
     from starlette.applications import Starlette
@@ -45,7 +45,7 @@ def load_app() -> Callable[[ServeConfig], Starlette]:
     extra is missing."""
     try:
         # lazy: starlette, pydantic and prometheus-client are the serve extra's
-        from ._app import create_app
+        from permsc_integrations.serve._app import create_app
     except ImportError as exc:
         missing = exc.name or "a dependency"
         raise MissingDependencyError(missing, "serve", purpose="permsc serve") from exc

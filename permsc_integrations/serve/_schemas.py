@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import JsonSchemaValue, models_json_schema
 
-from ..errors import PermscError
+from permsc_integrations.errors import PermscError
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails

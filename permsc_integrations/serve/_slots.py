@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 
 import anyio
 
-from ._errors import HttpError
+from permsc_integrations.serve._errors import HttpError
 
 __all__ = ["Busy", "KeySlots"]
 

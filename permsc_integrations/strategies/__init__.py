@@ -25,7 +25,7 @@ composes: ``draw`` any prompts over chosen items at once, then ``settle`` or ``l
 ``permsc_integrations.strategies``) adds one.
 
 Example:
-    >>> from permsc_integrations._options import RankingOptions
+    >>> from permsc_integrations._options.options import RankingOptions
     >>> available()
     ['blocks', 'sliding']
     >>> [str(get(name).plan(100, RankingOptions()).calls) for name in available()]
@@ -36,11 +36,11 @@ Example:
 
 from __future__ import annotations
 
-from .._registry import Registry
-from ._base import Draw, Lead, RankContext, Strategy
-from ._blocks import Blocks
-from ._plan import Calls, Plan, PlanOptions, Round, WindowShape
-from ._sliding import Sliding
+from permsc_integrations._registry import Registry
+from permsc_integrations.strategies._base import Draw, Lead, RankContext, Strategy
+from permsc_integrations.strategies._blocks import Blocks
+from permsc_integrations.strategies._plan import Calls, Plan, PlanOptions, Round, WindowShape
+from permsc_integrations.strategies._sliding import Sliding
 
 __all__ = [
     "RankContext",

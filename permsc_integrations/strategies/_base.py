@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from .._window_plan import Window
-from ..aggregators import Aggregator
-from ..results import Sample, StopReason
-from ._plan import Plan, PlanOptions
+from permsc_integrations.aggregators import Aggregator
+from permsc_integrations.results import Sample, StopReason
+from permsc_integrations.strategies._plan import Plan, PlanOptions
+from permsc_integrations.strategies._window_plan import Window
 
 __all__ = ["RankContext", "Strategy", "Draw", "Lead", "Outcome"]
 

@@ -5,7 +5,7 @@ window goes to the frontier policy's rounds instead (:mod:`._frontier_rounds`); 
 fits one window gets at most ``max_calls`` shuffles.
 
 Example:
-    >>> from permsc_integrations._options import RankingOptions
+    >>> from permsc_integrations._options.options import RankingOptions
     >>> plan = Blocks().plan(1000, RankingOptions())  # screening, a full round, the head
     >>> [(r.items, len(r.prompts), r.shuffles, r.calls.high) for r in plan.rounds]
     [(1000, 50, 5, 250), (100, 5, 20, 100), (20, 1, 20, 20)]
@@ -16,13 +16,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
-from .._checks import positive_int
-from .._window_plan import Window
-from ..aggregators import Aggregator, resolve
-from ..permutations import cut_blocks, distinct_permutations
-from ._base import RankContext
-from ._frontier_rounds import frontier_plan, frontier_settings, run_frontier
-from ._plan import Plan, PlanOptions, Round
+from permsc_integrations._checks import positive_int
+from permsc_integrations.aggregators import Aggregator, resolve
+from permsc_integrations.permutations import cut_blocks, distinct_permutations
+from permsc_integrations.strategies._base import RankContext
+from permsc_integrations.strategies._frontier.rounds import (
+    frontier_plan,
+    frontier_settings,
+    run_frontier,
+)
+from permsc_integrations.strategies._plan import Plan, PlanOptions, Round
+from permsc_integrations.strategies._window_plan import Window
 
 __all__ = ["Blocks"]
 

@@ -22,7 +22,7 @@ adaptive m with a ``top_k``) are planned at their most calls; under adaptive m i
 may not run (``low`` counts the first).
 
 Example:
-    >>> from permsc_integrations._options import RankingOptions
+    >>> from permsc_integrations._options.options import RankingOptions
     >>> plan = RankingOptions().plan(100)  # blocks: 5 blocks x m, then one window x m
     >>> str(plan.calls), [str(r.calls) for r in plan.rounds], plan.rounds[0].prompts
     ('120', ['100', '20'], (20, 20, 20, 20, 20))
@@ -36,9 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._adaptive import Adaptive, waves
-from ..backends.base import Message
-from ..permutations import distinct_count
+from permsc_integrations.backends.base import Message
+from permsc_integrations.permutations import distinct_count
+from permsc_integrations.strategies._adaptive import Adaptive, waves
 
 __all__ = [
     "Plan",
@@ -70,7 +70,7 @@ class WindowShape(Protocol):
 
 
 class PlanOptions(WindowShape, Protocol):
-    """The options a plan reads (:class:`~permsc_integrations._options.RankingOptions` has them)."""
+    """The options a plan reads (:class:`~permsc_integrations.RankingOptions` has them)."""
 
     @property
     def num_permutations(self) -> int: ...
@@ -167,7 +167,7 @@ def planned_tokens(
     """Approximate ``(prompt, completion)`` tokens of ``plan`` at its most calls: each round's
     prompts ``render``-ed on the items at its positions when the ranking starts (a later
     round's head is not known yet: the first items stand in), answers at 6 tokens an item.
-    ``permsc estimate`` and a ranker's cap (:mod:`permsc_integrations._admission`) read it."""
+    ``permsc estimate`` and a ranker's cap (:mod:`permsc_integrations._calls.admission`) read it."""
     prompt = completion = 0
     for r in plan.rounds:
         at = r.start

@@ -1,4 +1,4 @@
-"""RankGPT's sliding windows: the plan (:mod:`permsc_integrations._window_plan`) run back to
+"""RankGPT's sliding windows: the plan (:mod:`._window_plan`) run back to
 front, one window after another, each window's ranking replacing its slice of the list.
 
 Under ``max_calls`` the windows share the budget: each gets ``max_calls // windows`` distinct
@@ -9,7 +9,7 @@ that its windows can afford (RankGPT's ``rank_end``): the rest keep their input 
 the result's ``head`` says so.
 
 Example:
-    >>> from permsc_integrations._options import RankingOptions
+    >>> from permsc_integrations._options.options import RankingOptions
     >>> plan = Sliding().plan(25, RankingOptions(strategy="sliding", window_size=10, step=5))
     >>> [(r.start, r.end) for r in plan.rounds], str(plan.calls)
     ([(15, 25), (10, 20), (5, 15), (0, 10)], '80')
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from .._window_plan import Window, plan_windows
-from ..errors import InvalidRankingError
-from ._base import Outcome, RankContext
-from ._plan import Plan, PlanOptions, Round, WindowShape
+from permsc_integrations.errors import InvalidRankingError
+from permsc_integrations.strategies._base import Outcome, RankContext
+from permsc_integrations.strategies._plan import Plan, PlanOptions, Round, WindowShape
+from permsc_integrations.strategies._window_plan import Window, plan_windows
 
 __all__ = ["Sliding", "run_windows", "RankWindow"]
 

@@ -28,12 +28,17 @@ Example:
 
 from typing import TYPE_CHECKING
 
-from ._answer_store import AnswerMissingError, AnswerStore, StoredBackend, fingerprint
-from ._backend import ScriptedBackend
-from ._backend_server import BackendOpenAIServer
-from ._judge import REGIMES, JudgeParams, SimulatedJudge
-from ._judge_prompts import hidden_keys
-from ._responders import (
+from permsc_integrations.testing._answer_store import (
+    AnswerMissingError,
+    AnswerStore,
+    StoredBackend,
+    fingerprint,
+)
+from permsc_integrations.testing._backend import ScriptedBackend
+from permsc_integrations.testing._backend_server import BackendOpenAIServer
+from permsc_integrations.testing._judge import REGIMES, JudgeParams, SimulatedJudge
+from permsc_integrations.testing._judge_prompts import hidden_keys
+from permsc_integrations.testing._responders import (
     ChatRequest,
     Fault,
     Reply,
@@ -44,10 +49,10 @@ from ._responders import (
     oracle_responder,
     sequence,
 )
-from ._server import ScriptedOpenAIServer
+from permsc_integrations.testing._server import ScriptedOpenAIServer
 
 if TYPE_CHECKING:
-    from ._spans import recording_spans
+    from permsc_integrations.testing._spans import recording_spans
 
 __all__ = [
     "ScriptedOpenAIServer",
@@ -77,7 +82,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     if name == "recording_spans":
         # lazy: the OpenTelemetry SDK loads only for the tests that record spans
-        from ._spans import recording_spans
+        from permsc_integrations.testing._spans import recording_spans
 
         return recording_spans
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

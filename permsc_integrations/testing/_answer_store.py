@@ -39,9 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar, Literal
 
-from ..backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
-from ..errors import BackendError, ConfigurationError
-from ..results import Usage
+from permsc_integrations.backends.base import (
+    Backend,
+    BatchBackend,
+    Completion,
+    GenerationSettings,
+    Message,
+)
+from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.results import Usage
 
 __all__ = ["AnswerStore", "StoredBackend", "AnswerMissingError", "fingerprint", "StoredAnswer"]
 

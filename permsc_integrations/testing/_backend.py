@@ -28,11 +28,17 @@ from dataclasses import dataclass
 
 import anyio
 
-from ..backends._http_errors import status_error
-from ..backends.base import Completion, GenerationSettings, Message
-from ..errors import BackendConnectionError, BackendError, ConfigurationError
-from ..results import Usage
-from ._responders import ChatRequest, Fault, Reply, RequestRecord, Responder
+from permsc_integrations.backends._http_errors import status_error
+from permsc_integrations.backends.base import Completion, GenerationSettings, Message
+from permsc_integrations.errors import BackendConnectionError, BackendError, ConfigurationError
+from permsc_integrations.results import Usage
+from permsc_integrations.testing._responders import (
+    ChatRequest,
+    Fault,
+    Reply,
+    RequestRecord,
+    Responder,
+)
 
 __all__ = ["ScriptedBackend"]
 

@@ -28,11 +28,17 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..backends.base import Backend, BatchBackend, Completion, GenerationSettings, Message
-from ..errors import BackendError
-from ._answer_store import AnswerMissingError
-from ._responders import ChatRequest, Fault, Reply
-from ._server import ScriptedOpenAIServer
+from permsc_integrations.backends.base import (
+    Backend,
+    BatchBackend,
+    Completion,
+    GenerationSettings,
+    Message,
+)
+from permsc_integrations.errors import BackendError
+from permsc_integrations.testing._answer_store import AnswerMissingError
+from permsc_integrations.testing._responders import ChatRequest, Fault, Reply
+from permsc_integrations.testing._server import ScriptedOpenAIServer
 
 __all__ = ["BackendOpenAIServer"]
 

@@ -43,10 +43,10 @@ from typing import Any, ClassVar
 
 import anyio
 
-from ._backend import ScriptedBackend
-from ._judge_prompts import answer, count_tokens, hide, read_prompt
-from ._responders import ChatRequest, Fault, Reply
-from ._server import ScriptedOpenAIServer
+from permsc_integrations.testing._backend import ScriptedBackend
+from permsc_integrations.testing._judge_prompts import answer, count_tokens, hide, read_prompt
+from permsc_integrations.testing._responders import ChatRequest, Fault, Reply
+from permsc_integrations.testing._server import ScriptedOpenAIServer
 
 __all__ = ["JudgeParams", "JudgeStats", "SimulatedJudge", "REGIMES"]
 

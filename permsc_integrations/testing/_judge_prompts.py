@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._responders import Reply
+from permsc_integrations.testing._responders import Reply
 
 __all__ = [
     "hide",

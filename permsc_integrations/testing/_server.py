@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING, TypedDict
 
 import anyio.to_thread
 
-from .._ranker import PSCRanker
-from ..errors import MissingDependencyError, PermscError
-from ._responders import ChatRequest, Fault, Reply, RequestRecord, Responder
+from permsc_integrations._ranker.ranker import PSCRanker
+from permsc_integrations.errors import MissingDependencyError, PermscError
+from permsc_integrations.testing._responders import (
+    ChatRequest,
+    Fault,
+    Reply,
+    RequestRecord,
+    Responder,
+)
 
 if TYPE_CHECKING:  # optional dependencies (the testing extra), imported where used
     from typing import Unpack  # Python 3.11
@@ -26,7 +32,7 @@ if TYPE_CHECKING:  # optional dependencies (the testing extra), imported where u
     from starlette.responses import Response
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from .._option_keywords import RankingKeywords
+    from permsc_integrations._options.keywords import RankingKeywords
 
 __all__ = ["ScriptedOpenAIServer"]
 

@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from ..errors import MissingDependencyError
+from permsc_integrations.errors import MissingDependencyError
 
 try:
     from opentelemetry import trace

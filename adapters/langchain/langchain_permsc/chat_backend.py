@@ -43,8 +43,6 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from permsc_integrations._checks import positive_int
-from permsc_integrations._integration import Done
-from permsc_integrations._redaction import public_settings
 from permsc_integrations.backends._home_loop import HomeLoop
 from permsc_integrations.backends._http_errors import mapped_errors
 from permsc_integrations.backends._logprobs import (
@@ -53,6 +51,7 @@ from permsc_integrations.backends._logprobs import (
     refused_logprobs,
     top_list,
 )
+from permsc_integrations.backends._redaction import public_settings
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
@@ -60,6 +59,7 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.integration._base import Done
 from permsc_integrations.results import Usage
 
 __all__ = [
@@ -200,7 +200,7 @@ class ChatModelBackend:
 @asynccontextmanager
 async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterator[Done]:
     """One call as a chat-model run of the current LangChain run (a
-    :data:`~permsc_integrations._integration.Trace` for the shared ``TracedBackend``)."""
+    :data:`~permsc_integrations.integration._base.Trace` for the shared ``TracedBackend``)."""
     config = _config()
     manager = AsyncCallbackManager.configure(
         inheritable_callbacks=config.get("callbacks"), inheritable_tags=config.get("tags")

@@ -13,9 +13,9 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.permsc import LlamaIndexLLMBackend, PSCRerank
 from llama_index.postprocessor.permsc.llm_backend import llm_event
 
-from permsc_integrations._integration import TracedBackend, traced
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
+from permsc_integrations.integration._base import TracedBackend, traced
 from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)

@@ -86,7 +86,7 @@ async def test_an_unreachable_server_is_a_connection_error(kit):
 
 
 def test_the_engine_retries_a_server_error_through_the_llm(kit):
-    from permsc_integrations._retry import RetryPolicy
+    from permsc_integrations._calls.retry import RetryPolicy
     from permsc_integrations.testing import oracle_responder
 
     nodes = [NodeWithScore(node=TextNode(text=t), score=0.5) for t in reversed(kit.oracle_texts())]

@@ -20,10 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigurationError
-from ._llamacpp import LlamaCppBackend
-from ._model_store import EMBEDDED_MODELS, default_model, embedded_model_path, gguf_path
-from .transformers import TransformersBackend
+from permsc_integrations.backends.local._llamacpp import LlamaCppBackend
+from permsc_integrations.backends.local._model_store import (
+    EMBEDDED_MODELS,
+    default_model,
+    embedded_model_path,
+    gguf_path,
+)
+from permsc_integrations.backends.local.transformers import TransformersBackend
+from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["embedded_backend", "embedded_model_path", "embedded_names"]
 

@@ -27,14 +27,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ._gguf_weights import state_dict
-from ._model_store import cache_dir, locked
+from permsc_integrations.backends.local._gguf_weights import state_dict
+from permsc_integrations.backends.local._model_store import cache_dir, locked
 
 if TYPE_CHECKING:  # optional dependency (the local extra), imported where used
     from transformers import PretrainedConfig
     from transformers import PreTrainedTokenizerBase as Tokenizer
 
-    from ._logits import CausalLM
+    from permsc_integrations.backends.local._logits import CausalLM
 
 __all__ = ["load_gguf", "prepared_folder"]
 

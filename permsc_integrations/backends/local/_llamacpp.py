@@ -33,11 +33,21 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
-from ...results import Usage
-from .._logprobs import check_labels, label_probabilities_from_logits
-from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from ._model_store import embedded_model_path
+from permsc_integrations.backends._logprobs import check_labels, label_probabilities_from_logits
+from permsc_integrations.backends.base import (
+    Completion,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
+from permsc_integrations.backends.local._model_store import embedded_model_path
+from permsc_integrations.errors import (
+    BackendError,
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+)
+from permsc_integrations.results import Usage
 
 if TYPE_CHECKING:  # optional dependency (the llamacpp extra), imported where used
     from llama_cpp import Llama

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
-from ...errors import ConfigurationError
-from ...results import Usage
-from ..base import LabelProbabilities
+from permsc_integrations.backends.base import LabelProbabilities
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.results import Usage
 
 if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
     from torch import Tensor

@@ -33,7 +33,11 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from ...errors import ConfigurationError, MissingDependencyError, ModelIntegrityError
+from permsc_integrations.errors import (
+    ConfigurationError,
+    MissingDependencyError,
+    ModelIntegrityError,
+)
 
 __all__ = [
     "EmbeddedModel",

@@ -30,13 +30,23 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..._checks import at_least
-from ...errors import BackendError, ConfigurationError, ContextLengthError, MissingDependencyError
-from ...results import Usage
-from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from ._gguf_cache import load_gguf
-from ._logits import CausalLM, chat_text, score_chunk
-from ._repetition import LoopStop
+from permsc_integrations._checks import at_least
+from permsc_integrations.backends.base import (
+    Completion,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
+from permsc_integrations.backends.local._gguf_cache import load_gguf
+from permsc_integrations.backends.local._logits import CausalLM, chat_text, score_chunk
+from permsc_integrations.backends.local._repetition import LoopStop
+from permsc_integrations.errors import (
+    BackendError,
+    ConfigurationError,
+    ContextLengthError,
+    MissingDependencyError,
+)
+from permsc_integrations.results import Usage
 
 if TYPE_CHECKING:  # optional dependencies (the local extra), imported where used
     from torch import Tensor

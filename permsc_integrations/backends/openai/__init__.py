@@ -5,6 +5,6 @@
 (it was one module before the backends were split into folders).
 """
 
-from ._backend import OpenAIBackend
+from permsc_integrations.backends.openai._backend import OpenAIBackend
 
 __all__ = ["OpenAIBackend"]

@@ -6,7 +6,7 @@ Works with the openai SDK 1.x-3.x, over whichever HTTP library that SDK is built
 (``httpx`` up to 2.x, ``httpx2`` from 3.0). Needs the ``openai`` extra.
 
 Secrets: the API key and any credentials in ``base_url`` never appear in the name, the repr,
-the fingerprint (cache keys) or an error message (:mod:`permsc_integrations._redaction`).
+the fingerprint (cache keys) or an error message (:mod:`permsc_integrations.backends._redaction`).
 The SDK never sees ``base_url``'s ``user:password@``: its HTTP client logs every request's
 URL at INFO (``HTTP Request: POST ...``) into the application's log, so it gets the URL
 without them and sends them as its basic auth, as it would have sent them from the URL.
@@ -44,20 +44,33 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from ..._checks import positive_int
-from ..._redaction import (
+from permsc_integrations._checks import positive_int
+from permsc_integrations.backends._http_errors import mapped_errors
+from permsc_integrations.backends._logprobs import check_labels, refused_logprobs
+from permsc_integrations.backends._redaction import (
     is_secret_name,
     redact_text,
     redact_url,
     refuse_masked,
     split_credentials,
 )
-from ...errors import BackendError, ConfigurationError, MissingDependencyError, first_failure
-from .._http_errors import mapped_errors
-from .._logprobs import check_labels, refused_logprobs
-from ..base import Completion, GenerationSettings, LabelProbabilities, Message
-from ._chat_json import completion_from_json, first_token_from_json
-from ._client_per_loop import LoopClients, Shards
+from permsc_integrations.backends.base import (
+    Completion,
+    GenerationSettings,
+    LabelProbabilities,
+    Message,
+)
+from permsc_integrations.backends.openai._chat_json import (
+    completion_from_json,
+    first_token_from_json,
+)
+from permsc_integrations.backends.openai._client_per_loop import LoopClients, Shards
+from permsc_integrations.errors import (
+    BackendError,
+    ConfigurationError,
+    MissingDependencyError,
+    first_failure,
+)
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

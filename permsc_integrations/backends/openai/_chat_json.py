@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._checks import is_int
-from ...errors import BackendError
-from ...results import Usage
-from .._logprobs import label_probabilities, top_list
-from ..base import Completion, LabelProbabilities
+from permsc_integrations._checks import is_int
+from permsc_integrations.backends._logprobs import label_probabilities, top_list
+from permsc_integrations.backends.base import Completion, LabelProbabilities
+from permsc_integrations.errors import BackendError
+from permsc_integrations.results import Usage
 
 __all__ = ["completion_from_json", "first_token_from_json", "usage_from_json", "answered_model"]
 

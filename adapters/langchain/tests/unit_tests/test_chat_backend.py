@@ -10,7 +10,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
 
-from permsc_integrations._retry import RetryPolicy
+from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations.backends.base import GenerationSettings
 from permsc_integrations.errors import (
     AuthenticationError,

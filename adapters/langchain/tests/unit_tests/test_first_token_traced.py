@@ -13,9 +13,9 @@ from langchain_openai import ChatOpenAI
 from langchain_permsc import ChatModelBackend, PSCReranker
 from langchain_permsc.chat_backend import chat_model_run, run_config
 
-from permsc_integrations._integration import TracedBackend, traced
 from permsc_integrations.backends.base import FirstTokenBackend, GenerationSettings
 from permsc_integrations.errors import ConfigurationError, LogprobsUnavailableError
+from permsc_integrations.integration._base import TracedBackend, traced
 from permsc_integrations.testing import Fault, Reply, ScriptedOpenAIServer, first_token_responder
 
 pytestmark = pytest.mark.timeout(60)

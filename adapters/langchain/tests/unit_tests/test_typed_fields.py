@@ -15,9 +15,9 @@ from langchain_permsc import PSCListwiseRanker, PSCReranker
 from pydantic import ValidationError
 
 from permsc_integrations import MemoryCache, RankingOptions
-from permsc_integrations._integration_model import option_types
 from permsc_integrations.aggregators import get as get_aggregator
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.integration._model import option_types
 from permsc_integrations.prompts import get_prompt
 from permsc_integrations.strategies import Sliding
 

@@ -32,8 +32,6 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
 from permsc_integrations._checks import positive_int
-from permsc_integrations._integration import Done, Trace
-from permsc_integrations._redaction import public_settings
 from permsc_integrations.backends._home_loop import HomeLoop
 from permsc_integrations.backends._http_errors import mapped_errors
 from permsc_integrations.backends._logprobs import (
@@ -42,6 +40,7 @@ from permsc_integrations.backends._logprobs import (
     refused_logprobs,
     top_list,
 )
+from permsc_integrations.backends._redaction import public_settings
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
@@ -49,6 +48,7 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.errors import BackendError
+from permsc_integrations.integration._base import Done, Trace
 from permsc_integrations.results import Usage
 
 __all__ = ["LlamaIndexLLMBackend", "llm_event"]
@@ -146,7 +146,7 @@ def _finish_reason(response: ChatResponse) -> str | None:
 
 def llm_event(callback_manager: Callable[[], Any]) -> Trace:
     """Each call as an LLM event of ``callback_manager()`` with its token usage (a
-    :data:`~permsc_integrations._integration.Trace` for the shared ``TracedBackend``):
+    :data:`~permsc_integrations.integration._base.Trace` for the shared ``TracedBackend``):
     LlamaIndex's ``TokenCountingHandler`` and tracers count them like any LLM call."""
 
     @asynccontextmanager

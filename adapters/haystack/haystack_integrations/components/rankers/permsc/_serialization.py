@@ -20,7 +20,7 @@ from typing import Any
 
 from haystack.utils import Secret
 
-from permsc_integrations._redaction import is_secret_name
+from permsc_integrations.backends._redaction import is_secret_name
 from permsc_integrations.errors import ConfigurationError
 
 __all__ = ["options_to_dict", "options_from_dict", "resolved_backend_options"]

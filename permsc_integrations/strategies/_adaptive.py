@@ -1,0 +1,258 @@
+"""Adaptive m: sample a window in waves and stop once the samples support the consensus.
+
+PSC's cost is m calls per window. When the model agrees with itself the consensus is settled
+after a few samples; when it does not, more samples help. :class:`Adaptive` draws a first wave,
+then further waves, up to ``num_permutations`` (the cap), and stops as soon as the samples so
+far establish the consensus *at a stated confidence*: every adjacent pair of the consensus in
+the part that matters (its top ``top_k`` and the pair at the cut, or the whole order) is won by
+a margin that a one-sided sign test calls real, the pairs taken together at the family level
+``1 - confidence`` (Holm). A pair counts only in the samples that list both of its items, as
+the aggregators count it, so a pair seen together in fewer samples is less evidence; a pair
+that never met, or a tie, keeps sampling going. What the test establishes is that the model's
+own majority (what m = infinity would say) orders each of those pairs as the consensus does:
+it is about self-consistency, not about the truth. The level holds at each look; a window
+looked at after each of several waves may stop early somewhat more often in the worst case.
+
+The waves take the same seeded permutation sequence as a fixed-m run, in order, so a stopped
+run is a prefix of the full one. The default, ``confidence=0.9``, was chosen on the scripted
+noise models and the saved answers of a 1.5B model (docs/benchmarks.md "adaptive"): it is the
+highest level at which a model that never disagrees with itself stops after 8 samples of a
+20-item window (unanimous samples needed: 5 for 3 items, 7 for 10, 8 for 20; 0.95 needs 9
+for 20 items, so 12 in waves of 4).
+
+The rule reads p-values, one per adjacent pair (:meth:`Adaptive.pairs`), so another source
+of evidence can replace the sign test: for answers that carry per-item probabilities, the
+one-sided p-value of the difference of two items' mean probabilities (its standard error from
+the samples) goes to :meth:`Adaptive.confident` in the same way.
+
+Example:
+    >>> policy = Adaptive(confidence=0.9)
+    >>> policy.stable([[0, 1, 2]] * 4, n_items=3, aggregator="borda")  # 4-0 twice: p = 1/16
+    False
+    >>> policy.stable([[0, 1, 2]] * 6, n_items=3, aggregator="borda")  # 6-0 twice: p = 1/64
+    True
+    >>> policy.stable([[0, 1, 2]] * 4 + [[1, 0, 2]] * 2, n_items=3, aggregator="borda")
+    False
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import InitVar, dataclass
+from typing import TypeVar, cast
+
+from permsc_integrations._checks import positive_int
+from permsc_integrations.aggregators import Aggregator, aggregate
+from permsc_integrations.errors import ConfigurationError
+
+__all__ = ["Adaptive", "waves", "sign_test"]
+
+CONFIDENCE = 0.9  # the default level (docs/benchmarks.md "adaptive")
+
+Ranking = Sequence[int]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Adaptive:
+    """When to stop sampling a window (see the module docstring).
+
+    ``first_wave`` samples come first, then ``wave`` more at a time, never more than the
+    ranker's ``num_permutations``; ``top_k`` (None: the whole order) is the part of the
+    consensus that must be established; ``confidence`` is the chance, under the sign test's
+    assumptions, that every adjacent pair of that part is ordered as the model's majority
+    orders it when sampling stops.
+    """
+
+    first_wave: int = 4
+    wave: int = 4
+    top_k: int | None = None
+    confidence: float = CONFIDENCE
+    tolerance: InitVar[float | None] = None  # replaced by confidence: refused with a hint
+
+    def __post_init__(self, tolerance: float | None) -> None:
+        if tolerance is not None:
+            raise ConfigurationError(
+                "Adaptive.tolerance is gone: sampling now stops on evidence at a confidence "
+                'level; use Adaptive(confidence=0.9) (docs/benchmarks.md "adaptive")'
+            )
+        for name in ("first_wave", "wave"):
+            positive_int(f"Adaptive.{name}", getattr(self, name))
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise ConfigurationError(
+                f"Adaptive.confidence must be a number strictly between 0 and 1 "
+                f"(e.g. 0.9), got {c!r}"
+            )
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
+            raise ConfigurationError(
+                f"Adaptive.top_k must be an int >= 1 or None, got {self.top_k!r}"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Adaptive:
+        """From the command line: ``on`` (the defaults) or ``FIRST,WAVE[,TOP_K[,CONFIDENCE]]``
+        (an empty or ``all`` TOP_K: the whole order).
+
+        >>> Adaptive.parse("4,2,5")
+        Adaptive(first_wave=4, wave=2, top_k=5, confidence=0.9)
+        >>> Adaptive.parse("4,4,all,0.95").confidence
+        0.95
+        """
+        if not text.strip():  # an empty flag or field is no answer, not "on"
+            raise ConfigurationError(
+                "adaptive is empty: give 'on' (the default waves) or FIRST,WAVE[,TOP_K"
+                "[,CONFIDENCE]] (e.g. 4,4 or 4,4,10 or 4,4,all,0.95); leave it out (None or "
+                "False) for a fixed m"
+            )
+        if text.strip().lower() in ("on", "yes", "true"):
+            return cls()
+        parts = [part.strip() for part in text.split(",")]
+        try:
+            if not 2 <= len(parts) <= 4:
+                raise ValueError
+            first, wave = int(parts[0]), int(parts[1])
+            top = parts[2] if len(parts) > 2 else ""
+            top_k = None if top.lower() in ("", "all") else int(top)
+            confidence = float(parts[3]) if len(parts) > 3 else CONFIDENCE
+        except ValueError:
+            raise ConfigurationError(
+                "adaptive must be 'on' or FIRST,WAVE[,TOP_K[,CONFIDENCE]] "
+                f"(e.g. 4,4 or 4,4,10 or 4,4,all,0.95), got {text!r}"
+            ) from None
+        return cls(first, wave, top_k, confidence)
+
+    def pairs(self, order: Sequence[int]) -> list[tuple[int, int]]:
+        """The adjacent pairs of ``order`` that must be established: those inside its top
+        ``top_k`` and the one across the cut (all of them when ``top_k`` is None).
+
+        >>> Adaptive(top_k=2).pairs([3, 1, 0, 2])
+        [(3, 1), (1, 0)]
+        """
+        end = len(order) - 1 if self.top_k is None else min(self.top_k, len(order) - 1)
+        return [(order[i], order[i + 1]) for i in range(end)]
+
+    def confident(self, p_values: Sequence[float]) -> bool:
+        """Whether every pair's one-sided p-value rejects "no real preference" at the family
+        level ``1 - confidence`` (Holm's step-down: the j-th smallest of h p-values must be at
+        most ``(1 - confidence) / (h - j + 1)``). No pairs: nothing to establish.
+
+        >>> Adaptive(confidence=0.9).confident([0.01, 0.04])  # 0.01 <= 0.05, 0.04 <= 0.1
+        True
+        >>> Adaptive(confidence=0.9).confident([0.06, 0.06])
+        False
+        """
+        alpha, h = 1.0 - self.confidence + 1e-12, len(p_values)  # 1 - 0.9 < 0.1 in floats
+        return all(p <= alpha / (h - j) for j, p in enumerate(sorted(p_values)))
+
+    def stable(
+        self,
+        rankings: Sequence[Ranking] | Sequence[Sequence[Ranking]],
+        *,
+        n_items: int,
+        aggregator: str | Aggregator,
+        grouped: bool = False,
+        probabilities: Sequence[object] | None = None,
+    ) -> bool:
+        """True when the samples establish the consensus (see the module docstring).
+
+        ``grouped``: ``rankings`` is a list of groups, the blocks of one shuffle. Where a
+        shuffle holds several blocks (a blocks round), the pairs of its head seldom share a
+        block, so the sign test would wait for the cap: the round stops instead once its head
+        is stable, when leaving out any one shuffle changes the head's members by none and its
+        order by at most a tenth of its pairs (the rule before issue 25). ``probabilities``:
+        shaped as ``rankings``, for an aggregator that reads first-token probabilities (the
+        sign test itself reads the samples' orders)."""
+        groups: list[list[Ranking]] = _as_groups(rankings, grouped)
+        probs = None if probabilities is None else _as_groups(probabilities, grouped)
+        flat = [r for g in groups for r in g]
+        if not flat:
+            return False
+        order = _consensus(groups, probs, range(len(groups)), n_items, aggregator)
+        if any(len(g) > 1 for g in groups):
+            return self._head_stable(groups, probs, order, n_items, aggregator)
+        return self.confident(sign_test(flat, self.pairs(order), n_items))
+
+    def _head_stable(
+        self,
+        groups: list[list[Ranking]],
+        probs: list[list[object]] | None,
+        order: list[int],
+        n_items: int,
+        aggregator: str | Aggregator,
+    ) -> bool:
+        # lazy: start-up time (numpy); only adaptive m needs it
+        from permsc_integrations.metrics import kendall_distance
+
+        head = order[: self.top_k]
+        pairs = len(head) * (len(head) - 1) // 2
+        for k in range(len(groups)):
+            rest = [j for j in range(len(groups)) if j != k]
+            if not any(groups[j] for j in rest):
+                return False
+            other = _consensus(groups, probs, rest, n_items, aggregator)[: self.top_k]
+            if set(other) != set(head) or kendall_distance(other, head) > 0.1 * pairs:
+                return False
+        return len(groups) > 1
+
+
+def _as_groups(values: Sequence[_T] | Sequence[Sequence[_T]], grouped: bool) -> list[list[_T]]:
+    """``values`` as groups: as given (``grouped``: a list of groups) or one value a group."""
+    if grouped:
+        return [list(g) for g in cast("Sequence[Sequence[_T]]", values)]
+    return [[v] for v in cast("Sequence[_T]", values)]
+
+
+def _consensus(
+    groups: list[list[Ranking]],
+    probs: list[list[object]] | None,
+    keep: Iterable[int],
+    n_items: int,
+    aggregator: str | Aggregator,
+) -> list[int]:
+    """The aggregator's consensus of the groups in ``keep`` (with their probabilities)."""
+    keep = list(keep)
+    flat = [r for j in keep for r in groups[j]]
+    extra = {} if probs is None else {"probabilities": [p for j in keep for p in probs[j]]}
+    return list(aggregate(flat, method=aggregator, n_items=n_items, **extra))
+
+
+def sign_test(
+    rankings: Sequence[Sequence[int]], pairs: Sequence[tuple[int, int]], n_items: int
+) -> list[float]:
+    """For each pair ``(a, b)``, the one-sided sign test's p-value that the rankings put ``a``
+    before ``b`` more often than chance would: ``P(X >= wins)`` for ``X ~ Binomial(met, 1/2)``,
+    counting only the rankings that list both (a pair that never met: 1.0).
+
+    >>> sign_test([[0, 1, 2]] * 5 + [[1, 0]], [(0, 1), (1, 2)], 3)  # 5 of 6, 5 of 5
+    [0.109375, 0.03125]
+    """
+    # lazy: start-up time (numpy); only adaptive m needs it
+    from permsc_integrations.aggregators._pairwise import pairwise_counts
+
+    wins = pairwise_counts(rankings, n_items)
+    out = []
+    for a, b in pairs:
+        won, met = int(wins[a, b]), int(wins[a, b] + wins[b, a])
+        out.append(sum(math.comb(met, k) for k in range(won, met + 1)) / 2**met)
+    return out
+
+
+def waves(policy: Adaptive | None, cap: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` sample ranges, first wave first, up to ``cap`` (one range if fixed).
+
+    >>> list(waves(Adaptive(first_wave=4, wave=3), 10))
+    [(0, 4), (4, 7), (7, 10)]
+    >>> list(waves(None, 10))
+    [(0, 10)]
+    """
+    if policy is None:
+        yield 0, cap
+        return
+    start, end = 0, min(policy.first_wave, cap)
+    while start < cap:
+        yield start, end
+        start, end = end, min(end + policy.wave, cap)

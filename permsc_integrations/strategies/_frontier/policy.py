@@ -1,0 +1,241 @@
+"""Rounds of windows within a call budget, spent where the top k is still uncertain.
+
+:class:`Frontier` is a pure state machine that a strategy drives: :meth:`~Frontier.next_round`
+gives the windows of the next parallel round (each a tuple of items in prompt order), the
+strategy asks the model for every window of the round at once and hands every answer to
+:meth:`~Frontier.observe`, until ``next_round()`` returns None; :meth:`~Frontier.result` is
+the ranking. The first round shows every item of the head it can afford in shuffled blocks
+(the whole list, unless the budget is below one pass and a third of it for later rounds:
+then the first-stage head, the tail keeping its input order). Each later round shows the
+items that may still belong in the top k under the model of every answer so far
+(:func:`~.model.fit_list`), in windows whose positions balance
+each item's exposure to the fitted position effect, and never a prompt already shown. With
+a budget, its calls are split over at most ``max_rounds`` rounds; without one (adaptive),
+rounds of ``adaptive_round`` calls go on until the top k is certified
+(:mod:`~permsc_integrations.strategies._frontier.stopping`) or ``cap`` calls are spent.
+
+Example:
+    >>> plan = Frontier(100, Settings(budget=12))
+    >>> [len(w) for w in plan.next_round()], plan.head
+    ([20, 20, 20, 20, 20], 100)
+    >>> Frontier(100, Settings(budget=4)).head  # 3 blocks, then one window over the best
+    60
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from permsc_integrations.permutations import cut_blocks
+from permsc_integrations.results import StopReason
+from permsc_integrations.strategies._frontier.model import (
+    Answer,
+    ListFit,
+    fit_list,
+    position_effects,
+)
+from permsc_integrations.strategies._frontier.stopping import CONFIDENCE, ZONE, ties, unsettled
+
+__all__ = ["Frontier", "Settings", "FrontierResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The policy's knobs (measured in benchmarks/frontier_sim.py, docs/benchmarks.md)."""
+
+    k: int = 10  # the top k that matters
+    window: int = 20
+    budget: int | None = None  # the most calls; None: adaptive, up to ``cap``
+    cap: int = 120
+    max_rounds: int = 4  # with a budget
+    later_share: float = 1 / 3  # at least this share of a budget goes to later rounds
+    floor: float = 0.02  # an item with less chance of the top k is left out of a round
+    zone: float = ZONE
+    confidence: float = CONFIDENCE
+    adaptive_round: int = 6  # calls per later round without a budget
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierResult:
+    """The ranking and what stands behind it."""
+
+    order: tuple[int, ...]
+    top_probability: tuple[float | None, ...]  # per item: its chance of the top k (None: unseen)
+    head: int  # the first ``head`` items were ranked; the rest keep their input order
+    ties: tuple[tuple[int, int], ...]  # neighbours in the top k settled as ties
+    stopped: StopReason  # "budget", "certified", "cap" or "exhausted" (every order shown)
+    calls: int
+    rounds: int
+
+
+@dataclass
+class Frontier:
+    """The policy's state for one list of ``n`` items (module docstring)."""
+
+    n: int
+    settings: Settings = field(default_factory=Settings)
+    answers: list[Answer] = field(default_factory=list)
+    calls: int = 0
+    rounds: int = 0
+    stopped: StopReason | None = None
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.settings.seed)
+        self._fit: ListFit | None = None
+        self._shown: set[tuple[int, ...]] = set()
+        self.head = self._head()
+
+    @property
+    def limit(self) -> int:
+        s = self.settings
+        return s.budget if s.budget is not None else s.cap
+
+    def _head(self) -> int:
+        s = self.settings
+        if s.budget is None:
+            return self.n
+        later = max(1, round(s.budget * s.later_share)) if s.budget > 1 else 0
+        first = max(1, min(s.budget - later, math.ceil(self.n / s.window)))
+        return min(self.n, first * s.window)
+
+    def _round_calls(self) -> int:
+        s, left = self.settings, self.limit - self.calls
+        if s.budget is None:
+            return min(left, s.adaptive_round)
+        return -(-left // max(1, s.max_rounds - self.rounds))
+
+    def next_round(self) -> list[tuple[int, ...]] | None:
+        """The next round's windows (items in prompt order), or None: done."""
+        if self.stopped:
+            return None
+        if self.n < 2 or self.calls >= self.limit:
+            self.stopped = "budget" if self.settings.budget is not None else "cap"
+            return None
+        if self.rounds == 0:
+            items = list(range(self.head))
+            self._rng.shuffle(items)
+            windows = [tuple(b) for b in cut_blocks(items, self.settings.window)][: self.limit]
+        else:
+            fit = self.model()
+            if self.settings.budget is None and not self._unsettled(fit):
+                self.stopped = "certified"
+                return None
+            windows = self._windows(fit, self._round_calls())
+            if not windows:  # every order of these items was shown: nothing new to ask
+                self.stopped = "exhausted"
+                return None
+        self.rounds += 1
+        self.calls += len(windows)
+        self._shown.update(windows)
+        return windows
+
+    def observe(self, answers: Sequence[Answer], *, spent: int | None = None) -> None:
+        """Every answer of the round (failed windows may be left out); ``spent``: the calls
+        really spent so far, re-asks and retries included (cache hits not), when the caller
+        counts them: the budget left is the budget less these."""
+        self.answers.extend(answers)
+        if spent is not None:
+            self.calls = spent
+        self._fit = None
+
+    def planned(self) -> tuple[int, ...]:
+        """The calls of each round at the most, before any answer (a plan): a budget's
+        rounds are fixed up front, adaptive rounds may stop after the first."""
+        dry, out = Frontier(self.n, self.settings), list[int]()
+        while self.n >= 2 and dry.calls < dry.limit:
+            first = min(dry.limit, -(-dry.head // self.settings.window))
+            calls = dry._round_calls() if out else first
+            out.append(calls)
+            dry.calls, dry.rounds = dry.calls + calls, dry.rounds + 1
+        return tuple(out)
+
+    def model(self) -> ListFit:
+        """The list model of the head, fitted to every answer so far."""
+        if self._fit is None:
+            self._fit = fit_list(self.head, self.answers)
+        return self._fit
+
+    def _unsettled(self, fit: ListFit) -> list[tuple[int, int]]:
+        s = self.settings
+        return unsettled(
+            fit, top_k=s.k, zone=s.zone, confidence=s.confidence, seed=s.seed + self.rounds
+        )
+
+    def _windows(self, fit: ListFit, calls: int) -> list[tuple[int, ...]]:
+        """``calls`` windows over the items that may still be in the top k (at least
+        ``k + window / 2`` of them, the likeliest first), in shuffled balanced blocks."""
+        s = self.settings
+        p = fit.top_probabilities(s.k, seed=s.seed + self.rounds)
+        ranked = sorted(range(self.head), key=lambda i: (-p[i], -fit.mean[i]))
+        plausible = sum(1 for i in ranked if p[i] >= s.floor)
+        size = min(self.head, max(plausible, s.k + s.window // 2), calls * s.window)
+        windows: list[tuple[int, ...]] = []
+        exposure = _exposure(self.answers, fit)
+        for _ in range(calls):  # a pass of blocks per turn; a block adds at most one window
+            pool = ranked[:size]
+            self._rng.shuffle(pool)
+            for block in cut_blocks(pool, s.window):
+                window = self._arrange(block, fit, exposure) if len(block) >= 2 else None
+                if len(windows) < calls and window is not None:
+                    windows.append(window)
+                    self._shown.add(window)
+            if len(windows) >= calls:
+                break
+        return windows
+
+    def _arrange(
+        self, items: Sequence[int], fit: ListFit, exposure: dict[int, float]
+    ) -> tuple[int, ...] | None:
+        """``items`` in the prompt positions that even out their past exposure to the
+        position effect (the least favoured so far gets the most favoured place); another
+        order where that prompt was already shown; None when every order was."""
+        effect = position_effects(fit, len(items))
+        places = sorted(range(len(items)), key=lambda q: -effect[q])
+        needy = sorted(items, key=lambda i: (exposure.get(i, 0.0), self._rng.random()))
+        slots = [0] * len(items)
+        for q, item in zip(places, needy, strict=True):
+            slots[q] = item
+        window = tuple(slots)
+        if window not in self._shown:
+            return window
+        if len(items) <= 5:  # at most 120 orders: pick one not shown yet, if any is left
+            left = [w for w in itertools.permutations(items) if w not in self._shown]
+            return self._rng.choice(left) if left else None
+        while window in self._shown:  # more orders than any budget: a shuffle is new
+            shuffled = list(items)
+            self._rng.shuffle(shuffled)
+            window = tuple(shuffled)
+        return window
+
+    def result(self) -> FrontierResult:
+        """The ranking: the head by posterior mean, then the tail in input order."""
+        s = self.settings
+        if not self.answers:
+            unseen = (None,) * self.n
+            return FrontierResult(tuple(range(self.n)), unseen, self.head, (), "budget", 0, 0)
+        fit = self.model()
+        p = fit.top_probabilities(s.k, seed=s.seed)
+        tail = self.n - self.head
+        return FrontierResult(
+            order=(*fit.order(), *range(self.head, self.n)),
+            top_probability=(*(float(x) for x in p), *(None,) * tail),
+            head=self.head,
+            ties=tuple(ties(fit, top_k=s.k, confidence=s.confidence, seed=s.seed)),
+            stopped=self.stopped or "budget",
+            calls=self.calls,
+            rounds=self.rounds,
+        )
+
+
+def _exposure(answers: Sequence[Answer], fit: ListFit) -> dict[int, float]:
+    """Each item's summed position effect over the prompts that showed it."""
+    out: dict[int, float] = {}
+    for a in answers:
+        for item, effect in zip(a.shown, position_effects(fit, len(a.shown)), strict=True):
+            out[item] = out.get(item, 0.0) + effect
+    return out
