@@ -1,7 +1,8 @@
 """docs/architecture.md cannot rot silently (issue 37): its request-path block is what
 ``benchmarks/request_path.py`` wrote and the path it shows is this tree's, its layers are
-``.importlinter``'s and its error tree is ``errors.py``'s. (tests/test_layout.py checks that it
-names every module, tests/test_public_api.py pins the public names.)
+``.importlinter``'s, its error tree is ``errors.py``'s and its table of public names lists
+only names in those modules' ``__all__`` (tests/test_public_api.py pins the ``__all__``s,
+tests/test_layout.py checks that the page names every module).
 
 The block's figures are kept as JSON in its first marker and the block must be exactly what the
 script's ``render`` makes of them: a hand edit, or a block in an older format, fails. The
@@ -13,6 +14,7 @@ the page says in words.
 from __future__ import annotations
 
 import configparser
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -89,3 +91,27 @@ def test_the_error_tree_is_errors_py() -> None:
         documented[line.strip()] = above[-1] if above else None
         above.append(line.strip())
     assert documented == tree
+
+
+def public_rows() -> list[tuple[list[str], list[str]]]:
+    """The "What is public" table: each row's modules and the names it lists."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## What is public", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if len(cells) != 2 or not line.startswith("| `"):
+            continue
+        modules = re.findall(r"`([\w.]+)`", cells[0])
+        modules = [m if m.startswith("permsc") else f"permsc_integrations{m}" for m in modules]
+        names = [n for n in re.findall(r"`([\w.]+)`", cells[1]) if n.isidentifier()]
+        rows.append((modules, names))
+    return rows
+
+
+def test_the_public_table_names_only_public_names() -> None:
+    rows = public_rows()
+    assert len(rows) > 10
+    for modules, names in rows:
+        declared = {n for m in modules for n in importlib.import_module(m).__all__}
+        assert [n for n in names if n not in declared] == [], modules

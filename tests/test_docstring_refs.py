@@ -10,7 +10,8 @@ Where a target is looked for, in Sphinx's order (``PythonDomain.find_obj``), the
 the module a docstring is in and the class around it:
 
 * ``name``: as written, then in the module, then in the module's class (``:mod:``: only as
-  written, an absolute module);
+  written, an absolute module); "in the module" is any name the module holds, imported ones
+  included (Sphinx would need the object documented there: this test is that much kinder);
 * ``.name``: in the class, in the module, then in each package above the module, innermost
   first (Sphinx's search for a suffix, kept to the module's own packages);
 * ``..name``: Sphinx strips one dot only, so such a target finds nothing there: it is broken.
