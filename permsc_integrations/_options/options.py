@@ -1,10 +1,10 @@
 """The ranking options, declared once: name, default, validation, help and where each applies.
 
-:class:`PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
+:class:`~.PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
 derive their options from :class:`RankingOptions`, so names, defaults and validation are the
 same everywhere. A bad value raises :class:`ConfigurationError` naming the option; an unknown
 name is refused with the closest known names. Each field has the type it keeps; what a caller
-may give (``adaptive=True``) is typed in the generated :mod:`._option_keywords`. To add an
+may give (``adaptive=True``) is typed in the generated :mod:`.keywords`. To add an
 option, declare it here and run ``python scripts/generate_option_keywords.py`` (docs/options.md,
 "Adding an option").
 
@@ -104,7 +104,7 @@ def _option(
 ) -> Any:
     """One option's field: its default, help and check; ``accepts``, the type of what a caller
     may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
-    named in :mod:`._option_values`; ``cli``, the flag's type (None: no flag)."""
+    named in :mod:`.values`; ``cli``, the flag's type (None: no flag)."""
     meta = dict(help=help, check=check, accepts=accepts, applies=applies)
     meta.update(cli=cli, cli_help=cli_help)
     if isinstance(default, dict):
@@ -369,7 +369,8 @@ class RankingOptions:
 
     def build_prompt(self) -> Prompt:
         """The prompt object; a prompt given by name gets ``max_words`` when it takes it.
-        In first-token scoring, the first-token form of the prompt (:mod:`.prompts.first_token`)."""
+        In first-token scoring, the first-token form of the prompt
+        (:mod:`.prompts._first_token`)."""
         if self.scoring == "first_token":
             return first_token_prompt(self.prompt, self.max_words)  # type: ignore[return-value]
         if not isinstance(self.prompt, str):

@@ -5,7 +5,7 @@ name and value and returns the value to keep, or raises :class:`ConfigurationErr
 
 Where a caller may give more than is kept (``adaptive=True`` is kept as ``Adaptive()``), the
 type of what may be given is named here too (``AdaptiveGiven``, ...): the declaration says
-which option accepts it, and the generated keywords (:mod:`._option_keywords`) carry it.
+which option accepts it, and the generated keywords (:mod:`.keywords`) carry it.
 
 Example:
     >>> check_scoring("scoring", "first_token")

@@ -77,14 +77,14 @@ class PSCRanker:
     close). The options are those of :class:`~permsc_integrations.RankingOptions`,
     given as keywords or as ``options=`` (keywords override it); an unknown one is refused.
     Every call this ranker makes (all windows, all requests, from any thread or event loop)
-    shares one :class:`~.run.limiter.CallLimiter` of ``max_concurrency`` slots;
+    shares one :class:`~._calls.limiter.CallLimiter` of ``max_concurrency`` slots;
     ``request_concurrency`` caps each request further. One ranker may be used from sync code,
     async code and threads at once. Lists
     longer than ``window_size`` are ranked by ``strategy`` (:mod:`.strategies`): by default
     rounds of blocks, all of a round's calls at once, the last round one PSC window over the
     head; ``"sliding"``: RankGPT's windows, one after another. Each window or round needs
     ``min_successful`` good samples (default ``max(1, m // 2)``) or raises
-    :class:`InsufficientSamplesError`.
+    :class:`~.errors.InsufficientSamplesError`.
     """
 
     def __init__(

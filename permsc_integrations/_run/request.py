@@ -11,7 +11,7 @@ meanwhile, in the request's task group, while the strategy starts its next round
 gets its ``window_start``/``window_end`` events and a seed derived from the request; its
 shuffles are distinct (:func:`~permsc_integrations.permutations.distinct_permutations`). A
 strategy that plans its own rounds reads ``spent`` (the request's meter), runs its model with
-``offload`` and reports ``wave_end`` and its :class:`~..strategies.base.Outcome`.
+``offload`` and reports ``wave_end`` and its :class:`~.strategies._base.Outcome`.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ class RequestRun:
         """What the result says beside the order: the strategy's :class:`Outcome`, with
         ``head`` (all items unless it said fewer), ``stopped`` (:meth:`_stopped`) and, where
         the strategy gave none and the ranking has a k
-        (:func:`~..strategies._frontier_rounds.served_k`), ``top_probability`` from the list
+        (:func:`~.strategies._frontier.rounds.served_k`), ``top_probability`` from the list
         model fitted to the samples (:data:`FIT_LIMIT`): ``None`` for an item no answer looked
         at, non-increasing along ``order``."""
         out, k = self.outcome, served_k(self.options)

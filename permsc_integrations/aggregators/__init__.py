@@ -66,7 +66,8 @@ def available() -> list[str]:
 
 
 def get(name: str) -> Aggregator:
-    """The aggregator registered as ``name``; :class:`UnknownNameError` lists the others."""
+    """The aggregator registered as ``name``; :class:`~.errors.UnknownNameError` lists the
+    others."""
     return _registry.get(name)
 
 

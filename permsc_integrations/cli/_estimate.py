@@ -95,7 +95,7 @@ class CapReport(TypedDict, total=False):
 def cap_report(per_query: list[Estimate], options: RankingOptions) -> CapReport:
     """What the caps would do to these queries: ``request_cap`` stops the queries whose own
     estimate passes it; ``ranker_cap`` allows as many queries as fit together, in input
-    order, as ``permsc rank`` admits them (:mod:`..admission`: a query starts only when the
+    order, as ``permsc rank`` admits them (:mod:`._calls.admission`: a query starts only when the
     cap can pay for its plan; under adaptive m one may finish early and leave room for more)."""
     out: CapReport = {}
     prices = options.prices

@@ -82,7 +82,7 @@ def passages_offline(args: argparse.Namespace, header: RunRecord, lists: list[Li
 def first_token_offline(
     args: argparse.Namespace, header: RunRecord, lists: list[ListSamples]
 ) -> int:
-    """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
+    """Score a first-token samples file (:mod:`.eval._first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
     from permsc_integrations.eval._datasets import kendall_tau_b

@@ -4,7 +4,7 @@ A first-token samples file (``permsc eval ... --scoring first_token --samples F`
 list, its orders one after another: each order is the list (passages: the first order is the
 first-stage order, then seeded shuffles) cut into blocks of at most ``window`` items, one
 saved sample a block with its label probabilities; and the position prior of each block size
-from content-free items (:mod:`permsc_integrations.calibration`). Everything below is computed
+from content-free items (:mod:`permsc_integrations._run.calibration`). Everything below is computed
 from the file, without the model:
 
 - ``first stage``: the retriever's order (passages), and ``random order``: the mean over

@@ -9,11 +9,11 @@ faults"):
 - the body must come whole within ``body_timeout`` (408) and fit ``max_body_bytes`` (413), the
   connection closed after either; while it comes the connection is one the cap may close;
 - a client key's turn (``key_concurrency``, ``key_queue``, ``queue_timeout``:
-  :class:`~..serve._slots.KeySlots`) is held by the ranking only, never by reading the body or
+  :class:`~.serve._slots.KeySlots`) is held by the ranking only, never by reading the body or
   writing the answer, whose reader has ``send_timeout`` s per part (serve's accept loop);
 - without client keys on loopback, a foreign ``Host`` (421) or ``Origin`` (403) is refused,
   ``--allowed-host`` and ``--cors-origin`` as for ``permsc serve`` (serve's
-  :class:`~..serve._browsers.BrowserGuard`; the SDK's own guard, which knew three host names
+  :class:`~.serve._browsers.BrowserGuard`; the SDK's own guard, which knew three host names
   and no flag, is off).
 
 Example:

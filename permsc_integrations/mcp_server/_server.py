@@ -3,7 +3,7 @@ streamable HTTP behind ``permsc serve``'s client keys.
 
 The tool's input schema is built from the server's own limits (``max_documents``,
 ``max_query_chars``, the budgets' caps), so an agent sees them before it calls; its output
-schema is :class:`~.tool.RerankResult`.
+schema is :class:`~._tool.RerankResult`.
 
 Example:
     >>> import anyio

@@ -115,7 +115,7 @@ class RerankTool:
     """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
     owns: :meth:`aclose` closes it. A budget below the server's ranks with a ranker derived
     for that call (:meth:`PSCRanker.derive`: the backend, limiter, breaker and ranker cap
-    shared; nothing kept). ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
+    shared; nothing kept). ``scale``: the scores' scale (:data:`~.serve._scoring.SCALES`,
     the model's ``relevance_score``). Blank documents are ranked last without a call."""
 
     def __init__(

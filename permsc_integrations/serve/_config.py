@@ -84,7 +84,7 @@ class Limits:
 @dataclass(frozen=True)
 class ModelConfig:
     """One served name: a backend spec and the ranking options of its ``PSCRanker``;
-    ``relevance_score``, the scale of its answers' scores (:data:`~.scoring.SCALES`:
+    ``relevance_score``, the scale of its answers' scores (:data:`~._scoring.SCALES`:
     ``"win_share"``, or ``"top_probability"``, which needs a k: ``top_k`` or ``max_calls``)."""
 
     name: str

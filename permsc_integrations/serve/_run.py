@@ -1,6 +1,6 @@
 """Run the app under uvicorn; SIGTERM drains in-flight requests and exits cleanly.
 
-Connections are accepted by :class:`~.connections.Connections` (a cap on open connections,
+Connections are accepted by :class:`~._connections.Connections` (a cap on open connections,
 a deadline for each request head), uvicorn's HTTP protocol parses them. On SIGTERM (or
 Ctrl-C) the server stops accepting connections, lets the requests in flight finish for up to
 ``grace_period`` seconds (then cancels their rankings, and their upstream calls, and answers
@@ -63,7 +63,7 @@ def _uvicorn() -> ModuleType:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket (port 0: a free one) with a queue of 4096 connections waiting to
-    be accepted (:class:`~.connections.Connections` accepts them)."""
+    be accepted (:class:`~._connections.Connections` accepts them)."""
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -8,7 +8,7 @@ over a window, and the parts of a round a strategy composes itself: :meth:`RankC
 sample), :meth:`RankContext.settle` (their consensus, or the strategy's own order of them)
 and :meth:`RankContext.lead` (their head at once, the consensus of the rest computed
 meanwhile: a :class:`Lead`). A strategy that decides its rounds as answers come (the frontier
-policy, :mod:`._frontier_rounds`) also reads what the request has spent
+policy, :mod:`._frontier.rounds`) also reads what the request has spent
 (:attr:`RankContext.spent`, against ``max_calls``), runs its model off the event loop
 (:meth:`RankContext.offload`), reports each round's end (:meth:`RankContext.wave_end`) and
 what stands behind its ranking (:meth:`RankContext.conclude`: an :class:`Outcome`). The
@@ -79,7 +79,7 @@ class Outcome:
 
 class RankContext(PlanOptions, Protocol):
     """What a strategy can ask of the ranker for one request: its ``n`` items, the options a
-    plan reads (:class:`~.plan.PlanOptions`: the windows' shape, m, adaptive m, ``max_calls``),
+    plan reads (:class:`~._plan.PlanOptions`: the windows' shape, m, adaptive m, ``max_calls``),
     what it has spent, and PSC over a window or a round it composes (module docstring)."""
 
     @property

@@ -1,7 +1,7 @@
 """Rounds of blocks, each over the head of the round before (the default strategy; the
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
 Under ``max_calls`` below this plan, or adaptive m with a ``top_k``, a list longer than a
-window goes to the frontier policy's rounds instead (:mod:`._frontier_rounds`); a list that
+window goes to the frontier policy's rounds instead (:mod:`._frontier.rounds`); a list that
 fits one window gets at most ``max_calls`` shuffles.
 
 Example:
@@ -134,7 +134,7 @@ class Blocks:
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
         ``top_k``: the last round settles the top ``window_size``), or the frontier
-        policy's (:func:`.frontier_rounds.frontier_plan`)."""
+        policy's (:func:`._frontier.rounds.frontier_plan`)."""
         own = self._plan(n, options)
         settings = frontier_settings(n, options, fixed=own.calls.high)
         return own if settings is None else frontier_plan(n, settings)

@@ -41,7 +41,7 @@ OBJECT_STORE = 80 * 2**20
 def processes_with(ray_tmpdir: str) -> dict[int, str]:
     """The processes (pid: name) whose environment has ``RAY_TMPDIR=ray_tmpdir`` or which hold
     a file open under that folder: every process a Ray started under it, and nobody else's
-    (a node agent's environment can read as overwritten: :mod:`..ray._processes`)."""
+    (a node agent's environment can read as overwritten: :mod:`.ray._processes`)."""
     return find_processes(f"RAY_TMPDIR={ray_tmpdir}".encode(), ray_tmpdir)
 
 
