@@ -1,4 +1,7 @@
-"""Retry policy: bounded attempts and time, Retry-After honoured, only retryable errors."""
+"""Retry policy: bounded attempts and time, Retry-After honoured, only retryable errors.
+
+Driven through :meth:`Calls.send`, the one retry loop production runs (every call a request
+sends goes out there), with a real :class:`CallLimiter` as the slot an attempt holds."""
 
 from __future__ import annotations
 
@@ -7,7 +10,11 @@ import time
 import anyio
 import pytest
 
-from permsc_integrations._calls.retry import RetryPolicy, call_with_retry
+from permsc_integrations._calls.breaker import Breaker
+from permsc_integrations._calls.calls import Calls, Tab
+from permsc_integrations._calls.limiter import CallLimiter
+from permsc_integrations._calls.retry import RetryPolicy
+from permsc_integrations._calls.spending import Meter
 from permsc_integrations.errors import (
     BackendError,
     BackendTimeoutError,
@@ -19,6 +26,18 @@ from permsc_integrations.errors import (
 pytestmark = pytest.mark.timeout(20)  # the hangs these tests guard against last 30 s
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.02, jitter=0.0)
+
+
+async def call_with_retry(
+    fn, policy: RetryPolicy, timeout: float | None, *, slot: CallLimiter | None = None
+) -> tuple[object, int]:
+    """``fn`` sent as a request's calls are (:meth:`Calls.send`): its answer and its retries."""
+    limiters = [] if slot is None else [slot]
+    calls = Calls("test", policy, timeout, Breaker(), limiters, Meter(None, "request"))
+    tab = Tab()
+    result = await calls.send(fn, 0, tab)
+    assert calls.meter.spent.retries == tab.usage.retries  # one count, on the meter too
+    return result, tab.usage.retries
 
 
 class Waits(list):
@@ -80,9 +99,11 @@ async def test_non_retryable_errors_fail_at_once(error: BackendError) -> None:
 
 
 async def test_other_exceptions_are_not_retried() -> None:
+    """A backend bug fails its sample as a non-retryable BackendError (the KeyError its cause)."""
     fn = Failing(KeyError("bug"))
-    with pytest.raises(KeyError):
+    with pytest.raises(BackendError, match="KeyError") as raised:
         await call_with_retry(fn, FAST, timeout=5)
+    assert not raised.value.retryable and isinstance(raised.value.__cause__, KeyError)
     assert len(fn.started) == 1
 
 
@@ -187,8 +208,8 @@ def test_bad_policy_raises_configuration_error(kwargs: dict) -> None:
         RetryPolicy(**kwargs)
 
 
-async def test_the_guard_is_held_per_attempt_and_released_during_backoff(waits: Waits) -> None:
-    slot = anyio.CapacityLimiter(1)
+async def test_the_slot_is_held_per_attempt_and_released_during_backoff(waits: Waits) -> None:
+    slot = CallLimiter(1)
     holders: list[int] = []
 
     class Watched(Failing):  # how many held the slot at each attempt
@@ -201,26 +222,26 @@ async def test_the_guard_is_held_per_attempt_and_released_during_backoff(waits: 
 
     async def neighbour() -> None:
         await waits.asked.wait()  # the call is in its backoff now
-        free_during_backoff.append(slot.available_tokens == 1)
+        free_during_backoff.append(slot.borrowed_tokens == 0)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(neighbour)
-        await call_with_retry(fn, FAST, timeout=5, guard=lambda: slot)
+        await call_with_retry(fn, FAST, timeout=5, slot=slot)
     assert holders == [1, 1], "each attempt held the slot"
     assert free_during_backoff == [True], "the slot was free during the wait"
 
 
-async def hog_until_queued(slot: anyio.CapacityLimiter, seconds: float, until) -> float:
+async def hog_until_queued(slot: CallLimiter, seconds: float, until) -> float:
     """Hold ``slot`` until another task queues for it, then ``seconds`` more; returns when
     the slot was given back."""
     async with slot:
-        await until(lambda: slot.statistics().tasks_waiting == 1)
+        await until(lambda: slot.waiting == 1)
         await anyio.sleep(seconds)
         return time.monotonic()
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_timeout(until) -> None:
-    slot = anyio.CapacityLimiter(1)
+async def test_waiting_for_the_slot_does_not_count_against_the_timeout(until) -> None:
+    slot = CallLimiter(1)
     fn = Failing()
     released: list[float] = []
 
@@ -230,14 +251,14 @@ async def test_waiting_for_the_guard_does_not_count_against_the_timeout(until) -
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
         await until(lambda: slot.borrowed_tokens == 1)
-        result, retries = await call_with_retry(fn, FAST, timeout=0.1, guard=lambda: slot)
+        result, retries = await call_with_retry(fn, FAST, timeout=0.1, slot=slot)
     assert (result, retries) == ("ok after 0", 0)
     assert fn.started[0] >= released[0], "the call queued for the slot"
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(until) -> None:
+async def test_waiting_for_the_slot_does_not_count_against_the_retry_budget(until) -> None:
     """A healthy call that queued longer than max_total_time still gets its attempts."""
-    slot = anyio.CapacityLimiter(1)
+    slot = CallLimiter(1)
     fn = Failing(BackendError("503", retryable=True))
     policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, jitter=0, max_total_time=0.2)
     released: list[float] = []
@@ -248,7 +269,7 @@ async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(unt
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
         await until(lambda: slot.borrowed_tokens == 1)
-        result, retries = await call_with_retry(fn, policy, timeout=5, guard=lambda: slot)
+        result, retries = await call_with_retry(fn, policy, timeout=5, slot=slot)
     assert (result, retries) == ("ok after 1", 1)
     assert fn.started[0] >= released[0], "the call queued for the slot"
 

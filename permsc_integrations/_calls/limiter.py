@@ -80,6 +80,11 @@ class CallLimiter:
         """Slots held right now."""
         return self._borrowed
 
+    @property
+    def waiting(self) -> int:
+        """Tasks queued for a slot right now."""
+        return len(self._waiters)
+
     async def acquire(self) -> None:
         """Wait for a slot (cancellable: a cancelled waiter holds nothing)."""
         with self._lock:
