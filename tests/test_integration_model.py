@@ -14,7 +14,7 @@ pytest.importorskip("pydantic")
 from pydantic import TypeAdapter, ValidationError  # noqa: E402
 
 from permsc_integrations import MemoryCache, PSCRanker, RankingOptions, RetryPolicy  # noqa: E402
-from permsc_integrations._calls.spending import Prices, SpendingCap  # noqa: E402
+from permsc_integrations._calls.caps import Prices, SpendingCap  # noqa: E402
 from permsc_integrations._ranker.ranker import RankingKeywords  # noqa: E402
 from permsc_integrations.aggregators import get as get_aggregator  # noqa: E402
 from permsc_integrations.errors import ConfigurationError, UnknownNameError  # noqa: E402

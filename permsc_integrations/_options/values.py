@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from permsc_integrations._calls.caps import Prices, SpendingCap
 from permsc_integrations._calls.retry import RetryPolicy
-from permsc_integrations._calls.spending import Prices, SpendingCap
 from permsc_integrations.aggregators import Aggregator, resolve
 from permsc_integrations.backends.base import ResponseCache
 from permsc_integrations.errors import ConfigurationError
