@@ -65,7 +65,8 @@ def test_all_is_pinned() -> None:
 # Every public module besides the top level, and its one ``__all__`` (docs/architecture.md,
 # "What is public"). Everything in a ``_private`` module may change without notice.
 PUBLIC = {
-    "aggregators": "Aggregator register get available aggregate",
+    "aggregators": "Aggregator register get available aggregate HasQuick ReadsProbabilities "
+    "ScoresItems quick_of reads_probabilities scores_of",
     "aggregators.kemeny": "kemeny_solve kemeny_with KemenySolution",
     "backends": "register available resolve_backend",
     "backends.base": "Message GenerationSettings Completion Backend BatchBackend "

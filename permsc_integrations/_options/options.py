@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from permsc_integrations._calls.caps import Prices, SpendingCap, parse_cap, parse_prices
 from permsc_integrations._calls.retry import RetryPolicy
-from permsc_integrations._calls.spending import Prices, SpendingCap, parse_cap, parse_prices
 from permsc_integrations._checks import (
     Check,
     at_least,

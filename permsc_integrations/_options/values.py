@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from permsc_integrations._calls.caps import Prices, SpendingCap
 from permsc_integrations._calls.retry import RetryPolicy
-from permsc_integrations._calls.spending import Prices, SpendingCap
-from permsc_integrations.aggregators import Aggregator, resolve
+from permsc_integrations.aggregators import Aggregator, reads_probabilities, resolve
 from permsc_integrations.backends.base import ResponseCache
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.prompts import get_prompt
@@ -122,16 +122,12 @@ def check_strategy(name: str, value: object) -> str | Strategy:
     return kept
 
 
-def reads_probabilities(aggregator: str | Aggregator) -> bool:
-    return bool(getattr(resolve(aggregator), "uses_probabilities", False))
-
-
 def scored_with(
     scoring: Scoring, aggregator: str | Aggregator, calibrate: bool, cache: ResponseCache | None
 ) -> None:
     """The rules between ``scoring`` and the options that depend on it (the window size's, which
     needs the prompt's labels, is :class:`~.options.RankingOptions`')."""
-    if scoring != "first_token" and reads_probabilities(aggregator):
+    if scoring != "first_token" and reads_probabilities(resolve(aggregator)):
         raise ConfigurationError(
             f"aggregator {aggregator!r} reads first-token probabilities: use it with "
             "scoring='first_token', or a rank aggregator (kemeny, borda, ...)"

@@ -84,7 +84,10 @@ class PSCRanker:
     rounds of blocks, all of a round's calls at once, the last round one PSC window over the
     head; ``"sliding"``: RankGPT's windows, one after another. Each window or round needs
     ``min_successful`` good samples (default ``max(1, m // 2)``) or raises
-    :class:`~.errors.InsufficientSamplesError`.
+    :class:`~.errors.InsufficientSamplesError`. ``meter`` is a ``ranker_cap`` meter to share with other
+    rankers (what they send is spent together: :meth:`derive` passes its own, an adapter its
+    rebuilt ranker's predecessor's, ``OneRanker.meter``); by default a new one for
+    ``ranker_cap``, None without one.
     """
 
     def __init__(
@@ -93,12 +96,15 @@ class PSCRanker:
         *,
         options: RankingOptions | None = None,
         on_event: EventHook | None = None,
+        meter: Meter | None = None,
         **overrides: Unpack[RankingKeywords],
     ) -> None:
         if options is not None and not isinstance(options, RankingOptions):
             raise ConfigurationError(
                 f"options must be a RankingOptions, got {type(options).__name__}"
             )
+        if meter is not None and not isinstance(meter, Meter):
+            raise ConfigurationError(f"meter must be a Meter or None, got {type(meter).__name__}")
         opts = (options or RankingOptions()).replace(**overrides) if overrides else options
         self.options: RankingOptions = opts or RankingOptions()
         o = self.options
@@ -108,7 +114,8 @@ class PSCRanker:
         self.on_event = on_event
         self._limiter = CallLimiter(o.max_concurrency)
         self._breaker = Breaker(o.breaker_cooldown)
-        self._meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
+        own = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap and meter is None else None
+        self._meter = meter if meter is not None else own
         self._engine = Engine.build(o, self.backend, limiter=self._limiter, breaker=self._breaker)
         self._built = True  # from here on, __setattr__ refuses what the ranker would ignore
 
@@ -289,9 +296,9 @@ class PSCRanker:
         (2, True)
         """
         options = self.options.replace(**{"backend_options": {}, **changes})
-        other = PSCRanker(self.backend, options=options, on_event=self.on_event)
+        other = PSCRanker(self.backend, options=options, on_event=self.on_event, meter=self._meter)
         engine = Engine.build(options, self.backend, limiter=self._limiter, breaker=self._breaker)
-        other._limiter, other._breaker, other._meter = self._limiter, self._breaker, self._meter
+        other._limiter, other._breaker = self._limiter, self._breaker
         other._engine = engine
         return other
 
@@ -320,7 +327,7 @@ class PSCRanker:
 _SETTABLE = frozenset({"on_event"})
 """What a built ranker reads on every request, so that setting it is honoured: its event hook.
 Its parts (``_engine``, ``_limiter``, ``_breaker``, ``_meter``: the spending meter of
-``ranker_cap``, which an adapter hands a rebuilt ranker) are private."""
+``ranker_cap``, given to another ranker as ``meter=``) are private."""
 
 
 def _refusal(ranker: PSCRanker, name: str) -> str:

@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
+from permsc_integrations._events import WaveReason
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.sampling import WindowRun
 from permsc_integrations._run.state import RequestState
@@ -175,7 +176,7 @@ class RequestRun:
             if policy is None:
                 continue
             stable = end < cap and await self.engine.settled(samples, len(local), per_unit, policy)
-            why = "stable" if stable else "cap" if end == cap else "unsettled"
+            why: WaveReason = "stable" if stable else "cap" if end == cap else "unsettled"
             detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
             await self.state.emit("wave_end", number, total=cap, **detail, why=why)
             if stable:
@@ -198,7 +199,7 @@ class RequestRun:
     async def offload(self, work: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(work)
 
-    async def wave_end(self, number: int, *, calls: int, cap: int, why: str) -> None:
+    async def wave_end(self, number: int, *, calls: int, cap: int, why: WaveReason) -> None:
         stopped = why != "unsettled"
         await self.state.emit(
             "wave_end", number, total=cap, wave=0, samples=calls, cap=cap, stopped=stopped, why=why

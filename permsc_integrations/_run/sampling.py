@@ -257,7 +257,6 @@ class Generate:
             if room < len(todo):
                 refused = BudgetSpentError(calls.meter.budget or 0)
                 out.update((k, asks[k].refused(refused)) for k in todo[room:])
-                calls.meter.refused += 1
                 todo = todo[:room]
             if not todo:
                 break

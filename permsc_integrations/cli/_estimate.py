@@ -33,7 +33,7 @@ from permsc_integrations.results import Usage
 from permsc_integrations.strategies._plan import approx_tokens, planned_tokens
 
 if TYPE_CHECKING:
-    from permsc_integrations._calls.spending import Prices, SpendingCap
+    from permsc_integrations._calls.caps import Prices, SpendingCap
     from permsc_integrations._options.options import RankingOptions
     from permsc_integrations.cli._common import Subparsers
     from permsc_integrations.prompts import Prompt

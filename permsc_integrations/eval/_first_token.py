@@ -32,7 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from permsc_integrations._run.calibration import PositionPrior
-from permsc_integrations.aggregators import aggregate, fuse_first_stage, resolve
+from permsc_integrations.aggregators import (
+    aggregate,
+    fuse_first_stage,
+    reads_probabilities,
+    resolve,
+)
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.eval._report import paired_wilcoxon
 from permsc_integrations.eval._samples import ListSamples
@@ -153,7 +158,7 @@ def _psc(
     blocks = [(b, priors[len(b)].correct(p) if priors else p) for o in orders for b, p in o if p]
     rankings = [_ranked(b, p) for b, p in blocks]
     extra: dict[str, object] = {}
-    if getattr(resolve(method), "uses_probabilities", False):
+    if reads_probabilities(resolve(method)):
         extra["probabilities"] = [dict(zip(b, p, strict=True)) for b, p in blocks]
     return aggregate(rankings, method=method, n_items=n, **extra)
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from permsc_integrations._events import WaveReason
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.results import Sample, StopReason
 from permsc_integrations.strategies._plan import Plan, PlanOptions
@@ -132,7 +133,7 @@ class RankContext(PlanOptions, Protocol):
         """``work()`` in a worker thread (CPU work: the event loop stays free for calls)."""
         ...
 
-    async def wave_end(self, number: int, *, calls: int, cap: int, why: str) -> None:
+    async def wave_end(self, number: int, *, calls: int, cap: int, why: WaveReason) -> None:
         """Round ``number``'s ``wave_end`` event: ``calls`` spent so far of ``cap``; ``why``
         it goes on (``"unsettled"``) or stops (``"certified"``, ``"budget"``, ``"cap"``,
         ``"exhausted"``)."""

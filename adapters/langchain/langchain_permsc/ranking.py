@@ -115,16 +115,17 @@ class PSCRankingSettings(PSCOptionsModel):
 
     def _build(self) -> PSCRanker:
         options = self._check()
+        meter = self._one.meter(options)  # the ranker cap's, kept across rebuilds
         if isinstance(self.backend, str):
             backend = resolve_backend(self.backend, **self.backend_options)
             wrapped = (
                 backend if isinstance(backend, BatchBackend) else traced(backend, chat_model_run)
             )
             self._one.own(wrapped)
-            return PSCRanker(wrapped, options=options.replace(backend_options={}))
+            return PSCRanker(wrapped, options=options.replace(backend_options={}), meter=meter)
         if isinstance(self.backend, Runnable):
-            return PSCRanker(ChatModelBackend(self.backend), options=options)
-        return PSCRanker(self.backend, options=options)
+            return PSCRanker(ChatModelBackend(self.backend), options=options, meter=meter)
+        return PSCRanker(self.backend, options=options, meter=meter)
 
     async def _arank(
         self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False

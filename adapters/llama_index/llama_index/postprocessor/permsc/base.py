@@ -168,7 +168,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
                 backend = traced(backend, llm_event(lambda: self.callback_manager))
             self._one.own(backend)
             options = options.replace(backend_options={})
-        return PSCRanker(backend, options=options)
+        return PSCRanker(backend, options=options, meter=self._one.meter(options))
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

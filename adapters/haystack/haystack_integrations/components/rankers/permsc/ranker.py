@@ -114,15 +114,17 @@ class PSCRanker:
         self._one = OneRanker()
 
     def _build(self) -> CoreRanker:
+        meter = self._one.meter(self.options)  # the ranker cap's, kept across rebuilds
         if self._model is not None:
-            return CoreRanker(self._model, options=self.options)
+            return CoreRanker(self._model, options=self.options, meter=meter)
         if isinstance(self.backend, str):
             options = resolved_backend_options(self.options.backend_options)
             backend = resolve_backend(self.backend, **options)
             self._one.own(backend)
-            return CoreRanker(backend, options=self.options.replace(backend_options={}))
+            core = self.options.replace(backend_options={})
+            return CoreRanker(backend, options=core, meter=meter)
         assert self.backend is not None  # checked at construction
-        return CoreRanker(self.backend, options=self.options)
+        return CoreRanker(self.backend, options=self.options, meter=meter)
 
     def core_ranker(self) -> CoreRanker:
         """The core ranker these settings describe (built on first use, shared by all)."""
