@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from permsc_integrations._registry import publish
+
 __all__ = ["Event", "EventKind", "EventHook", "emit"]
 
 logger = logging.getLogger(__name__)
@@ -78,3 +80,6 @@ async def emit(hooks: Iterable[EventHook | None], event: Event) -> None:
                 await result
         except Exception:  # a broken progress bar must not break a ranking
             logger.exception("event hook %r failed on %s event", hook, event.kind)
+
+
+publish("permsc_integrations", Event)

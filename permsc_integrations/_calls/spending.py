@@ -42,6 +42,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 
 from permsc_integrations._calls.admission import Admitting, Amount, Hold, Waiter
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import BudgetSpentError, ConfigurationError, SpendingCapError
 from permsc_integrations.results import Usage
 
@@ -393,3 +394,6 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
         total = sum(reported, Usage())
         for meter, ticket in tickets:
             meter.settle(ticket, total)
+
+
+publish("permsc_integrations", SpendingCap, Prices)

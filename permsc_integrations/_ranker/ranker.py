@@ -36,6 +36,7 @@ from permsc_integrations._events import EventHook
 from permsc_integrations._items import normalize_items
 from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, RankingOptions
+from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations._run.state import RequestState
@@ -417,3 +418,6 @@ def _first_failure(failures: list[BaseException]) -> BaseException:
     for line in grouped(failures[1:]):  # identical failures once, counted
         add_note(failures[0], f"other requests also failed: {line}")
     return failures[0]
+
+
+publish("permsc_integrations", PSCRanker, RankRequest)

@@ -21,7 +21,7 @@ from permsc_integrations.cli._common import (
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from permsc_integrations.cli._common import Subparsers
-    from permsc_integrations.serve._config import ServeConfig
+    from permsc_integrations.serve import ServeConfig
 
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
@@ -148,8 +148,14 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
     # lazy: start-up time (the ranker and its backends load only when serving)
-    from permsc_integrations.serve._auth import ENV_KEYS, load_keys
-    from permsc_integrations.serve._config import Limits, ModelConfig, ServeConfig, load_models
+    from permsc_integrations.serve import (
+        ENV_KEYS,
+        Limits,
+        ModelConfig,
+        ServeConfig,
+        load_keys,
+        load_models,
+    )
 
     if args.config:
         models = load_models(args.config)
@@ -194,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; returns 0 after a clean drain."""
     config = config_from_args(args)
     # lazy: start-up time, and uvicorn is the serve extra's
-    from permsc_integrations.serve._logs import configure_logging
-    from permsc_integrations.serve._run import serve
+    from permsc_integrations.serve import configure_logging, serve
 
     configure_logging(args.log_level, config.secrets)
     serve(config)
