@@ -82,34 +82,28 @@ def first_token_offline(
     """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval import (
-        kendall_tau_b,
-        ndcg_of,
-        read_priors,
-        read_qrels,
-        score_first_token,
-    )
+    from permsc_integrations import eval as evaluation
 
     passages = header.get("task") == "trec"
     if passages:
         if not args.qrels:
             raise ConfigurationError("re-scoring passage samples needs --qrels")
-        qrels = read_qrels(args.qrels)
+        qrels = evaluation.read_qrels(args.qrels)
         lists = [s for s in lists if s.example.id in qrels]
 
         def metric(order: Sequence[int], s: ListSamples) -> float:
-            return ndcg_of(order, s, qrels)
+            return evaluation.ndcg_of(order, s, qrels)
     else:
 
         def metric(order: Sequence[int], s: ListSamples) -> float:
-            return kendall_tau_b(list(order), s.example.keys)
+            return evaluation.kendall_tau_b(list(order), s.example.keys)
 
     n = max(len(s.example.items) for s in lists)
-    table = score_first_token(
+    table = evaluation.score_first_token(
         lists,
         metric,
         metric_name="ndcg@10" if passages else "kendall_tau",
-        priors=read_priors(args.from_samples),
+        priors=evaluation.read_priors(args.from_samples),
         window=int(header.get("window") or n),
         passages=passages,
         m_values=[int(k) for k in args.m_sweep.split(",")] if args.m_sweep else (1, 5, 10),
