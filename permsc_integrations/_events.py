@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from permsc_integrations._registry import publish
 from permsc_integrations.results import StopReason
 
 __all__ = ["Event", "EventKind", "EventHook", "WaveReason", "emit"]
@@ -87,3 +88,6 @@ async def emit(hooks: Iterable[EventHook | None], event: Event) -> None:
                 await result
         except Exception:  # a broken progress bar must not break a ranking
             logger.exception("event hook %r failed on %s event", hook, event.kind)
+
+
+publish("permsc_integrations", Event)

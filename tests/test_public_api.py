@@ -79,7 +79,9 @@ PUBLIC = {
     "integration": "checked_options refuse_unknown refuse_unknown_attribute check_backend "
     "public_backend_options usage_dict psc_metadata repr_args OneRanker Done Trace TracedBackend "
     "TracedFirstTokenBackend traced AdapterModel PSCOptionsModel option_types option_annotation "
-    "option_fields typed_errors",
+    "option_fields typed_errors RankingKeywords at_least positive_int run_sync HomeLoop "
+    "mapped_errors check_labels label_probabilities refused_logprobs top_list public_settings "
+    "is_secret_name TemplatePrompt",
     "eval": "EvalReport evaluate_sorting aevaluate_sorting aevaluate_trec load_sorting "
     "generate_mathsort kendall_tau_b read_qrels read_run read_topics write_run bias_map",
     "mcp_server": "Budget BUDGETS RerankTool RerankResult ToolError",

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import Usage
 
@@ -136,3 +137,5 @@ def parse_prices(name: str, value: Any) -> Prices | None:
         f"{name} must be None, Prices(prompt, completion) or 'PROMPT,COMPLETION' per million "
         f"tokens, got {value!r}"
     )
+
+publish("permsc_integrations", SpendingCap, Prices)

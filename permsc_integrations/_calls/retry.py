@@ -47,6 +47,7 @@ from tenacity import (
 )
 
 from permsc_integrations._checks import positive_int
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 
 __all__ = ["RetryPolicy", "Budget", "Attempts", "is_retryable"]
@@ -242,3 +243,6 @@ class _Cut:
                 f"the backend call exceeded {what}; raise timeout= (or "
                 "RetryPolicy.max_total_time) or check that the server is answering"
             ) from None
+
+
+publish("permsc_integrations", RetryPolicy)

@@ -265,3 +265,5 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
         total = sum(reported, Usage())
         for meter, ticket in tickets:
             meter.settle(ticket, total)
+
+

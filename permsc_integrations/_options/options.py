@@ -64,15 +64,13 @@ from permsc_integrations._options.values import (
     scored_with,
     slides,
 )
+from permsc_integrations._registry import publish
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.backends.base import GenerationSettings, ResponseCache
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts._base import Prompt
-from permsc_integrations.prompts._first_token import first_token_prompt
-from permsc_integrations.strategies import Plan, Strategy
+from permsc_integrations.prompts import Prompt, first_token_prompt, get_prompt
+from permsc_integrations.strategies import Adaptive, Plan, Strategy
 from permsc_integrations.strategies import get as get_strategy
-from permsc_integrations.strategies._adaptive import Adaptive
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -399,3 +397,6 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
+
+
+publish("permsc_integrations", RankingOptions)

@@ -25,11 +25,9 @@ from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations.aggregators import Aggregator, reads_probabilities, resolve
 from permsc_integrations.backends.base import ResponseCache
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts._base import Prompt
-from permsc_integrations.strategies import Sliding, Strategy
+from permsc_integrations.prompts import Prompt, get_prompt
+from permsc_integrations.strategies import Adaptive, Sliding, Strategy
 from permsc_integrations.strategies import get as get_strategy
-from permsc_integrations.strategies._adaptive import Adaptive
 
 __all__ = [
     "SCORINGS",

@@ -36,6 +36,7 @@ from permsc_integrations._events import EventHook
 from permsc_integrations._items import normalize_items
 from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, RankingOptions
+from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations._run.state import RequestState
@@ -84,10 +85,10 @@ class PSCRanker:
     rounds of blocks, all of a round's calls at once, the last round one PSC window over the
     head; ``"sliding"``: RankGPT's windows, one after another. Each window or round needs
     ``min_successful`` good samples (default ``max(1, m // 2)``) or raises
-    :class:`~.errors.InsufficientSamplesError`. ``meter`` is a ``ranker_cap`` meter to share with other
-    rankers (what they send is spent together: :meth:`derive` passes its own, an adapter its
-    rebuilt ranker's predecessor's, ``OneRanker.meter``); by default a new one for
-    ``ranker_cap``, None without one.
+    :class:`~.errors.InsufficientSamplesError`. ``meter`` is a ``ranker_cap`` meter to share
+    with other rankers (what they send is spent together: :meth:`derive` passes its own, an
+    adapter its rebuilt ranker's predecessor's, ``OneRanker.meter``); by default a new one
+    for ``ranker_cap``, None without one.
     """
 
     def __init__(
@@ -424,3 +425,6 @@ def _first_failure(failures: list[BaseException]) -> BaseException:
     for line in grouped(failures[1:]):  # identical failures once, counted
         add_note(failures[0], f"other requests also failed: {line}")
     return failures[0]
+
+
+publish("permsc_integrations", PSCRanker, RankRequest)

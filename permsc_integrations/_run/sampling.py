@@ -48,7 +48,7 @@ from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.backends.base import Backend, BatchBackend, Completion, Message
 from permsc_integrations.errors import BackendError, BudgetSpentError, ParseError, first_failure
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import ParseStatus, Sample
 
 if sys.version_info < (3, 11):  # pragma: no cover

@@ -17,8 +17,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from permsc_integrations._registry import Registry
+from permsc_integrations._registry import Registry, lazy_exports, publish
 from permsc_integrations.aggregators._capabilities import (
     Aggregator,
     HasQuick,
@@ -29,6 +30,9 @@ from permsc_integrations.aggregators._capabilities import (
     scores_of,
 )
 from permsc_integrations.errors import InvalidRankingError
+
+if TYPE_CHECKING:
+    from permsc_integrations.aggregators._pairwise import pairwise_counts as pairwise_counts
 
 __all__ = [
     "Aggregator",
@@ -155,3 +159,19 @@ def fuse_first_stage(
     prior = {item: rank for rank, item in enumerate(stage)}
     score = {i: (1 - weight) * (n - 1 - place[i]) + weight * (n - 1 - prior[i]) for i in stage}
     return sorted(stage, key=lambda i: (-score[i], prior[i]))
+
+
+# Besides __all__, what the strategies build on (numpy loads with it, on first use).
+__getattr__ = lazy_exports(
+    __name__, {"pairwise_counts": "permsc_integrations.aggregators._pairwise"}
+)
+publish(
+    __name__,
+    Aggregator,
+    HasQuick,
+    ReadsProbabilities,
+    ScoresItems,
+    quick_of,
+    reads_probabilities,
+    scores_of,
+)

@@ -30,7 +30,7 @@ from permsc_integrations.cli._common import (
     say,
 )
 from permsc_integrations.results import Usage
-from permsc_integrations.strategies._plan import approx_tokens, planned_tokens
+from permsc_integrations.strategies import approx_tokens, planned_tokens
 
 if TYPE_CHECKING:
     from permsc_integrations._calls.caps import Prices, SpendingCap

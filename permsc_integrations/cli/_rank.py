@@ -271,7 +271,7 @@ def _with_kemeny_time(args: argparse.Namespace, opts: RankingKeywords) -> Rankin
     if opts["aggregator"] != "kemeny":
         raise ConfigurationError("--kemeny-time-limit is for --aggregator kemeny (the default)")
     # lazy: start-up time of every permsc command
-    from permsc_integrations.aggregators._kemeny import kemeny_with
+    from permsc_integrations.aggregators.kemeny import kemeny_with
 
     return {**opts, "aggregator": kemeny_with(time_limit=args.kemeny_time_limit)}
 

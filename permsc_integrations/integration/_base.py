@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from permsc_integrations._calls.spending import Meter
 from permsc_integrations._options.options import RankingOptions, unknown_option
 from permsc_integrations._ranker.ranker import PSCRanker
-from permsc_integrations.backends import check_backend_options
-from permsc_integrations.backends._redaction import MASK, is_secret_name, redact_url
+from permsc_integrations.backends import MASK, check_backend_options, is_secret_name, redact_url
 from permsc_integrations.backends.base import (
     Backend,
     Completion,

@@ -38,12 +38,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from permsc_integrations.mcp_server._tool import RerankTool
-from permsc_integrations.serve._auth import KeyRing, Unauthorized
-from permsc_integrations.serve._bodies import read_body
-from permsc_integrations.serve._browsers import BrowserGuard
-from permsc_integrations.serve._config import ServeConfig
-from permsc_integrations.serve._errors import HttpError
-from permsc_integrations.serve._schemas import BadRequest
+from permsc_integrations.serve import (
+    BadRequest,
+    BrowserGuard,
+    HttpError,
+    KeyRing,
+    ServeConfig,
+    Unauthorized,
+    read_body,
+)
 
 __all__ = ["KEY", "http_app"]
 

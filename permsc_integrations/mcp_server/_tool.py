@@ -31,8 +31,7 @@ from typing_extensions import NotRequired, TypedDict
 from permsc_integrations._ranker.ranker import PSCRanker
 from permsc_integrations.errors import PermscError
 from permsc_integrations.results import RankingResult
-from permsc_integrations.serve._errors import http_error
-from permsc_integrations.serve._scoring import relevance_scores, score_documents
+from permsc_integrations.serve import http_error, relevance_scores, score_documents
 from permsc_integrations.tracing import reported_top_n
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "ToolError", "RerankResult"]

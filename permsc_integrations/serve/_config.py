@@ -35,7 +35,7 @@ from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._ranker.ranker import PSCRanker
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.serve._scoring import SCALES
-from permsc_integrations.strategies._frontier.rounds import served_k
+from permsc_integrations.strategies import served_k
 
 if sys.version_info >= (3, 11):
     import tomllib

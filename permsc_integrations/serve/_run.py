@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Protocol
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import MissingDependencyError
 from permsc_integrations.serve._config import ServeConfig
 from permsc_integrations.serve._connections import Connections, Tally, TrackRequests
@@ -158,3 +159,6 @@ def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc
         )
     )
     server.run()
+
+
+publish("permsc_integrations.serve", serve)

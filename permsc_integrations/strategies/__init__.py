@@ -36,10 +36,26 @@ Example:
 
 from __future__ import annotations
 
-from permsc_integrations._registry import Registry
+from permsc_integrations._registry import Registry, publish
+from permsc_integrations.strategies._adaptive import (
+    Adaptive as Adaptive,  # for _options, _run (not public)
+)
 from permsc_integrations.strategies._base import Draw, Lead, RankContext, Strategy
 from permsc_integrations.strategies._blocks import Blocks
-from permsc_integrations.strategies._plan import Calls, Plan, PlanOptions, Round, WindowShape
+from permsc_integrations.strategies._frontier.rounds import served_k as served_k  # for serve
+from permsc_integrations.strategies._plan import (  # for cli, ranker
+    Calls,
+    Plan,
+    PlanOptions,
+    Round,
+    WindowShape,
+)
+from permsc_integrations.strategies._plan import (
+    approx_tokens as approx_tokens,
+)
+from permsc_integrations.strategies._plan import (
+    planned_tokens as planned_tokens,
+)
 from permsc_integrations.strategies._sliding import Sliding
 
 __all__ = [
@@ -58,7 +74,6 @@ __all__ = [
     "available",
     "get",
 ]
-
 SLIDING, BLOCKS = Sliding(), Blocks()
 
 
@@ -86,3 +101,6 @@ def available() -> list[str]:
 def get(name: str | Strategy) -> Strategy:
     """The strategy registered as ``name`` (an object is returned as is)."""
     return _registry.get(name) if isinstance(name, str) else name
+
+
+publish(__name__, *(globals()[name] for name in __all__))

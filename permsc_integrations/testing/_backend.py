@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from permsc_integrations.backends._http_errors import status_error
+from permsc_integrations.backends import status_error
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.errors import BackendConnectionError, BackendError, ConfigurationError
 from permsc_integrations.results import Usage

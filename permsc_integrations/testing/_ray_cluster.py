@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from permsc_integrations.ray._processes import find_processes
+from permsc_integrations.ray import find_processes
 
 if TYPE_CHECKING:  # optional dependency (the ray extra), imported where used
     from ray._private.node import Node

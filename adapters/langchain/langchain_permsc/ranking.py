@@ -44,12 +44,10 @@ from langchain_core.runnables.utils import AnyConfigurableField
 from pydantic import ConfigDict, Field
 
 from permsc_integrations import Event, PSCRanker, RankingOptions
-from permsc_integrations._calls.bridge import run_sync
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration._base import traced
-from permsc_integrations.integration._model import PSCOptionsModel, option_annotation
+from permsc_integrations.integration import PSCOptionsModel, option_annotation, run_sync, traced
 from permsc_integrations.results import RankingResult
 
 from .chat_backend import ChatModelBackend, chat_model, chat_model_run, run_config

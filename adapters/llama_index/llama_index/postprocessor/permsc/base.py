@@ -38,12 +38,10 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._checks import at_least
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration._base import psc_metadata, traced
-from permsc_integrations.integration._model import PSCOptionsModel
+from permsc_integrations.integration import PSCOptionsModel, at_least, psc_metadata, traced
 from permsc_integrations.results import RankingResult
 
 from .llm_backend import LlamaIndexLLMBackend, llm_event

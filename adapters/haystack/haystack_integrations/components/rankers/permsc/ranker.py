@@ -38,16 +38,16 @@ from haystack.utils import deserialize_chatgenerator_inplace
 
 from permsc_integrations import PSCRanker as CoreRanker
 from permsc_integrations import RankingOptions
-from permsc_integrations._calls.bridge import run_sync
-from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import ConfigurationError, PermscError
-from permsc_integrations.integration._base import (
+from permsc_integrations.integration import (
     OneRanker,
+    RankingKeywords,
     check_backend,
     checked_options,
     psc_metadata,
+    run_sync,
 )
 from permsc_integrations.results import RankingResult
 
