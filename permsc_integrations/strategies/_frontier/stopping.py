@@ -3,13 +3,18 @@
 The posterior of the list model (:class:`~.model.ListFit`) orders
 the items by their mean utility. A pair of neighbours ``(a, b)`` in that order is *settled*
 when, with probability at least ``confidence``, ``a`` is not worse than ``b`` by more than
-the zone: ``P(u_a - u_b > -zone) >= confidence``. The zone is a share of the utilities'
-spread (``tau``, which the model fits), so it means the same for a sharp model and a noisy
-one: pairs whose difference is small next to how much the list's items differ are near even,
-and graded relevance makes many of them (equal grades). A settled pair that the posterior
-does not order at the confidence (``P(u_a > u_b) < confidence``) is a *tie*; the result says
-which. With ``top_k``, only the pairs inside the top k and the one across the cut count (the
-order of the tail is ignored); without it, every neighbour pair.
+the zone: ``P(u_a - u_b > -zone) >= confidence``. The zone is a share of a spread of
+the utilities, so it means the same for a sharp model and a noisy one: pairs whose
+difference is small next to how much the items that matter differ are near even, and graded
+relevance makes many of them (equal grades). With ``top_k``, the items that matter are the
+contenders near the k-th place (the top ``2k`` by posterior mean, at least
+:data:`CONTENDERS`): their spread, never wider than the whole list's (``tau``, which the
+model fits). On a list graded 0-10 the whole list's spread is many grades wide, and a zone
+scaled to it settled neighbouring grades at the cut as ties (issue 39; docs/benchmarks.md
+"fine-grades"). Without ``top_k``, the whole list's spread. A settled pair that the
+posterior does not order at the confidence (``P(u_a > u_b) < confidence``) is a *tie*; the
+result says which. With ``top_k``, only the pairs inside the top k and the one across the
+cut count (the order of the tail is ignored); without it, every neighbour pair.
 
 Example:
     >>> import numpy as np
@@ -26,16 +31,36 @@ import numpy as np
 
 from permsc_integrations.strategies._frontier.model import ListFit
 
-__all__ = ["ZONE", "CONFIDENCE", "unsettled", "ties"]
+__all__ = ["ZONE", "CONFIDENCE", "CONTENDERS", "zone_width", "unsettled", "ties"]
 
 ZONE = 0.5  # the indifference zone, a share of the utilities' spread (benchmarks/frontier_sim.py)
 CONFIDENCE = 0.9
+CONTENDERS = 10  # with top_k: the spread of the top max(2k, CONTENDERS) sets the zone
 
 
 def _pairs(fit: ListFit, top_k: int | None) -> list[tuple[int, int]]:
     order = fit.order()
     end = len(order) - 1 if top_k is None else min(top_k, len(order) - 1)
     return [(order[r], order[r + 1]) for r in range(end)]
+
+
+def zone_width(fit: ListFit, *, top_k: int | None = None, zone: float = ZONE) -> float:
+    """The indifference zone in utility units: ``zone`` times the spread of the contenders
+    for the top ``top_k`` (the sd of the top ``max(2 top_k, CONTENDERS)`` posterior means),
+    at most ``zone`` times the whole list's ``tau``; without ``top_k``, ``zone * tau``.
+
+    >>> import numpy as np
+    >>> from permsc_integrations.strategies._frontier.model import ListFit
+    >>> fit = ListFit(np.arange(40.0)[::-1] / 10, np.eye(40), np.zeros(4), 0.0, 1.0,
+    ...               np.ones(40, dtype=bool))
+    >>> round(zone_width(fit), 3), round(zone_width(fit, top_k=5), 3)
+    (0.5, 0.144)
+    """
+    if top_k is None:
+        return zone * fit.tau
+    count = max(2 * top_k, CONTENDERS)
+    contenders = np.sort(fit.mean)[::-1][:count]
+    return zone * min(fit.tau, float(np.std(contenders)))
 
 
 def unsettled(
@@ -49,7 +74,7 @@ def unsettled(
     """The neighbour pairs (of the top ``top_k`` and across its cut, or all) not yet
     settled: nothing left means stop."""
     draws = fit.draws(400, seed)
-    margin = -zone * fit.tau
+    margin = -zone_width(fit, top_k=top_k, zone=zone)
     return [
         (a, b)
         for a, b in _pairs(fit, top_k)
