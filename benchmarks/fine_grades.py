@@ -185,7 +185,8 @@ def report(args: argparse.Namespace) -> None:
             "with paired 90 % bootstrap intervals; 'ideal grade share': the top-10 places "
             "whose item has the ideal grade of that place. 'before': the zone 0.5 x the whole "
             "list's spread (tau); 'after': 0.5 x the spread of the contenders (the top 2k "
-            "posterior means), at most the former.\n\n" + "\n".join(lines)
+            "posterior means) where the posterior resolves it (at least 1.5 of their "
+            "posterior sds), at most the former.\n\n" + "\n".join(lines)
         )
         write_section("fine-grades", body, command=args.command)
 
