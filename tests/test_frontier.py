@@ -120,3 +120,22 @@ def test_adaptive_stops_early_on_a_clear_top_and_says_which_ties_it_settled() ->
     across = [(a, b) for a, b in result.ties if grades[a] != grades[b]]
     assert result.ties and len(across) <= 1, "ties are near-even pairs: within a grade"
     assert 0 < result.top_probability[result.order[0]] <= 1.0
+
+
+def test_adaptive_top_k_on_fine_grades_does_not_settle_neighbouring_grades_as_ties() -> None:
+    """Grades 0-10 (issue 39): the whole list's spread is many grades wide, so a zone scaled
+    to it counted neighbouring grades at the k-th place as ties and stopped with 7 of 10
+    places right; scaled to the contenders' spread it goes on until they are ordered."""
+    counts = {10: 2, 9: 3, 8: 6, 7: 8, 6: 6, 5: 5, 4: 5, 3: 5, 2: 20, 1: 20, 0: 20}
+    grades = [g for g, c in counts.items() for _ in range(c)]
+    random.Random(0).shuffle(grades)
+    ideal = sorted(grades, reverse=True)[:10]
+    params = REGIMES["mild"].but(gain=1 / 3, doc_error=0.0)  # a grade: a third of a unit
+    right = 0
+    for seed in range(3):
+        policy = Frontier(100, Settings(k=10, seed=seed))
+        result = drive(policy, judged_list(params, grades, seed=seed)).result()
+        assert result.stopped == "certified" and result.calls < 120, "it still stops early"
+        top = [grades[i] for i in result.order[:10]]
+        right += sum(a == b for a, b in zip(top, ideal, strict=True))
+    assert right >= 28, f"{right} of 30 top-10 places hold the ideal grade"

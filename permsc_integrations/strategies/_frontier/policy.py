@@ -54,7 +54,7 @@ class Settings:
     max_rounds: int = 4  # with a budget
     later_share: float = 1 / 3  # at least this share of a budget goes to later rounds
     floor: float = 0.02  # an item with less chance of the top k is left out of a round
-    zone: float = ZONE
+    zone: float = ZONE  # a share of the contenders' spread near the k-th place (zone_width)
     confidence: float = CONFIDENCE
     adaptive_round: int = 6  # calls per later round without a budget
     seed: int = 0
