@@ -36,6 +36,7 @@ from permsc_integrations.backends.base import (
 )
 from permsc_integrations.errors import BackendError, ConfigurationError
 from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts._first_token import first_token_prompt
 from permsc_integrations.results import ParseStatus, Sample, Usage
 
 __all__ = ["FirstToken", "require_first_token", "scored_sample"]
@@ -96,8 +97,8 @@ class FirstToken:
 
     def __init__(self, options: RankingOptions, backend: Backend, prompt: Prompt) -> None:
         self.backend = require_first_token(backend)
-        self.prompt = prompt
-        self.labels = prompt.window_labels  # type: ignore[attr-defined]
+        self.prompt = first_token_prompt(prompt)  # as given: the options built it so
+        self.labels = self.prompt.window_labels
         self.settings = options.generation
         self.calibration = PriorCache() if options.calibrate else None
 
