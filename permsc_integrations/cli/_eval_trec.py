@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,26 +85,11 @@ def first_token_offline(
     """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._datasets import kendall_tau_b
     from permsc_integrations.eval._first_token import score_first_token
-    from permsc_integrations.eval._passages import ndcg_of
     from permsc_integrations.eval._samples import read_priors
-    from permsc_integrations.eval._trec import read_qrels
 
     passages = header.get("task") == "trec"
-    if passages:
-        if not args.qrels:
-            raise ConfigurationError("re-scoring passage samples needs --qrels")
-        qrels = read_qrels(args.qrels)
-        lists = [s for s in lists if s.example.id in qrels]
-
-        def metric(order: Sequence[int], s: ListSamples) -> float:
-            return ndcg_of(order, s, qrels)
-    else:
-
-        def metric(order: Sequence[int], s: ListSamples) -> float:
-            return kendall_tau_b(list(order), s.example.keys)
-
+    lists, metric = _offline_metric(args, lists, passages)
     n = max(len(s.example.items) for s in lists)
     table = score_first_token(
         lists,
@@ -124,6 +109,24 @@ def first_token_offline(
     if args.json:
         Path(args.json).write_text(json.dumps(table.to_dict(), indent=2) + "\n")
     return 0
+
+
+def _offline_metric(
+    args: argparse.Namespace, lists: list[ListSamples], passages: bool
+) -> tuple[list[ListSamples], Callable[[Sequence[int], ListSamples], float]]:
+    """The lists to score and their metric: passages (those the ``--qrels`` judge) by
+    nDCG@10, sorting lists by Kendall tau."""
+    # lazy: start-up time of every permsc command
+    from permsc_integrations.eval._datasets import kendall_tau_b
+    from permsc_integrations.eval._passages import ndcg_of
+    from permsc_integrations.eval._trec import read_qrels
+
+    if not passages:
+        return lists, lambda order, s: kendall_tau_b(list(order), s.example.keys)
+    if not args.qrels:
+        raise ConfigurationError("re-scoring passage samples needs --qrels")
+    qrels = read_qrels(args.qrels)
+    return [s for s in lists if s.example.id in qrels], lambda o, s: ndcg_of(o, s, qrels)
 
 
 def passages_config(args: argparse.Namespace, backend_name: str) -> RunRecord:

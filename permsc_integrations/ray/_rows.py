@@ -55,14 +55,14 @@ from permsc_integrations.ray._actors import (
     actor_options,
     ray_module,
 )
-from permsc_integrations.ray._feed import Feed, Watchdog
+from permsc_integrations.ray._feed import ROW_LOSSES, Feed, Watchdog
 
 if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
     from typing import Unpack
 
     from ray import ObjectRef, ObjectRefGenerator
 
-__all__ = ["rank_rows", "Watchdog"]
+__all__ = ["rank_rows", "ROW_LOSSES", "Watchdog"]
 
 _Row = tuple[int, str, Sequence[object]]  # (position, query, items): what an actor ranks
 
