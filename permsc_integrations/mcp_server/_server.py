@@ -149,9 +149,8 @@ def build_server(tool: RerankTool, limits: Limits, turn: Turn = nullcontext) -> 
             raise SDKToolError(busy.error.message) from None
 
     parameters = _parameters(tool, limits)
-    rerank.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        parameters, return_annotation=RerankResult
-    )
+    signature = inspect.Signature(parameters, return_annotation=RerankResult)
+    rerank.__dict__["__signature__"] = signature  # what inspect (and the SDK) read
     server = _Server(tuple(p.name for p in parameters))
     server.add_tool(rerank, name="rerank", title="Rerank documents (PSC)", description=DESCRIPTION)
     return server

@@ -91,8 +91,9 @@ def run_config(config: RunnableConfig | None) -> Iterator[None]:
 
 def _config() -> RunnableConfig:
     """The parent run's config, with the ranking tag added."""
-    parent = dict(_RUN_CONFIG.get() or {})
-    return {**parent, "tags": [*(parent.get("tags") or []), TAG]}  # type: ignore[typeddict-item]
+    parent: RunnableConfig = {**(_RUN_CONFIG.get() or {})}
+    parent["tags"] = [*(parent.get("tags") or []), TAG]
+    return parent
 
 
 def chat_model(model: Any) -> BaseChatModel | None:

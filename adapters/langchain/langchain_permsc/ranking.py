@@ -109,9 +109,9 @@ class PSCRankingSettings(PSCOptionsModel):
         would take the field's bare annotation, whose Python objects (a ``ResponseCache``, a
         ``Prompt``) have no JSON schema."""
         runnable: Any = super()  # a Runnable: this class is mixed into one
-        return runnable.configurable_fields(  # type: ignore[no-any-return]
-            **{name: _with_statement(name, field) for name, field in kwargs.items()}
-        )
+        fields = {name: _with_statement(name, field) for name, field in kwargs.items()}
+        configured: RunnableSerializable[Any, Any] = runnable.configurable_fields(**fields)
+        return configured
 
     def _build(self) -> PSCRanker:
         options = self._check()

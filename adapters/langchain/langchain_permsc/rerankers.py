@@ -50,8 +50,9 @@ __all__ = ["PSCReranker"]
 Input = dict[str, Any]
 
 
-def _checked_top_n(top_n: Any) -> int | None:
-    return at_least(1, optional=True)("top_n", top_n)  # type: ignore[no-any-return]
+def _checked_top_n(top_n: object) -> int | None:
+    checked: int | None = at_least(1, optional=True)("top_n", top_n)
+    return checked
 
 
 def _top_n(input: Input, default: int | None) -> int | None:

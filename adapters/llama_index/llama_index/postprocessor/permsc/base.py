@@ -158,7 +158,8 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             return LlamaIndexLLMBackend(self.llm)
         if isinstance(self.backend, str):
             return resolve_backend(self.backend, **self.backend_options)
-        return self.backend  # type: ignore[no-any-return]
+        given: Backend = self.backend  # a pydantic field, typed Any there
+        return given
 
     def _build(self) -> PSCRanker:
         options = self._check()

@@ -216,7 +216,8 @@ class PSCRanker:
         params = options_from_dict(data.get("init_parameters", {}))
         if params.get("chat_generator"):
             deserialize_chatgenerator_inplace(params, key="chat_generator")
-        return default_from_dict(cls, {**data, "init_parameters": params})  # type: ignore[no-any-return]
+        ranker: PSCRanker = default_from_dict(cls, {**data, "init_parameters": params})
+        return ranker
 
 
 def _init_signature() -> inspect.Signature:
@@ -237,7 +238,7 @@ def _init_signature() -> inspect.Signature:
     return inspect.Signature([*kept, *options])
 
 
-PSCRanker.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
+PSCRanker.__init__.__dict__["__signature__"] = _init_signature()  # what inspect reads
 
 
 def _hook(generator: object, name: str) -> Callable[[], Any] | None:
