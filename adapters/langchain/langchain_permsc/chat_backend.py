@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
-from langchain_core.callbacks import AsyncCallbackManager
+from langchain_core.callbacks import AsyncCallbackManager, AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
@@ -96,7 +96,7 @@ def _config() -> RunnableConfig:
     return parent
 
 
-def chat_model(model: Any) -> BaseChatModel | None:
+def chat_model(model: object) -> BaseChatModel | None:
     """The chat model inside ``model`` (itself, or unwrapped from bindings and wrappers)."""
     for _ in range(8):
         if isinstance(model, BaseChatModel):
@@ -105,7 +105,7 @@ def chat_model(model: Any) -> BaseChatModel | None:
     return None
 
 
-def _model_name(model: Any) -> str:
+def _model_name(model: object) -> str:
     inner = chat_model(model)
     for attr in ("model_name", "model"):
         value = getattr(inner, attr, None)
@@ -210,7 +210,9 @@ async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterato
         {"name": name}, [_messages(messages)], invocation_params={"model": name}
     )
 
-    async def done(text: str, u: Usage, model: str | None, extra: Mapping[str, Any] | None) -> None:
+    async def done(
+        text: str, u: Usage, model: str | None, extra: Mapping[str, object] | None
+    ) -> None:
         await _end(run, text, u, model or name, dict(extra or {}))
 
     try:
@@ -221,7 +223,11 @@ async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterato
 
 
 async def _end(
-    run: Any, text: str, u: Usage, model: str, extra: dict[str, Any] | None = None
+    run: AsyncCallbackManagerForLLMRun,
+    text: str,
+    u: Usage,
+    model: str,
+    extra: dict[str, object] | None = None,
 ) -> None:
     message = AIMessage(
         text,
@@ -235,6 +241,6 @@ async def _end(
     await run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=message)]]))
 
 
-def _usage(answer: Any) -> tuple[int, int]:
+def _usage(answer: object) -> tuple[int, int]:
     meta = getattr(answer, "usage_metadata", None) or {}
     return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))

@@ -70,7 +70,7 @@ class RankedItem(TypedDict):
     rank: int
 
 
-def _payload(event: Event) -> dict[str, Any]:
+def _payload(event: Event) -> dict[str, object]:
     head = {"request_id": event.request_id, "window": event.window, "sample": event.sample}
     detail = {
         k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
@@ -127,7 +127,12 @@ class PSCRankingSettings(PSCOptionsModel):
         return PSCRanker(self.backend, options=options)
 
     async def _arank(
-        self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False
+        self,
+        query: str,
+        items: Sequence[object],
+        config: RunnableConfig,
+        *,
+        sync_events: bool = False,
     ) -> RankingResult:
         """Rank inside the run of ``config``: its events, and its model calls as children.
 
@@ -144,7 +149,7 @@ class PSCRankingSettings(PSCOptionsModel):
         with run_config(config):
             return await self.core_ranker().arank(query, items, on_event=hook)
 
-    def _rank(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
+    def _rank(self, query: str, items: Sequence[object], config: RunnableConfig) -> RankingResult:
         """Sync :meth:`_arank`, on the core's one bridge loop."""
         return run_sync(self._arank, query, items, config, sync_events=True)
 
@@ -155,7 +160,7 @@ def _with_statement(name: str, field: AnyConfigurableField) -> AnyConfigurableFi
     return field
 
 
-def _query_and(input: Any, key: str) -> tuple[str, Sequence[Any]]:
+def _query_and(input: object, key: str) -> tuple[str, Sequence[Any]]:
     if not isinstance(input, Mapping) or "query" not in input or key not in input:
         raise ConfigurationError(
             f'input must be a mapping {{"query": str, "{key}": [...]}}, got {type(input).__name__}'
@@ -167,7 +172,7 @@ def _query_and(input: Any, key: str) -> tuple[str, Sequence[Any]]:
     return query, items
 
 
-def _rows(items: Sequence[Any], result: RankingResult) -> list[RankedItem]:
+def _rows(items: Sequence[object], result: RankingResult) -> list[RankedItem]:
     return [
         RankedItem(item=items[i], index=i, score=result.scores[i], rank=rank)
         for rank, i in enumerate(result.order, start=1)
@@ -180,13 +185,13 @@ class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any],
     model_config = ConfigDict(extra="forbid")  # over RunnableSerializable's extra="ignore"
 
     def _run(
-        self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+        self, input: object, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> list[RankedItem]:
         query, items = _query_and(input, "items")
         return _rows(items, self._rank(query, items, config))
 
     async def _arun(
-        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+        self, input: object, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> list[RankedItem]:
         query, items = _query_and(input, "items")
         return _rows(items, await self._arank(query, items, config))

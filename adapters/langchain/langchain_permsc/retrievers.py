@@ -24,6 +24,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from langchain_core.runnables import RunnableConfig
 
 from .rerankers import PSCReranker
 
@@ -48,7 +49,7 @@ class PSCRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        config: Any = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = self.retriever.invoke(query, config, **kwargs)
         request = {"query": query, "documents": documents, "top_n": k or self.k}
         return self.reranker.invoke(request, {"callbacks": run_manager.get_child()})
@@ -61,7 +62,7 @@ class PSCRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        config: Any = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = await self.retriever.ainvoke(query, config, **kwargs)
         request = {"query": query, "documents": documents, "top_n": k or self.k}
         return await self.reranker.ainvoke(request, {"callbacks": run_manager.get_child()})

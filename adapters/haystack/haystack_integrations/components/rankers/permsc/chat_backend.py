@@ -62,7 +62,7 @@ def _message(role: str, content: str) -> ChatMessage:
     return _MESSAGE[role](content)
 
 
-def generator_name(generator: Any) -> str:
+def generator_name(generator: object) -> str:
     """``haystack:<model>`` (the generator's ``model``), or ``haystack:<class>``."""
     model = getattr(generator, "model", None)
     return (
@@ -127,7 +127,7 @@ class HaystackChatBackend:
         """Nothing to release: the generator belongs to the caller."""
 
 
-def _first_reply(output: Any, name: str) -> ChatMessage:
+def _first_reply(output: object, name: str) -> ChatMessage:
     replies = output.get("replies") if isinstance(output, Mapping) else None
     if not replies or not isinstance(replies[0], ChatMessage):
         raise BackendError(
@@ -138,7 +138,7 @@ def _first_reply(output: Any, name: str) -> ChatMessage:
     return replies[0]
 
 
-def _usage(meta: Mapping[str, Any]) -> tuple[int, int]:
+def _usage(meta: Mapping[str, object]) -> tuple[int, int]:
     usage = meta.get("usage")
     if not isinstance(usage, Mapping):
         return 0, 0
@@ -152,6 +152,6 @@ def _usage(meta: Mapping[str, Any]) -> tuple[int, int]:
     return 0, 0
 
 
-def _finish_reason(meta: Mapping[str, Any]) -> str | None:
+def _finish_reason(meta: Mapping[str, object]) -> str | None:
     reason = meta.get("finish_reason")
     return None if reason is None else str(reason)
