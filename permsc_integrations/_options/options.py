@@ -329,7 +329,7 @@ class RankingOptions:
         """A validated copy with ``changes`` (unknown names refused)."""
         return self.from_kwargs(**{**self.as_dict(), **changes})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Every option by name (shallow: objects such as the cache are not copied)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 

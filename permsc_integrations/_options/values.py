@@ -92,7 +92,7 @@ class OptionInfo:
     default."""
 
     name: str
-    default: Any
+    default: object
     help: str
     applies: str
     cli_type: Callable[[str], object] | None  # None: not a command-line flag
@@ -215,7 +215,7 @@ def check_mapping(name: str, value: object) -> dict[str, Any]:
     raise ConfigurationError(f"{name} must be a mapping of option names to values, got {value!r}")
 
 
-def _rebuilt(kind: type[_T], name: str, value: Mapping[Any, Any]) -> _T:
+def _rebuilt(kind: Callable[..., _T], name: str, value: Mapping[str, object]) -> _T:
     """A value given as its serialised mapping (an adapter's ``to_dict``), built again; a bad
     field names the option."""
     try:
@@ -244,14 +244,14 @@ def option(
     return field(default=default, metadata=meta)
 
 
-def option_default(f: dataclasses.Field[Any]) -> Any:
+def option_default(f: dataclasses.Field[object]) -> object:
     """An option's declared default (a fresh one where it is made by a factory)."""
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
 
 
-def option_info(f: dataclasses.Field[Any]) -> OptionInfo:
+def option_info(f: dataclasses.Field[object]) -> OptionInfo:
     """What the declaration of the option ``f`` says of it."""
     meta = f.metadata
     return OptionInfo(

@@ -22,14 +22,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from permsc_integrations.backends.base import (
+    FirstTokenBackend,
     FirstTokenBatchBackend,
     GenerationSettings,
     LabelProbabilities,
 )
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.prompts._first_token import FirstTokenPrompt
 from permsc_integrations.results import Usage
 
 __all__ = ["PositionPrior", "PriorCache", "aestimate_prior", "PLACEHOLDERS", "PLACEHOLDER_QUERY"]
@@ -63,8 +64,8 @@ class PositionPrior:
 
 
 async def aestimate_prior(
-    backend: Any,
-    prompt: Any,
+    backend: FirstTokenBackend,
+    prompt: FirstTokenPrompt,
     n: int,
     *,
     settings: GenerationSettings | None = None,
@@ -101,15 +102,21 @@ class PriorCache:
             self._priors = {k: PositionPrior(tuple(v)) for k, v in stored.items()}
 
     @staticmethod
-    def key(backend: Any, prompt: Any, n: int) -> str:
+    def key(backend: FirstTokenBackend, prompt: FirstTokenPrompt, n: int) -> str:
         return f"{getattr(backend, 'fingerprint', backend.name)}|{prompt!r}|{n}"
 
-    def get(self, backend: Any, prompt: Any, n: int) -> PositionPrior | None:
+    def get(
+        self, backend: FirstTokenBackend, prompt: FirstTokenPrompt, n: int
+    ) -> PositionPrior | None:
         """The cached prior, or None."""
         return self._priors.get(self.key(backend, prompt, n))
 
     async def aget(
-        self, backend: Any, prompt: Any, n: int, settings: GenerationSettings | None = None
+        self,
+        backend: FirstTokenBackend,
+        prompt: FirstTokenPrompt,
+        n: int,
+        settings: GenerationSettings | None = None,
     ) -> PositionPrior:
         """The prior, estimated (and saved) on first use (two windows that need it at once
         may both estimate it: the same calls, the same prior)."""

@@ -166,7 +166,7 @@ def bias_map(
 def _count(
     permutation: tuple[int, ...],
     ranking: Sequence[int],
-    keys: Sequence[object] | None,
+    keys: Sequence[_Ordered] | None,
     reversed_: list[list[int]],
     observed: list[list[int]],
 ) -> None:

@@ -29,6 +29,7 @@ from permsc_integrations._calls.spending import Meter
 from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
 from permsc_integrations._run.engine import Engine
+from permsc_integrations._run.first_token import require_first_token
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations.aggregators import aggregate
 from permsc_integrations.backends.base import Backend
@@ -39,6 +40,7 @@ from permsc_integrations.eval._samples import ListSamples, SampleLog, collected
 from permsc_integrations.eval._trec import Qrels, Query
 from permsc_integrations.metrics import ndcg_at_k
 from permsc_integrations.permutations import cut_blocks, sample_permutations
+from permsc_integrations.prompts._first_token import first_token_prompt
 
 if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
     from permsc_integrations._ranker.ranker import PSCRanker
@@ -149,7 +151,8 @@ async def _record_priors(engine: Engine, log: SampleLog, sizes: set[int]) -> Non
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
         settings = engine.options.generation
-        prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=settings)
+        backend, prompt = require_first_token(engine.backend), first_token_prompt(engine.prompt)
+        prior = await aestimate_prior(backend, prompt, size, settings=settings)
         log.write_prior(
             size, prior.probabilities, placeholders=PLACEHOLDERS, query=PLACEHOLDER_QUERY
         )
