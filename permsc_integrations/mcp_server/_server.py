@@ -54,7 +54,7 @@ __all__ = ["build_server", "http_app", "serve_mcp", "TRANSPORTS", "DESCRIPTION"]
 
 logger = logging.getLogger("permsc_integrations.mcp")
 
-Turn = Callable[[], AbstractAsyncContextManager[Any]]
+Turn = Callable[[], AbstractAsyncContextManager[object]]
 """What a ranking holds while it runs (over HTTP: its client key's turn)."""
 
 DESCRIPTION = (

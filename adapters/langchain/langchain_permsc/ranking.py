@@ -93,7 +93,7 @@ class PSCRankingSettings(PSCOptionsModel):
         "chat model (or a Runnable around one)"
     )
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         if not isinstance(self.backend, (str, Backend)) and chat_model(self.backend) is None:
             raise ConfigurationError(
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "

@@ -87,7 +87,7 @@ class PSCReranker(
         default=3, description="documents returned (None: all); the core's top_k unless set"
     )
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         _checked_top_n(self.top_n)
         return super()._checked_model()
 

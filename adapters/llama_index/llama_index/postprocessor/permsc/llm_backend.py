@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.callbacks.base import EventContext
 from llama_index.core.llms import LLM
 
 from permsc_integrations._checks import positive_int
@@ -173,7 +174,7 @@ def _sent(chat: list[ChatMessage]) -> dict[str, object]:
 
 
 def _end(
-    event: Any,
+    event: EventContext,
     chat: list[ChatMessage],
     text: str,
     u: Usage,

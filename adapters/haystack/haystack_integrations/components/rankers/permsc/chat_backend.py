@@ -114,13 +114,13 @@ class HaystackChatBackend:
             finish_reason=_finish_reason(reply.meta),
         )
 
-    async def _arun(self, chat: list[ChatMessage]) -> Any:
+    async def _arun(self, chat: list[ChatMessage]) -> object:
         native = getattr(self.generator, "run_async", None)
         if native is None:  # a sync-only generator: its run in a worker thread
             return await anyio.to_thread.run_sync(self._run, chat, abandon_on_cancel=True)
         return await native(messages=chat)
 
-    def _run(self, chat: list[ChatMessage]) -> Any:
+    def _run(self, chat: list[ChatMessage]) -> object:
         return self.generator.run(messages=chat)
 
     async def aclose(self) -> None:
