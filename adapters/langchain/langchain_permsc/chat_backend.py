@@ -185,7 +185,9 @@ class ChatModelBackend:
         usage = Usage(prompt, completion, 1, latency_s=time.perf_counter() - started)
         return LabelProbabilities(probabilities, mass, usage, _model_name(self.model))
 
-    async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+    async def _ainvoke(
+        self, messages: Sequence[Message], timeout: float | None, **kw: object
+    ) -> object:
         """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
         chat, config = _messages(messages), _config()
         with mapped_errors(self.name, timeout), anyio.fail_after(timeout):

@@ -16,8 +16,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -47,7 +45,7 @@ class PSCRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[Document]:
         config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = self.retriever.invoke(query, config, **kwargs)
@@ -60,7 +58,7 @@ class PSCRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[Document]:
         config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = await self.retriever.ainvoke(query, config, **kwargs)

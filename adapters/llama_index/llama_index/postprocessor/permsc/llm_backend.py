@@ -113,7 +113,9 @@ class LlamaIndexLLMBackend:
         usage = Usage(counted.prompt_tokens, counted.completion_tokens, 1, latency_s=latency)
         return LabelProbabilities(probabilities, mass, usage, self.llm.metadata.model_name)
 
-    async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+    async def _achat(
+        self, messages: Sequence[Message], timeout: float | None, **kw: object
+    ) -> ChatResponse:
         """One ``achat``, its failures as the core's typed errors."""
         chat = _chat(messages)
         with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
