@@ -26,7 +26,7 @@ from functools import partial
 from permsc_integrations._calls.calls import Calls
 from permsc_integrations._calls.spending import prompt_chars
 from permsc_integrations._options.options import RankingOptions
-from permsc_integrations._run.calibration import PriorCache
+from permsc_integrations._run.calibration import PriorCache, labelled_prompt
 from permsc_integrations._run.sampling import Ask, Refused
 from permsc_integrations.backends.base import (
     Backend,
@@ -36,7 +36,6 @@ from permsc_integrations.backends.base import (
 )
 from permsc_integrations.errors import BackendError, ConfigurationError
 from permsc_integrations.prompts._base import Prompt
-from permsc_integrations.prompts._first_token import first_token_prompt
 from permsc_integrations.results import ParseStatus, Sample, Usage
 
 __all__ = ["FirstToken", "require_first_token", "scored_sample"]
@@ -97,7 +96,7 @@ class FirstToken:
 
     def __init__(self, options: RankingOptions, backend: Backend, prompt: Prompt) -> None:
         self.backend = require_first_token(backend)
-        self.prompt = first_token_prompt(prompt)  # as given: the options built it so
+        self.prompt = labelled_prompt(prompt)  # the options built its first-token form
         self.labels = self.prompt.window_labels
         self.settings = options.generation
         self.calibration = PriorCache() if options.calibrate else None

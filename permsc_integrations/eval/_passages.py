@@ -27,7 +27,12 @@ import anyio
 from permsc_integrations._calls.limiter import CallLimiter
 from permsc_integrations._calls.spending import Meter
 from permsc_integrations._options.options import RankingOptions
-from permsc_integrations._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
+from permsc_integrations._run.calibration import (
+    PLACEHOLDER_QUERY,
+    PLACEHOLDERS,
+    aestimate_prior,
+    labelled_prompt,
+)
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.first_token import require_first_token
 from permsc_integrations._run.request import RequestRun
@@ -40,7 +45,6 @@ from permsc_integrations.eval._samples import ListSamples, SampleLog, collected
 from permsc_integrations.eval._trec import Qrels, Query
 from permsc_integrations.metrics import ndcg_at_k
 from permsc_integrations.permutations import cut_blocks, sample_permutations
-from permsc_integrations.prompts._first_token import first_token_prompt
 
 if TYPE_CHECKING:  # lazy: start-up time; offline scoring never ranks
     from permsc_integrations._ranker.ranker import PSCRanker
@@ -151,7 +155,7 @@ async def _record_priors(engine: Engine, log: SampleLog, sizes: set[int]) -> Non
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
         settings = engine.options.generation
-        backend, prompt = require_first_token(engine.backend), first_token_prompt(engine.prompt)
+        backend, prompt = require_first_token(engine.backend), labelled_prompt(engine.prompt)
         prior = await aestimate_prior(backend, prompt, size, settings=settings)
         log.write_prior(
             size, prior.probabilities, placeholders=PLACEHOLDERS, query=PLACEHOLDER_QUERY

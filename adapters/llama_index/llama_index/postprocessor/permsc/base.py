@@ -122,10 +122,11 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             )
         return self.backend if self.llm is None else self.llm
 
-    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
+    def _core_values(self, values: dict[str, object]) -> dict[str, object]:
         if self.rerank_prompt is None:
             return values
-        prompt = to_core_prompt(self.rerank_prompt, max_words=values["max_words"])
+        max_words = at_least(1, optional=True)("max_words", values["max_words"])
+        prompt = to_core_prompt(self.rerank_prompt, max_words=max_words)
         return {**values, "prompt": prompt}
 
     def _returned(self) -> int | None:
