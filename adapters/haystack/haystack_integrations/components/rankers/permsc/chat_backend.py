@@ -30,10 +30,10 @@ import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import anyio
 import anyio.to_thread
+from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from permsc_integrations.backends._home_loop import HomeLoop
@@ -75,7 +75,7 @@ def generator_name(generator: object) -> str:
 class HaystackChatBackend:
     """Complete the engine's chat messages with a Haystack chat generator (module docstring)."""
 
-    def __init__(self, generator: Any, *, name: str | None = None) -> None:
+    def __init__(self, generator: ChatGenerator, *, name: str | None = None) -> None:
         if not callable(getattr(generator, "run", None)):
             raise ConfigurationError(
                 "chat_generator must be a Haystack chat generator (an object with "
