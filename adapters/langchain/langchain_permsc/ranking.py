@@ -57,6 +57,10 @@ from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
+Input = dict[str, Any]
+"""What a ranking runnable is invoked with: ``{"query": ..., "items" or "documents": [...]}``
+(LangChain types a runnable's input as it is declared; the values are the caller's)."""
+
 EVENT_PREFIX = "psc_"
 OPTIONS = frozenset(RankingOptions.names())
 
@@ -179,7 +183,7 @@ def _rows(items: Sequence[object], result: RankingResult) -> list[RankedItem]:
     ]
 
 
-class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any], list[RankedItem]]):
+class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[Input, list[RankedItem]]):
     """Rank ``{"query", "items"}`` with PSC; output :class:`RankedItem` rows, best first."""
 
     model_config = ConfigDict(extra="forbid")  # over RunnableSerializable's extra="ignore"
@@ -197,11 +201,11 @@ class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any],
         return _rows(items, await self._arank(query, items, config))
 
     def invoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[RankedItem]:
         return self._call_with_config(self._run, input, config, **kwargs)
 
     async def ainvoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[RankedItem]:
         return await self._acall_with_config(self._arun, input, config, **kwargs)

@@ -43,11 +43,9 @@ from permsc_integrations._checks import at_least
 from permsc_integrations.integration._base import psc_metadata
 from permsc_integrations.results import RankingResult
 
-from .ranking import PSCRankingSettings, _query_and
+from .ranking import Input, PSCRankingSettings, _query_and
 
 __all__ = ["PSCReranker"]
-
-Input = dict[str, Any]
 
 
 def _checked_top_n(top_n: object) -> int | None:
