@@ -93,12 +93,26 @@ def distinct_permutations(
     rng = random.Random(seed)
     identity = tuple(range(n))
     if n <= 5:  # at most 120 orders: enumerate them, shuffled
-        every = list(itertools.permutations(identity))
-        rng.shuffle(every)
-        if include_identity:
-            every.remove(identity)
-            every.insert(0, identity)
-        return every[:count]
+        return _enumerated(identity, count, rng, include_identity)
+    return _drawn(identity, count, rng, include_identity)
+
+
+def _enumerated(
+    identity: tuple[int, ...], count: int, rng: random.Random, include_identity: bool
+) -> list[tuple[int, ...]]:
+    """The first ``count`` of every order, shuffled (the identity first, if included)."""
+    every = list(itertools.permutations(identity))
+    rng.shuffle(every)
+    if include_identity:
+        every.remove(identity)
+        every.insert(0, identity)
+    return every[:count]
+
+
+def _drawn(
+    identity: tuple[int, ...], count: int, rng: random.Random, include_identity: bool
+) -> list[tuple[int, ...]]:
+    """``count`` uniform draws, a repeated one drawn again (the identity first, if included)."""
     perms: list[tuple[int, ...]] = [identity] if include_identity and count else []
     seen = set(perms)
     while len(perms) < count:

@@ -55,13 +55,13 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | float]:
         """The counts as plain data, and ``cost`` when known.
 
         >>> Usage(prompt_tokens=5, calls=1).as_dict()
         {'calls': 1, 'prompt_tokens': 5, 'completion_tokens': 0, 'retries': 0, 'cached_calls': 0}
         """
-        out: dict[str, Any] = {name: getattr(self, name) for name in self.COUNTS}
+        out: dict[str, int | float] = {name: getattr(self, name) for name in self.COUNTS}
         if self.cost is not None:
             out["cost"] = self.cost
         return out

@@ -24,14 +24,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from permsc_integrations._calls.caps import Prices, SpendingCap, parse_cap, parse_prices
 from permsc_integrations._calls.retry import RetryPolicy
 from permsc_integrations._checks import (
-    Check,
     at_least,
     flag,
     integer,
@@ -60,10 +59,13 @@ from permsc_integrations._options.values import (
     check_scoring,
     check_strategy,
     labelled,
+    option_default,
+    option_info,
     priced,
     scored_with,
     slides,
 )
+from permsc_integrations._options.values import option as _option
 from permsc_integrations._registry import publish
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.backends.base import GenerationSettings, ResponseCache
@@ -88,26 +90,6 @@ __all__ = [
 
 DEFAULT_MAX_CONCURRENCY = 32
 """Calls in flight at once by default: above the default m = 20, so a window is one round."""
-
-
-def _option(
-    default: object,
-    help: str,
-    check: Check,
-    *,
-    accepts: object = None,
-    applies: str = "all",
-    cli: Callable[[str], object] | None = None,
-    cli_help: str | None = None,
-) -> Any:
-    """One option's field: its default, help and check; ``accepts``, the type of what a caller
-    may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
-    named in :mod:`.values`; ``cli``, the flag's type (None: no flag)."""
-    meta = dict(help=help, check=check, accepts=accepts, applies=applies)
-    meta.update(cli=cli, cli_help=cli_help)
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -320,13 +302,13 @@ class RankingOptions:
         successes_needed(self.min_successful, self.num_permutations)
         scored_with(self.scoring, self.aggregator, self.calibrate, self.cache)
         if self.scoring == "first_token":
-            labelled(self.window_size, self.build_prompt().labels)  # type: ignore[attr-defined]
+            labelled(self.window_size, first_token_prompt(self.prompt, self.max_words).labels)
 
     def __repr__(self) -> str:  # backend_options may hold secrets: show their names only
         changed = [
             f"{f.name}={getattr(self, f.name)!r}"
             for f in dataclasses.fields(self)
-            if f.name != "backend_options" and getattr(self, f.name) != _default(f)
+            if f.name != "backend_options" and getattr(self, f.name) != option_default(f)
         ]
         if self.backend_options:
             changed.append(f"backend_options=<{', '.join(sorted(self.backend_options))}>")
@@ -345,7 +327,7 @@ class RankingOptions:
         """A validated copy with ``changes`` (unknown names refused)."""
         return self.from_kwargs(**{**self.as_dict(), **changes})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Every option by name (shallow: objects such as the cache are not copied)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
@@ -370,7 +352,7 @@ class RankingOptions:
         In first-token scoring, the first-token form of the prompt
         (:mod:`.prompts._first_token`)."""
         if self.scoring == "first_token":
-            return first_token_prompt(self.prompt, self.max_words)  # type: ignore[return-value]
+            return first_token_prompt(self.prompt, self.max_words)
         if not isinstance(self.prompt, str):
             return get_prompt(self.prompt)
         try:
@@ -386,17 +368,7 @@ class RankingOptions:
     @classmethod
     def describe(cls) -> Iterator[OptionInfo]:
         """What the declaration says of each option, in declaration order."""
-        for f in dataclasses.fields(cls):
-            meta = f.metadata
-            yield OptionInfo(
-                f.name, _default(f), meta["help"], meta["applies"], meta["cli"], meta["cli_help"]
-            )
-
-
-def _default(f: dataclasses.Field[Any]) -> Any:
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return f.default
+        return map(option_info, dataclasses.fields(cls))
 
 
 publish("permsc_integrations", RankingOptions)

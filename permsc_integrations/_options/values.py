@@ -16,12 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from permsc_integrations._calls.caps import Prices, SpendingCap
 from permsc_integrations._calls.retry import RetryPolicy
+from permsc_integrations._checks import Check
 from permsc_integrations.aggregators import Aggregator, reads_probabilities, resolve
 from permsc_integrations.backends.base import ResponseCache
 from permsc_integrations.errors import ConfigurationError
@@ -45,6 +47,9 @@ __all__ = [
     "check_retry",
     "check_cache",
     "check_mapping",
+    "option",
+    "option_default",
+    "option_info",
 ]
 
 Scoring = Literal["generate", "first_token"]
@@ -85,7 +90,7 @@ class OptionInfo:
     default."""
 
     name: str
-    default: Any
+    default: object
     help: str
     applies: str
     cli_type: Callable[[str], object] | None  # None: not a command-line flag
@@ -204,10 +209,45 @@ def check_mapping(name: str, value: object) -> dict[str, Any]:
     raise ConfigurationError(f"{name} must be a mapping of option names to values, got {value!r}")
 
 
-def _rebuilt(kind: type[_T], name: str, value: Mapping[Any, Any]) -> _T:
+def _rebuilt(kind: Callable[..., _T], name: str, value: Mapping[str, object]) -> _T:
     """A value given as its serialised mapping (an adapter's ``to_dict``), built again; a bad
     field names the option."""
     try:
         return kind(**value)
     except (TypeError, ConfigurationError) as exc:
         raise ConfigurationError(f"{name}: {exc}") from None
+
+
+def option(
+    default: object,
+    help: str,
+    check: Check,
+    *,
+    accepts: object = None,
+    applies: str = "all",
+    cli: Callable[[str], object] | None = None,
+    cli_help: str | None = None,
+) -> Any:
+    """One option's field: its default, help and check; ``accepts``, the type of what a caller
+    may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
+    named here; ``cli``, the flag's type (None: no flag)."""
+    meta = dict(help=help, check=check, accepts=accepts, applies=applies)
+    meta.update(cli=cli, cli_help=cli_help)
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def option_default(f: dataclasses.Field[object]) -> object:
+    """An option's declared default (a fresh one where it is made by a factory)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def option_info(f: dataclasses.Field[object]) -> OptionInfo:
+    """What the declaration of the option ``f`` says of it."""
+    meta = f.metadata
+    return OptionInfo(
+        f.name, option_default(f), meta["help"], meta["applies"], meta["cli"], meta["cli_help"]
+    )

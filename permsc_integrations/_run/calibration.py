@@ -22,17 +22,46 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 from permsc_integrations.backends.base import (
+    FirstTokenBackend,
     FirstTokenBatchBackend,
     GenerationSettings,
     LabelProbabilities,
 )
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import Usage
 
-__all__ = ["PositionPrior", "PriorCache", "aestimate_prior", "PLACEHOLDERS", "PLACEHOLDER_QUERY"]
+__all__ = [
+    "PositionPrior",
+    "PriorCache",
+    "aestimate_prior",
+    "LabelledPrompt",
+    "labelled_prompt",
+    "PLACEHOLDERS",
+    "PLACEHOLDER_QUERY",
+]
+
+
+@runtime_checkable
+class LabelledPrompt(Prompt, Protocol):
+    """A prompt whose items carry one-token labels: the first-token form of a prompt
+    (:class:`~permsc_integrations.prompts._first_token.FirstTokenPrompt`)."""
+
+    def window_labels(self, n: int) -> tuple[str, ...]: ...
+
+
+def labelled_prompt(prompt: Prompt) -> LabelledPrompt:
+    """``prompt``, refused unless it labels its items (first-token scoring reads labels)."""
+    if not isinstance(prompt, LabelledPrompt):
+        raise ConfigurationError(
+            "first-token scoring needs a prompt that labels its items (a FirstTokenPrompt), "
+            f"got {type(prompt).__name__}"
+        )
+    return prompt
+
 
 PLACEHOLDERS = ("N/A", "[empty]", "No content.")
 """The content-free items whose answers are averaged into the prior."""
@@ -63,8 +92,8 @@ class PositionPrior:
 
 
 async def aestimate_prior(
-    backend: Any,
-    prompt: Any,
+    backend: FirstTokenBackend,
+    prompt: LabelledPrompt,
     n: int,
     *,
     settings: GenerationSettings | None = None,
@@ -101,15 +130,21 @@ class PriorCache:
             self._priors = {k: PositionPrior(tuple(v)) for k, v in stored.items()}
 
     @staticmethod
-    def key(backend: Any, prompt: Any, n: int) -> str:
+    def key(backend: FirstTokenBackend, prompt: LabelledPrompt, n: int) -> str:
         return f"{getattr(backend, 'fingerprint', backend.name)}|{prompt!r}|{n}"
 
-    def get(self, backend: Any, prompt: Any, n: int) -> PositionPrior | None:
+    def get(
+        self, backend: FirstTokenBackend, prompt: LabelledPrompt, n: int
+    ) -> PositionPrior | None:
         """The cached prior, or None."""
         return self._priors.get(self.key(backend, prompt, n))
 
     async def aget(
-        self, backend: Any, prompt: Any, n: int, settings: GenerationSettings | None = None
+        self,
+        backend: FirstTokenBackend,
+        prompt: LabelledPrompt,
+        n: int,
+        settings: GenerationSettings | None = None,
     ) -> PositionPrior:
         """The prior, estimated (and saved) on first use (two windows that need it at once
         may both estimate it: the same calls, the same prior)."""

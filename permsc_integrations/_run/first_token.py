@@ -26,7 +26,7 @@ from functools import partial
 from permsc_integrations._calls.calls import Calls
 from permsc_integrations._calls.spending import prompt_chars
 from permsc_integrations._options.options import RankingOptions
-from permsc_integrations._run.calibration import PriorCache
+from permsc_integrations._run.calibration import PriorCache, labelled_prompt
 from permsc_integrations._run.sampling import Ask, Refused
 from permsc_integrations.backends.base import (
     Backend,
@@ -96,8 +96,8 @@ class FirstToken:
 
     def __init__(self, options: RankingOptions, backend: Backend, prompt: Prompt) -> None:
         self.backend = require_first_token(backend)
-        self.prompt = prompt
-        self.labels = prompt.window_labels  # type: ignore[attr-defined]
+        self.prompt = labelled_prompt(prompt)  # the options built its first-token form
+        self.labels = self.prompt.window_labels
         self.settings = options.generation
         self.calibration = PriorCache() if options.calibrate else None
 

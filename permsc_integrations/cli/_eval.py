@@ -87,6 +87,16 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         epilog=USE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_inputs(parser)
+    _add_outputs(parser)
+    add_ranking_arguments(parser, RANKING_FLAGS, filled=True, several={"temperature"})
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    """What is evaluated: the task and its data, the TREC files, the runs to aggregate."""
     parser.add_argument("task", nargs="?", choices=TASKS, help="task (omit with --runs)")
     parser.add_argument(
         "--data", help="sorting data file or folder (default ../shared/data/perm-sc)"
@@ -106,6 +116,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--first-stage", help="offline: the first-stage run the runs reranked (tie-break)"
     )
+
+
+def _add_outputs(parser: argparse.ArgumentParser) -> None:
+    """What it writes: runs, the bias map, the samples log (or re-scores one), the reports."""
     parser.add_argument("--write-runs", help="folder for the produced TREC runs")
     parser.add_argument("--bias-map", help="sorting: heatmap PNG (a CSV is written beside it)")
     parser.add_argument(
@@ -123,10 +137,6 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the results as a markdown table")
     parser.add_argument("--no-progress", action="store_true")
-    add_ranking_arguments(parser, RANKING_FLAGS, filled=True, several={"temperature"})
-    add_backend_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
 
 
 def load_dataset(args: argparse.Namespace) -> SortingDataset:

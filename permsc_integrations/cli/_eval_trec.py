@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,28 +82,16 @@ def first_token_offline(
     """Score a first-token samples file (:mod:`.eval._first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations import eval as evaluation
+    from permsc_integrations.eval import read_priors, score_first_token
 
     passages = header.get("task") == "trec"
-    if passages:
-        if not args.qrels:
-            raise ConfigurationError("re-scoring passage samples needs --qrels")
-        qrels = evaluation.read_qrels(args.qrels)
-        lists = [s for s in lists if s.example.id in qrels]
-
-        def metric(order: Sequence[int], s: ListSamples) -> float:
-            return evaluation.ndcg_of(order, s, qrels)
-    else:
-
-        def metric(order: Sequence[int], s: ListSamples) -> float:
-            return evaluation.kendall_tau_b(list(order), s.example.keys)
-
+    lists, metric = _offline_metric(args, lists, passages)
     n = max(len(s.example.items) for s in lists)
-    table = evaluation.score_first_token(
+    table = score_first_token(
         lists,
         metric,
         metric_name="ndcg@10" if passages else "kendall_tau",
-        priors=evaluation.read_priors(args.from_samples),
+        priors=read_priors(args.from_samples),
         window=int(header.get("window") or n),
         passages=passages,
         m_values=[int(k) for k in args.m_sweep.split(",")] if args.m_sweep else (1, 5, 10),
@@ -117,6 +105,22 @@ def first_token_offline(
     if args.json:
         Path(args.json).write_text(json.dumps(table.to_dict(), indent=2) + "\n")
     return 0
+
+
+def _offline_metric(
+    args: argparse.Namespace, lists: list[ListSamples], passages: bool
+) -> tuple[list[ListSamples], Callable[[Sequence[int], ListSamples], float]]:
+    """The lists to score and their metric: passages (those the ``--qrels`` judge) by
+    nDCG@10, sorting lists by Kendall tau."""
+    # lazy: start-up time of every permsc command
+    from permsc_integrations.eval import kendall_tau_b, ndcg_of, read_qrels
+
+    if not passages:
+        return lists, lambda order, s: kendall_tau_b(list(order), s.example.keys)
+    if not args.qrels:
+        raise ConfigurationError("re-scoring passage samples needs --qrels")
+    qrels = read_qrels(args.qrels)
+    return [s for s in lists if s.example.id in qrels], lambda o, s: ndcg_of(o, s, qrels)
 
 
 def passages_config(args: argparse.Namespace, backend_name: str) -> RunRecord:

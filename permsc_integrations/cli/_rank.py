@@ -62,6 +62,23 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="rerank the candidates of every query in a JSONL file",
         description="Rerank {qid, query, candidates: [{docid, text}]} (or {query, items}) lines.",
     )
+    _add_files(parser)
+    _add_ray_arguments(parser)
+    add_ranking_arguments(parser)
+    parser.add_argument(
+        "--kemeny-time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="Kemeny's time per aggregation (default: 1); past it the ranking is the best "
+        "found, with a warning that says how close it is proven to be",
+    )
+    add_backend_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_files(parser: argparse.ArgumentParser) -> None:
+    """Input, output and its format, the cache, progress, --resume."""
     parser.add_argument(
         "--input", "-i", required=True, help="JSONL or Parquet (.parquet) file ('-': stdin JSONL)"
     )
@@ -90,18 +107,6 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "another input's) and rank the rest (ray: those ranked in OUTPUT.journal without a "
         "call)",
     )
-    _add_ray_arguments(parser)
-    add_ranking_arguments(parser)
-    parser.add_argument(
-        "--kemeny-time-limit",
-        type=float,
-        metavar="SECONDS",
-        help="Kemeny's time per aggregation (default: 1); past it the ranking is the best "
-        "found, with a warning that says how close it is proven to be",
-    )
-    add_backend_arguments(parser)
-    parser.set_defaults(run=run)
-    return parser
 
 
 def _add_ray_arguments(parser: argparse.ArgumentParser) -> None:

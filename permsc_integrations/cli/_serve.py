@@ -20,8 +20,10 @@ from permsc_integrations.cli._common import (
 )
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
+    from argparse import _ArgumentGroup
+
     from permsc_integrations.cli._common import Subparsers
-    from permsc_integrations.serve import ServeConfig
+    from permsc_integrations.serve import ModelConfig, ServeConfig
 
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
@@ -52,12 +54,29 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="the scale of the flags' model's scores: pairwise win share (default) or each "
         "document's probability of the top k (needs --top-k or --max-calls; docs/scores.md)",
     )
+    _add_access(s)
+    _add_request_limits(s)
+    _add_client_limits(parser)
+    s.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="(default: info)",
+    )
+    add_ranking_arguments(parser, ranking_flags(service=True))
+    add_backend_arguments(parser)
+
+
+def _add_access(s: _ArgumentGroup) -> None:
     s.add_argument("--api-key-file", help="client keys, one a line (also: PERMSC_API_KEYS)")
     s.add_argument(
         "--allow-unauthenticated",
         action="store_true",
         help="serve a non-loopback --host without client keys",
     )
+
+
+def _add_request_limits(s: _ArgumentGroup) -> None:
     s.add_argument("--max-documents", type=int, default=1000, help="per request (default 1000)")
     s.add_argument(
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size (default 4 MiB)"
@@ -77,15 +96,6 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds in-flight requests get to finish after SIGTERM (default 30)",
     )
-    _add_client_limits(parser)
-    s.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="(default: info)",
-    )
-    add_ranking_arguments(parser, ranking_flags(service=True))
-    add_backend_arguments(parser)
 
 
 def _add_client_limits(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +133,10 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         help="seconds a request waits for its key's turn to rank; then a 503 (default 60)",
     )
+    _add_browsers(c)
+
+
+def _add_browsers(c: _ArgumentGroup) -> None:
     c.add_argument(
         "--max-connections",
         type=int,
@@ -148,23 +162,10 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
     # lazy: start-up time (the ranker and its backends load only when serving)
-    from permsc_integrations import serve as serving
+    from permsc_integrations.serve import ENV_KEYS, Limits, ServeConfig, load_keys, load_models
 
-    if args.config:
-        models = serving.load_models(args.config)
-    else:
-        spec = backend_spec(args)
-        models = (
-            serving.ModelConfig(
-                args.name,
-                spec,
-                ranker_options(args, spec),
-                args.base_url,
-                device=args.device,
-                relevance_score=args.relevance_score,
-            ),
-        )
-    limits = serving.Limits(
+    models = load_models(args.config) if args.config else (_flags_model(args),)
+    limits = Limits(
         max_documents=args.max_documents,
         max_body_bytes=args.max_body_bytes,
         max_query_chars=args.max_query_chars,
@@ -176,9 +177,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         queue_timeout=args.queue_timeout,
         send_timeout=args.send_timeout,
     )
-    return serving.ServeConfig(
+    return ServeConfig(
         models=models,
-        keys=serving.load_keys(os.environ.get(serving.ENV_KEYS), args.api_key_file),
+        keys=load_keys(os.environ.get(ENV_KEYS), args.api_key_file),
         limits=limits,
         host=args.host,
         port=args.port,
@@ -186,6 +187,19 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         grace_period=args.grace_period,
         allowed_hosts=tuple(args.allowed_host),
         cors_origins=tuple(args.cors_origin),
+    )
+
+
+def _flags_model(args: argparse.Namespace) -> ModelConfig:
+    """The model the ranking and backend flags describe, named ``--name``."""
+    # lazy: start-up time (the ranker and its backends load only when serving)
+    from permsc_integrations.serve import ModelConfig
+
+    spec = backend_spec(args)
+    options = ranker_options(args, spec)
+    relevance = args.relevance_score
+    return ModelConfig(
+        args.name, spec, options, args.base_url, device=args.device, relevance_score=relevance
     )
 
 

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from permsc_integrations.errors import ConfigurationError, MissingDependencyError
+from permsc_integrations.eval._datasets import _Ordered
 from permsc_integrations.permutations import invert
 
 __all__ = ["BiasMap", "bias_map", "Observation"]
 
 Observation = (
-    tuple[Sequence[int], Sequence[int]] | tuple[Sequence[int], Sequence[int], Sequence[object]]
+    tuple[Sequence[int], Sequence[int]] | tuple[Sequence[int], Sequence[int], Sequence[_Ordered]]
 )
 """``(permutation, ranking)`` or ``(permutation, ranking, truth_keys)`` (keys: smaller first)."""
 
@@ -122,12 +123,12 @@ class BiasMap:
             plt.close(fig)
 
 
-def _truth_sign(keys: Sequence[object] | None, a: int, b: int) -> int:
+def _truth_sign(keys: Sequence[_Ordered] | None, a: int, b: int) -> int:
     """+1 when item ``a`` truly goes before ``b``, -1 after, 0 tied (or no truth)."""
     if keys is None:
         return 1
     ka, kb = keys[a], keys[b]
-    return (ka < kb) - (ka > kb)  # type: ignore[operator]
+    return (ka < kb) - (ka > kb)
 
 
 def bias_map(
@@ -146,7 +147,7 @@ def bias_map(
     observed = [[0] * n_positions for _ in range(n_positions)]
     for observation in observations:
         permutation, ranking = observation[0], observation[1]
-        keys = observation[2] if len(observation) > 2 else None  # type: ignore[misc]
+        keys = observation[2] if len(observation) == 3 else None
         if reference == "truth" and keys is None:
             raise ConfigurationError(
                 "reference='truth' needs (permutation, ranking, keys) observations"
@@ -165,7 +166,7 @@ def bias_map(
 def _count(
     permutation: tuple[int, ...],
     ranking: Sequence[int],
-    keys: Sequence[object] | None,
+    keys: Sequence[_Ordered] | None,
     reversed_: list[list[int]],
     observed: list[list[int]],
 ) -> None:

@@ -27,8 +27,14 @@ import anyio
 from permsc_integrations._calls.limiter import CallLimiter
 from permsc_integrations._calls.spending import Meter
 from permsc_integrations._options.options import RankingOptions
-from permsc_integrations._run.calibration import PLACEHOLDER_QUERY, PLACEHOLDERS, aestimate_prior
+from permsc_integrations._run.calibration import (
+    PLACEHOLDER_QUERY,
+    PLACEHOLDERS,
+    aestimate_prior,
+    labelled_prompt,
+)
 from permsc_integrations._run.engine import Engine
+from permsc_integrations._run.first_token import require_first_token
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations.aggregators import aggregate
 from permsc_integrations.backends.base import Backend
@@ -51,7 +57,29 @@ def _example(q: Query) -> SortingExample:
     return SortingExample(q.qid, texts, tuple(c.docid for c in q.candidates), "trec")
 
 
-async def _one(ranker: PSCRanker, q: Query, m: int) -> ListSamples:
+def _ranker(
+    backend: Backend | str, m: int, size: int, ranker_options: Mapping[str, object]
+) -> PSCRanker:
+    """A ranker of one window of ``size`` passages, ``m`` answers, the first in order."""
+    # lazy: start-up time; offline scoring never ranks
+    from permsc_integrations._ranker.ranker import PSCRanker
+
+    options = {"window_size": size, "step": size - 1, "min_successful": 1, **ranker_options}
+    chosen = RankingOptions.from_kwargs(num_permutations=m, include_identity=True, **options)
+    return PSCRanker(backend, options=chosen)
+
+
+async def _one(
+    ranker: PSCRanker, q: Query, m: int, log: SampleLog | None, index: int
+) -> ListSamples:
+    """The ``m`` answers to query ``q`` (saved to ``log`` as its ``index``-th list)."""
+    lists = await _answers(ranker, q, m)
+    if log is not None:
+        log.write(lists, index)
+    return lists
+
+
+async def _answers(ranker: PSCRanker, q: Query, m: int) -> ListSamples:
     example = _example(q)
     try:
         result = await ranker.arank(q.query, list(example.items), request_id=q.qid)
@@ -127,7 +155,8 @@ async def _record_priors(engine: Engine, log: SampleLog, sizes: set[int]) -> Non
     """Estimate and record the position prior of each block size the file lacks."""
     for size in sorted(sizes - set(log.priors)):
         settings = engine.options.generation
-        prior = await aestimate_prior(engine.backend, engine.prompt, size, settings=settings)
+        backend, prompt = require_first_token(engine.backend), labelled_prompt(engine.prompt)
+        prior = await aestimate_prior(backend, prompt, size, settings=settings)
         log.write_prior(
             size, prior.probabilities, placeholders=PLACEHOLDERS, query=PLACEHOLDER_QUERY
         )
@@ -149,16 +178,11 @@ async def acollect_passages(
     With ``window`` (first-token runs) each of the m orders is cut into blocks of at most
     ``window`` passages (one block when the list fits), one call and one saved sample a
     block, and a list of ``done`` with fewer orders is topped up to m."""
-    # lazy: start-up time; offline scoring never ranks
-    from permsc_integrations._ranker.ranker import PSCRanker
-
     n = max((len(q.candidates) for q in queries), default=0)
     if n < 2:
         raise ConfigurationError("passage ranking needs at least two candidates per query")
     size = min(window or n, n)
-    options = {"window_size": size, "step": size - 1, "min_successful": 1, **ranker_options}
-    chosen = RankingOptions.from_kwargs(num_permutations=m, include_identity=True, **options)
-    ranker = PSCRanker(backend, options=chosen)
+    ranker = _ranker(backend, m, size, ranker_options)
     parts = _parts(ranker)  # the window mode's rounds, drawn outside arank
     out: list[ListSamples] = []
     try:
@@ -169,9 +193,7 @@ async def acollect_passages(
             if window is not None:
                 lists = await _topped_up(parts, q, m, size, lists, log, index)
             elif lists is None:
-                lists = await _one(ranker, q, m)
-                if log is not None:
-                    log.write(lists, index)
+                lists = await _one(ranker, q, m, log, index)
             out.append(lists)
             if progress is not None:
                 progress(len(out), len(queries))

@@ -126,22 +126,35 @@ async def acollect_samples(
     }
     settings = {"seed": seed, "temperature": temperature, "max_concurrency": max_concurrency}
     ranker = _ranker(backend, task, n, m, **settings, **ranker_options)
+    try:
+        await _ask_all(ranker, dataset.examples, m, out, log, progress)
+    finally:
+        await ranker.aclose()
+    return [out[i] for i in range(len(dataset.examples))]
+
+
+async def _ask_all(
+    ranker: PSCRanker,
+    examples: Sequence[SortingExample],
+    m: int,
+    out: dict[int, ListSamples],
+    log: SampleLog | None,
+    progress: Progress | None,
+) -> None:
+    """The answers to every list not yet in ``out``, all lists concurrently, into ``out``
+    (and ``log``) as each list's are in."""
 
     async def run(index: int, example: SortingExample) -> None:
         out[index] = await _one(ranker, example, m)
         if log is not None:
             log.write(out[index], index)
         if progress is not None:
-            progress(len(out), len(dataset.examples))
+            progress(len(out), len(examples))
 
-    try:
-        async with anyio.create_task_group() as group:
-            for index, example in enumerate(dataset.examples):
-                if index not in out:
-                    group.start_soon(run, index, example)
-    finally:
-        await ranker.aclose()
-    return [out[i] for i in range(len(dataset.examples))]
+    async with anyio.create_task_group() as group:
+        for index, example in enumerate(examples):
+            if index not in out:
+                group.start_soon(run, index, example)
 
 
 def _psc(samples: ListSamples, method: str, m: int | None = None) -> tuple[int, ...]:
@@ -315,6 +328,18 @@ async def _rerank(ranker: PSCRanker, queries: Sequence[Query], progress: Progres
     return {q.qid: run[q.qid] for q in queries}
 
 
+def _trec_rankers(
+    backend: Backend, m: int, aggregator: str, options: Mapping[str, object]
+) -> tuple[PSCRanker, PSCRanker]:
+    """One RankGPT pass over the first-stage order, and PSC with ``m`` and ``aggregator``."""
+    # lazy: start-up time; offline scoring never ranks
+    from permsc_integrations._ranker.ranker import PSCRanker
+
+    once = RankingOptions.from_kwargs(num_permutations=1, include_identity=True, **options)
+    psc = RankingOptions.from_kwargs(num_permutations=m, aggregator=aggregator, **options)
+    return PSCRanker(backend, options=once), PSCRanker(backend, options=psc)
+
+
 async def aevaluate_trec(
     queries: Sequence[Query],
     qrels: Qrels,
@@ -330,20 +355,10 @@ async def aevaluate_trec(
     ``ranker_options`` go to both :class:`~permsc_integrations.PSCRanker` s
     (``window_size=20, step=10, temperature, seed, max_concurrency, ...``).
     """
-    # lazy: start-up time; offline scoring never ranks
-    from permsc_integrations._ranker.ranker import PSCRanker
-
     owned = isinstance(backend, str)
     backend = resolve_backend(backend)
     options = {**TREC_SETUP, **ranker_options}
-    single = PSCRanker(
-        backend,
-        options=RankingOptions.from_kwargs(num_permutations=1, include_identity=True, **options),
-    )
-    psc = PSCRanker(
-        backend,
-        options=RankingOptions.from_kwargs(num_permutations=m, aggregator=aggregator, **options),
-    )
+    single, psc = _trec_rankers(backend, m, aggregator, options)
     runs: dict[str, Run] = {
         "first-stage": {q.qid: [c.docid for c in q.candidates] for q in queries}
     }

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypedDict
 
@@ -260,6 +260,39 @@ def read_priors(path: str | os.PathLike[str]) -> dict[int, tuple[float, ...]]:
     return priors
 
 
+@dataclass
+class _Found:
+    """What the records of a samples file say, read one at a time (the last run record)."""
+
+    header: RunRecord | None = None
+    examples: dict[str, SortingExample] = field(default_factory=dict)
+    places: dict[str, int] = field(default_factory=dict)
+    queries: dict[str, str] = field(default_factory=dict)
+    answers: dict[str, list[_SampleRecord]] = field(default_factory=dict)
+
+    def add(self, line: str) -> None:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            return  # a torn last line
+        kind = record.get("type")
+        if kind == "run":
+            self.header = record
+        elif kind == "list":
+            ex = SortingExample(
+                record["list_id"],
+                tuple(record["items"]),
+                tuple(record["keys"]),
+                record.get("task", ""),
+            )
+            self.examples[ex.id] = ex
+            self.queries[ex.id] = str(record.get("query") or "")
+            self.places[ex.id] = int(record.get("index", len(self.places)))
+            self.answers[ex.id] = []
+        elif kind == "sample":
+            self.answers.setdefault(record["list_id"], []).append(record)
+
+
 def read_samples(
     path: str | os.PathLike[str], *, partial: bool = False
 ) -> tuple[RunRecord, dict[str, ListSamples]]:
@@ -269,39 +302,17 @@ def read_samples(
     source = Path(path)
     if not source.is_file():
         raise ConfigurationError(f"samples file not found: {source}")
-    header: RunRecord | None = None
-    examples: dict[str, SortingExample] = {}
-    places: dict[str, int] = {}
-    queries: dict[str, str] = {}
-    answers: dict[str, list[_SampleRecord]] = {}
+    found = _Found()
     for line in source.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line
-        kind = record.get("type")
-        if kind == "run":
-            header = record
-        elif kind == "list":
-            ex = SortingExample(
-                record["list_id"],
-                tuple(record["items"]),
-                tuple(record["keys"]),
-                record.get("task", ""),
-            )
-            examples[ex.id] = ex
-            queries[ex.id] = str(record.get("query") or "")
-            places[ex.id] = int(record.get("index", len(places)))
-            answers[ex.id] = []
-        elif kind == "sample":
-            answers.setdefault(record["list_id"], []).append(record)
+        found.add(line)
+    header, examples, queries, answers = found.header, found.examples, found.queries, found.answers
     if header is None:
         raise ConfigurationError(f"{source} is not a samples file (no 'run' record)")
     m = int(header.get("m", 0))
     need = 1 if partial else m
     complete = sorted(
-        (lid for lid, found in answers.items() if lid in examples and len(found) >= need),
-        key=lambda lid: places[lid],
+        (lid for lid, got in answers.items() if lid in examples and len(got) >= need),
+        key=lambda lid: found.places[lid],
     )
     lists = {lid: _list(examples[lid], answers[lid], queries[lid]) for lid in complete}
     return header, lists

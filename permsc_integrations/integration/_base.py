@@ -293,4 +293,4 @@ class OneRanker:
         return {}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__()  # type: ignore[misc]
+        OneRanker.__init__(self)

@@ -50,7 +50,7 @@ __all__ = ["build_server", "http_app", "serve_mcp", "TRANSPORTS", "DESCRIPTION"]
 
 logger = logging.getLogger("permsc_integrations.mcp")
 
-Turn = Callable[[], AbstractAsyncContextManager[Any]]
+Turn = Callable[[], AbstractAsyncContextManager[object]]
 """What a ranking holds while it runs (over HTTP: its client key's turn)."""
 
 DESCRIPTION = (
@@ -145,9 +145,8 @@ def build_server(tool: RerankTool, limits: Limits, turn: Turn = nullcontext) -> 
             raise SDKToolError(busy.error.message) from None
 
     parameters = _parameters(tool, limits)
-    rerank.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        parameters, return_annotation=RerankResult
-    )
+    signature = inspect.Signature(parameters, return_annotation=RerankResult)
+    rerank.__dict__["__signature__"] = signature  # what inspect (and the SDK) read
     server = _Server(tuple(p.name for p in parameters))
     server.add_tool(rerank, name="rerank", title="Rerank documents (PSC)", description=DESCRIPTION)
     return server

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 # pydantic (the SDK's output schema) reads TypedDicts from typing_extensions before 3.12
 from typing_extensions import NotRequired, TypedDict
@@ -123,7 +122,7 @@ class RerankTool:
         name: str,
         *,
         secrets: Sequence[str | None] = (),
-        scale: Callable[[Any], tuple[float, ...]] = relevance_scores,
+        scale: Callable[[RankingResult], tuple[float, ...]] = relevance_scores,
     ) -> None:
         self.ranker, self.name, self.scale = ranker, name, scale
         self.secrets = _secrets(secrets)

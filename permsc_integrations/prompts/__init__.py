@@ -86,7 +86,7 @@ def available_prompts() -> list[str]:
 def _with_options(prompt: Prompt, options: Mapping[str, object]) -> Prompt:
     if not options:
         return prompt
-    if not dataclasses.is_dataclass(prompt):
+    if not dataclasses.is_dataclass(prompt) or isinstance(prompt, type):
         raise ConfigurationError(
             f"options {sorted(options)} need a prompt name or a dataclass prompt; "
             f"configure {type(prompt).__name__} yourself instead"
@@ -97,7 +97,7 @@ def _with_options(prompt: Prompt, options: Mapping[str, object]) -> Prompt:
         raise ConfigurationError(
             f"{type(prompt).__name__} has no option(s) {unknown}; it accepts {sorted(fields)}"
         )
-    return dataclasses.replace(prompt, **options)  # type: ignore[type-var]
+    return dataclasses.replace(prompt, **options)
 
 
 def get_prompt(name_or_prompt: str | Prompt, **options: object) -> Prompt:

@@ -30,7 +30,8 @@ class Prompt(Protocol):
     items' text (sorting tasks); identifier prompts only need its length.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: a frozen dataclass's field or a class attribute
 
     def render(self, query: str, items: Sequence[str]) -> list[Message]: ...
 

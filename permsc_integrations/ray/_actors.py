@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # optional dependencies (the ray extra), imported where used
 
     import pyarrow as pa
     from ray import ObjectRef, ObjectRefGenerator
-    from ray.data import Dataset
+    from ray.data import ActorPoolStrategy, Dataset
 
     from permsc_integrations._options.keywords import RankingKeywords
     from permsc_integrations.backends.base import Backend
@@ -296,19 +296,21 @@ def rank_dataset(
     clash = sorted(set(RESULT_COLUMNS) & set(ds.columns() or ()))
     if clash:
         raise ConfigurationError(f"the dataset already has column(s) {clash}; rename them first")
+    columns = _Columns(query_column, items_column, id_column)
     return ds.map_batches(
         _RankBatches,
-        fn_constructor_kwargs={
-            "backend": backend,
-            "options": options,
-            "columns": _Columns(query_column, items_column, id_column),
-        },
-        compute=ray.data.ActorPoolStrategy(
-            size=actors,
-            max_tasks_in_flight_per_actor=batches_per_actor,
-            max_concurrent_calls_per_actor=batches_per_actor,
-        ),
+        fn_constructor_kwargs={"backend": backend, "options": options, "columns": columns},
+        compute=_actor_pool(ray, actors, batches_per_actor),
         batch_size=batch_size,
         batch_format="pyarrow",
         num_cpus=num_cpus,
+    )
+
+
+def _actor_pool(ray: ModuleType, actors: int, batches_per_actor: int) -> ActorPoolStrategy:
+    """``actors`` actors, each given up to ``batches_per_actor`` batches at once."""
+    return ray.data.ActorPoolStrategy(
+        size=actors,
+        max_tasks_in_flight_per_actor=batches_per_actor,
+        max_concurrent_calls_per_actor=batches_per_actor,
     )

@@ -36,7 +36,6 @@ import dataclasses
 import functools
 import re
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -56,13 +55,14 @@ from permsc_integrations.ray._actors import (
     actor_options,
     ray_module,
 )
+from permsc_integrations.ray._feed import ROW_LOSSES, Feed, Watchdog
 
 if TYPE_CHECKING:  # Python 3.11; ray: an optional dependency (the ray extra)
     from typing import Unpack
 
     from ray import ObjectRef, ObjectRefGenerator
 
-__all__ = ["rank_rows"]
+__all__ = ["rank_rows", "ROW_LOSSES", "Watchdog"]
 
 _Row = tuple[int, str, Sequence[object]]  # (position, query, items): what an actor ranks
 
@@ -129,79 +129,9 @@ def _remote_actor(ray: ModuleType, num_cpus: float) -> RayCall[RowsHandle]:
     return actor.options(num_cpus=num_cpus, scheduling_strategy="SPREAD")
 
 
-ROW_LOSSES = 3
-"""A row whose actor was lost this many times while ranking it is delivered failed (a row
-that kills its actor would otherwise be retried for ever)."""
 INIT_FAILURES = 3
 """Actors whose constructor raised this many times in a row stop the job (a backend that
 cannot be built on the cluster: the error says why)."""
-
-
-class _Feed:
-    """The rows not yet given to an actor: the ones handed back by a lost actor first."""
-
-    def __init__(self, requests: Iterable[RankRequest]) -> None:
-        self._fresh = enumerate(requests)
-        self._next = next(self._fresh, None)
-        self.back: deque[tuple[int, RankRequest]] = deque()
-        self.keys: dict[int, object] = {}
-        self.losses: dict[int, int] = {}  # position: times lost with its actor
-
-    def __bool__(self) -> bool:
-        return bool(self.back) or self._next is not None
-
-    def take(self, n: int) -> dict[int, RankRequest]:
-        out: dict[int, RankRequest] = {}
-        while len(out) < n and self:
-            if self.back:
-                position, request = self.back.popleft()
-            else:
-                assert self._next is not None
-                position, request = self._next
-                self._next = next(self._fresh, None)
-                self.keys[position] = position if request.id is None else request.id
-            out[position] = request
-        return out
-
-    def hand_back(self, rows: dict[int, RankRequest], cause: str) -> list[RankedRow]:
-        """Queue the rows of a lost actor again; those lost too often come back failed."""
-        failed = []
-        for position, request in rows.items():
-            self.losses[position] = self.losses.get(position, 0) + 1
-            if self.losses[position] < ROW_LOSSES:
-                self.back.append((position, request))
-                continue
-            error = f"RayActorError: lost with its actor {ROW_LOSSES} times (the last: {cause})"
-            failed.append(RankedRow.failed(self.delivered(position), error))
-        return failed
-
-    def delivered(self, position: int) -> object:
-        """Forget the row at ``position`` (it is delivered); its key."""
-        self.losses.pop(position, None)
-        return self.keys.pop(position)
-
-
-@dataclass
-class Watchdog:
-    """Whether a job has gone ``timeout`` seconds with no live actor (from its start, or from
-    the moment its last one was lost).
-
-    >>> dog = Watchdog(60.0, since=0.0)
-    >>> dog.expired(alive=False, now=59.0), dog.expired(alive=True, now=61.0)
-    (False, False)
-    >>> dog.expired(alive=False, now=100.0), dog.expired(alive=False, now=161.5)
-    (False, True)
-    """
-
-    timeout: float
-    since: float | None  # when the last live actor was lost (None: one is alive)
-
-    def expired(self, *, alive: bool, now: float) -> bool:
-        if alive:
-            self.since = None
-        elif self.since is None:
-            self.since = now
-        return self.since is not None and now - self.since > self.timeout
 
 
 @dataclass
@@ -238,7 +168,7 @@ class _Pool:
 
     ray: ModuleType
     settings: _Settings
-    feed: _Feed
+    feed: Feed
     watchdog: Watchdog
     actors: dict[RowsHandle, int] = field(default_factory=dict)  # actor: chunks in flight
     probes: dict[ObjectRef[None], RowsHandle] = field(default_factory=dict)  # ready probe: actor
@@ -393,7 +323,7 @@ def _rows(
     ray: ModuleType, settings: _Settings, requests: Iterable[RankRequest]
 ) -> Iterator[RankedRow]:
     pool = _Pool(
-        ray, settings, _Feed(requests), Watchdog(settings.capacity_timeout, time.monotonic())
+        ray, settings, Feed(requests), Watchdog(settings.capacity_timeout, time.monotonic())
     )
     try:
         for _ in range(settings.size):

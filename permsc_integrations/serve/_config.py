@@ -110,10 +110,10 @@ class ModelConfig:
                 "top k: set top_k (or max_calls, where k is 10)"
             )
 
-    def build(self) -> Any:
+    def build(self) -> PSCRanker:
         """A :class:`~permsc_integrations.PSCRanker` for this configuration (it owns its
         backend: ``aclose()`` it when done)."""
-        backend_options: dict[str, Any] = {}
+        backend_options: dict[str, object] = {}
         if self.base_url:
             backend_options["base_url"] = self.base_url
         if self.device:

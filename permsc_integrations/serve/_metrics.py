@@ -61,7 +61,10 @@ class ServeMetrics:
             "rerank requests waiting for their key's turn (--key-concurrency)",
             registry=r,
         )
+        self._connection_metrics(r)
 
+    def _connection_metrics(self, r: CollectorRegistry) -> None:
+        """What the server measures of its client connections."""
         self.connections_open = Gauge(
             "permsc_serve_connections_open", "client connections held", registry=r
         )

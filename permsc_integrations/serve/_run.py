@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
@@ -86,7 +87,6 @@ def _open_files() -> int | None:
 
 
 def _server_class(
-    uvicorn: ModuleType,
     config: ServeConfig,
     service: _Rankings | None,
     connections: Connections,
@@ -96,8 +96,10 @@ def _server_class(
     """uvicorn's server, with ``connections`` accepting on ``sock`` (uvicorn's HTTP protocol
     inside), a drained SIGTERM as a clean exit, and (the rerank app's ``service``) 503s once
     the grace period is over."""
+    # lazy: the serve extra's (serve() found it installed)
+    from uvicorn import Server as UvicornServer
 
-    class Server(uvicorn.Server):  # type: ignore[misc,name-defined]
+    class Served(UvicornServer):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
@@ -108,15 +110,7 @@ def _server_class(
             await super().startup(sockets=[])  # uvicorn's own server accepts nothing here
             if self.should_exit:  # the app's start-up failed
                 return
-
-            def protocol(state: dict[str, object]) -> asyncio.Protocol:
-                return self.config.http_protocol_class(
-                    config=self.config,
-                    server_state=self.server_state,
-                    app_state={**self.lifespan.state, **state},
-                )
-
-            connections.listen(sock, protocol)
+            connections.listen(sock, functools.partial(_protocol, self))
             logger.info("%s: listening on %s:%d", name, config.host, sock.getsockname()[1])
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -125,7 +119,18 @@ def _server_class(
                 asyncio.get_running_loop().call_later(config.grace_period, service.stop_rankings)
             await super().shutdown(sockets=sockets)
 
-    return Server
+    return Served
+
+
+def _protocol(server: Server, state: dict[str, object]) -> asyncio.Protocol:
+    """uvicorn's HTTP protocol for one connection of ``server`` (``state``: the connection's)."""
+    # uvicorn types it as a bare asyncio.Protocol class; its HTTP protocols take these
+    make: Callable[..., asyncio.Protocol] = server.config.http_protocol_class
+    return make(
+        config=server.config,
+        server_state=server.server_state,
+        app_state={**server.lifespan.state, **state},
+    )
 
 
 def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc serve") -> None:
@@ -144,7 +149,7 @@ def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc
     if service is not None:
         service.metrics.watch_connections(connections)
     sock = bind(config.host, config.port)
-    server = _server_class(uvicorn, config, service, connections, sock, name)(
+    server = _server_class(config, service, connections, sock, name)(
         uvicorn.Config(
             TrackRequests(app),
             loop="asyncio",

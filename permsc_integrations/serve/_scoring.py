@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from permsc_integrations.results import RankingResult
 
 __all__ = [
     "relevance_scores",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-def _win_shares(result: Any, n: int) -> list[float | None]:
+def _win_shares(result: RankingResult, n: int) -> list[float | None]:
     won, seen = [0.0] * n, [0] * n
     for sample in result.samples:
         ranking = [i for i in sample.ranking if 0 <= i < n] if sample.ok else []
@@ -57,7 +58,7 @@ def _win_shares(result: Any, n: int) -> list[float | None]:
     return [won[i] / seen[i] if seen[i] else None for i in range(n)]
 
 
-def shown(result: Any) -> tuple[bool, ...]:
+def shown(result: RankingResult) -> tuple[bool, ...]:
     """Per item: was it ever shown to the model? Not the items past ``result.head`` (a
     ``max_calls`` below one pass ranks the first ``head``; the rest follow in the order
     sent), nor those whose ``top_probability`` is None (never in a prompt).
@@ -72,7 +73,7 @@ def shown(result: Any) -> tuple[bool, ...]:
     return tuple(k < head and chances[k] is not None for k in range(n))
 
 
-def relevance_scores(result: Any, digits: int = 4) -> tuple[float, ...]:
+def relevance_scores(result: RankingResult, digits: int = 4) -> tuple[float, ...]:
     """One score in [0, 1] per item (indexed like the items), non-increasing along
     ``result.order``; an item no sample compared (a single item) scores as its neighbour
     above it, or 1.0 at the top; an item never shown to the model (:func:`shown`) 0.0."""
@@ -81,7 +82,7 @@ def relevance_scores(result: Any, digits: int = 4) -> tuple[float, ...]:
     return _along(result.order, [v if seen[i] else 0.0 for i, v in enumerate(shares)], digits)
 
 
-def top_probability_scores(result: Any, digits: int = 4) -> tuple[float, ...]:
+def top_probability_scores(result: RankingResult, digits: int = 4) -> tuple[float, ...]:
     """Each item's ``result.top_probability`` (its chance of the top k), made strictly
     decreasing along ``result.order``: rounded to ``digits``, lowered to the one above where
     higher, then blended 1e-4 with the rank score, so that no two tie (the top k, all near
@@ -118,7 +119,7 @@ def _along(order: Sequence[int], values: Sequence[float | None], digits: int) ->
     return tuple(scores)
 
 
-SCALES: dict[str, Callable[[Any], tuple[float, ...]]] = {
+SCALES: dict[str, Callable[[RankingResult], tuple[float, ...]]] = {
     "win_share": relevance_scores,
     "top_probability": top_probability_scores,
 }
@@ -146,7 +147,10 @@ class Scored:
 
 
 def score_documents(
-    result: Any, kept: Sequence[int], n: int, scale: Callable[[Any], tuple[float, ...]]
+    result: RankingResult,
+    kept: Sequence[int],
+    n: int,
+    scale: Callable[[RankingResult], tuple[float, ...]],
 ) -> list[Scored]:
     """All ``n`` documents best first: ``result`` ranked those ``kept`` (its item ``k`` is
     document ``kept[k]``), scored on ``scale``; the others (blank ones) follow in the order

@@ -234,9 +234,18 @@ def _answer(row: Mapping[str, object]) -> StoredAnswer:
     return StoredAnswer(
         text,
         reason if isinstance(reason, str) else None,
-        int(row.get("prompt_tokens") or 0),  # type: ignore[call-overload]
-        int(row.get("completion_tokens") or 0),  # type: ignore[call-overload]
+        _count(row.get("prompt_tokens")),
+        _count(row.get("completion_tokens")),
     )
+
+
+def _count(value: object) -> int:
+    """A stored token count (none stored: 0)."""
+    if isinstance(value, str | int | float):
+        return int(value or 0)
+    if value is None:
+        return 0
+    raise TypeError(f"a token count is a number, not {type(value).__name__}")
 
 
 class StoredBackend:
@@ -264,8 +273,9 @@ class StoredBackend:
         self, batch: Sequence[Sequence[Message]], settings: GenerationSettings
     ) -> list[Completion]:
         keys = [fingerprint(self.model, messages, settings) for messages in batch]
-        found = {key: self.store.get(key) for key in dict.fromkeys(keys)}
-        todo = [k for k, v in found.items() if v is None]
+        stored = {key: self.store.get(key) for key in dict.fromkeys(keys)}
+        found = {k: v for k, v in stored.items() if v is not None}
+        todo = [k for k, v in stored.items() if v is None]
         if todo:
             if self.store.mode == "replay" or self.backend is None:
                 raise AnswerMissingError(todo[0], self.store.path)
@@ -273,7 +283,7 @@ class StoredBackend:
             answers = await self._ask(prompts, settings)
             for key, messages, answer in zip(todo, prompts, answers, strict=True):
                 found[key] = self.store.put(key, self.model, messages, settings, answer)
-        return [found[k].completion(self.model) for k in keys]  # type: ignore[union-attr]
+        return [found[k].completion(self.model) for k in keys]
 
     async def _ask(
         self, prompts: list[Sequence[Message]], settings: GenerationSettings

@@ -126,7 +126,8 @@ class BackendOpenAIServer(ScriptedOpenAIServer):
         asked = request.max_tokens
         cap = self.max_tokens if not isinstance(asked, int) else min(asked, self.max_tokens)
         stop = request.body.get("stop")
-        stops = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop or ())  # type: ignore[attr-defined]
+        listed = stop if isinstance(stop, list | tuple) else ()
+        stops = (stop,) if isinstance(stop, str) else tuple(str(s) for s in listed)
         return GenerationSettings(temperature=0.0, max_tokens=cap, timeout=None, stop=stops)
 
     async def _respond(self, request: ChatRequest) -> Reply | Fault:

@@ -202,7 +202,7 @@ class SimulatedJudge:
             scores = [float(w - i) for i in range(w)]
         return sorted(range(w), key=lambda i: -scores[i]), scores
 
-    def reply(self, messages: Iterable[Mapping[str, Any]]) -> Reply | Fault:
+    def reply(self, messages: Iterable[Mapping[str, object]]) -> Reply | Fault:
         """The answer to ``messages`` (no counting): a Reply, or a 400 for a prompt that
         shows no registered document."""
         messages = list(messages)
@@ -215,7 +215,7 @@ class SimulatedJudge:
         order, scores = self.judge([s.key for s in shown], text)
         return answer(shown, order, scores)
 
-    def answer(self, messages: Iterable[Mapping[str, Any]]) -> str:
+    def answer(self, messages: Iterable[Mapping[str, object]]) -> str:
         """The answer's text (no counting); raises ValueError where :meth:`reply` faults."""
         reply = self.reply(messages)
         if isinstance(reply, Fault):

@@ -24,7 +24,6 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from permsc_integrations.testing._responders import Reply
 
@@ -105,7 +104,7 @@ class Shown:
     kind: str
 
 
-def read_prompt(messages: Iterable[Mapping[str, Any]]) -> list[Shown]:
+def read_prompt(messages: Iterable[Mapping[str, object]]) -> list[Shown]:
     """The documents the user messages show, in prompt order (a repeated key counts once).
 
     A marker with no label before it on its line is numbered by its position, as RankGPT

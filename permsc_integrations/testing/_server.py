@@ -5,17 +5,24 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, TypedDict
 
 import anyio.to_thread
 
 from permsc_integrations._ranker.ranker import PSCRanker
 from permsc_integrations.errors import MissingDependencyError, PermscError
+from permsc_integrations.testing._asgi import (
+    drop,
+    error_body,
+    logprobs_of,
+    send_json,
+    with_transport,
+)
 from permsc_integrations.testing._responders import (
     ChatRequest,
     Fault,
@@ -83,7 +90,7 @@ class _ChatEndpoint:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
             request = self.server.admit(payload, scope.get("path", ""), headers)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            await _send_json(send, 400, _error_body(f"bad request: {exc}", None))
+            await send_json(send, 400, error_body(f"bad request: {exc}", None))
             return
         start = time.perf_counter()
         finished: list[str] = []
@@ -108,20 +115,20 @@ class _ChatEndpoint:
             reply = _as_reply(await reply if inspect.isawaitable(reply) else reply)
         except Exception as exc:  # the responder failed: tell the client, don't hang it
             done("responder error")
-            await _send_json(send, 500, _error_body(f"responder raised {exc!r}", None))
+            await send_json(send, 500, error_body(f"responder raised {exc!r}", None))
             return
         await asyncio.sleep(reply.delay)
         if isinstance(reply, Reply):
             done("ok")
-            await _send_json(send, 200, self._completion(request, reply))
+            await send_json(send, 200, self._completion(request, reply))
         elif reply.kind == "drop":
             done("drop")
             transport = scope.get("extensions", {}).get("permsc.transport")
-            await _drop(send, None if reply.status_code else transport)
+            await drop(send, None if reply.status_code else transport)
         else:
             done(f"status {reply.status_code}")
-            body = _error_body(reply.message, reply.code)
-            await _send_json(send, reply.status_code, body, reply.headers)
+            body = error_body(reply.message, reply.code)
+            await send_json(send, reply.status_code, body, reply.headers)
 
     def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, object]:
         prompt, completion = _tokens(request.text), _tokens(reply.text)
@@ -130,7 +137,7 @@ class _ChatEndpoint:
         message = {"role": "assistant", "content": reply.text}
         logprobs = None
         if request.body.get("logprobs") and reply.top_tokens is not None and self.server.logprobs:
-            logprobs = _logprobs(reply, request.body.get("top_logprobs"))
+            logprobs = logprobs_of(reply, request.body.get("top_logprobs"))
         answer = self._standard(request, reply, message, logprobs, (prompt, completion))
         return {**answer, **reply.fields}
 
@@ -164,57 +171,30 @@ class _ChatEndpoint:
         }
 
 
-def _logprobs(reply: Reply, top_logprobs: object) -> dict[str, object]:
-    """OpenAI's ``choices[0].logprobs`` for a one-token reply: its token, with the
-    ``top_logprobs`` most likely candidates (none when the request did not say how many)."""
-
-    def entry(token: str, probability: float) -> dict[str, object]:
-        logprob = math.log(probability) if probability > 0 else -9999.0  # OpenAI's "unlikely"
-        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
-
-    top = reply.top_tokens or ()
-    chosen = entry(reply.text, next((p for t, p in top if t == reply.text), 0.0))
-    count = top_logprobs if isinstance(top_logprobs, int) else 0
-    chosen["top_logprobs"] = [entry(t, p) for t, p in top[:count]]
-    return {"content": [chosen], "refusal": None}
-
-
-def _error_body(message: str, code: str | None) -> dict[str, object]:
-    return {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
+def _config(lib: ModuleType, app: ASGIApp, http: str) -> uvicorn.Config:
+    """uvicorn's settings for the server: quiet, no lifespan, a deep backlog."""
+    return lib.Config(
+        app,
+        loop="asyncio",
+        http=http,
+        lifespan="off",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        backlog=4096,
+        timeout_keep_alive=30,
+    )
 
 
-async def _send_json(
-    send: Send, status: int, body: object, headers: Sequence[tuple[str, str]] = ()
-) -> None:
-    data = json.dumps(body).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in headers]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": data})
-
-
-async def _drop(send: Send, transport: asyncio.BaseTransport | None) -> None:
-    """Close the connection with no answer (through uvicorn's transport), or, with no
-    transport, half-way through an answer."""
-    if transport is not None:
-        transport.close()
-        await asyncio.sleep(0.01)  # let uvicorn see the connection lost before we return
-        return
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})
-    # returning now leaves the response incomplete: uvicorn closes the connection
-
-
-def _with_transport(app: ASGIApp) -> ASGIApp:
-    """Put uvicorn's transport into ``scope["extensions"]`` so a fault can drop it."""
-
-    async def outer(scope: Scope, receive: Receive, send: Send) -> None:
-        transport = getattr(getattr(send, "__self__", None), "transport", None)
-        scope.setdefault("extensions", {})["permsc.transport"] = transport
-        await app(scope, receive, send)
-
-    return outer
+def _bound_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1. proto=IPPROTO_TCP: only then does
+    asyncio set TCP_NODELAY on accepted connections (without it every answer waits ~40 ms for
+    a delayed ACK)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class ScriptedOpenAIServer:
@@ -316,7 +296,7 @@ class ScriptedOpenAIServer:
             entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
             return JSONResponse({"object": "list", "data": [entry]})
 
-        return _with_transport(
+        return with_transport(
             Starlette(
                 routes=[  # any prefix, so that endpoints may differ only by path
                     Route("/{prefix:path}/chat/completions", _ChatEndpoint(self), methods=["POST"]),
@@ -332,24 +312,9 @@ class ScriptedOpenAIServer:
             import uvicorn
         except ImportError as exc:
             raise MissingDependencyError("uvicorn", "testing", purpose=_PURPOSE) from exc
-        # proto=IPPROTO_TCP: only then does asyncio set TCP_NODELAY on accepted connections
-        # (without it every answer waits ~40 ms for a delayed ACK)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = _bound_socket()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app(),
-            loop="asyncio",
-            http=self.http,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,
-            backlog=4096,
-            timeout_keep_alive=30,
-        )
+        config = _config(uvicorn, self._app(), self.http)
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(server.serve(sockets=[sock])),

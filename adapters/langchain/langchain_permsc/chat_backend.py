@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
-from langchain_core.callbacks import AsyncCallbackManager
+from langchain_core.callbacks import AsyncCallbackManager, AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
@@ -91,11 +91,12 @@ def run_config(config: RunnableConfig | None) -> Iterator[None]:
 
 def _config() -> RunnableConfig:
     """The parent run's config, with the ranking tag added."""
-    parent = dict(_RUN_CONFIG.get() or {})
-    return {**parent, "tags": [*(parent.get("tags") or []), TAG]}  # type: ignore[typeddict-item]
+    parent: RunnableConfig = {**(_RUN_CONFIG.get() or {})}
+    parent["tags"] = [*(parent.get("tags") or []), TAG]
+    return parent
 
 
-def chat_model(model: Any) -> BaseChatModel | None:
+def chat_model(model: object) -> BaseChatModel | None:
     """The chat model inside ``model`` (itself, or unwrapped from bindings and wrappers)."""
     for _ in range(8):
         if isinstance(model, BaseChatModel):
@@ -104,7 +105,7 @@ def chat_model(model: Any) -> BaseChatModel | None:
     return None
 
 
-def _model_name(model: Any) -> str:
+def _model_name(model: object) -> str:
     inner = chat_model(model)
     for attr in ("model_name", "model"):
         value = getattr(inner, attr, None)
@@ -184,7 +185,9 @@ class ChatModelBackend:
         usage = Usage(prompt, completion, 1, latency_s=time.perf_counter() - started)
         return LabelProbabilities(probabilities, mass, usage, _model_name(self.model))
 
-    async def _ainvoke(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+    async def _ainvoke(
+        self, messages: Sequence[Message], timeout: float | None, **kw: object
+    ) -> object:
         """One ``ainvoke`` (never streamed), its failures as the core's typed errors."""
         chat, config = _messages(messages), _config()
         with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
@@ -209,7 +212,9 @@ async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterato
         {"name": name}, [_messages(messages)], invocation_params={"model": name}
     )
 
-    async def done(text: str, u: Usage, model: str | None, extra: Mapping[str, Any] | None) -> None:
+    async def done(
+        text: str, u: Usage, model: str | None, extra: Mapping[str, object] | None
+    ) -> None:
         await _end(run, text, u, model or name, dict(extra or {}))
 
     try:
@@ -220,7 +225,11 @@ async def chat_model_run(name: str, messages: Sequence[Message]) -> AsyncIterato
 
 
 async def _end(
-    run: Any, text: str, u: Usage, model: str, extra: dict[str, Any] | None = None
+    run: AsyncCallbackManagerForLLMRun,
+    text: str,
+    u: Usage,
+    model: str,
+    extra: dict[str, object] | None = None,
 ) -> None:
     message = AIMessage(
         text,
@@ -234,6 +243,6 @@ async def _end(
     await run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=message)]]))
 
 
-def _usage(answer: Any) -> tuple[int, int]:
+def _usage(answer: object) -> tuple[int, int]:
     meta = getattr(answer, "usage_metadata", None) or {}
     return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))

@@ -17,8 +17,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.prompts import BasePromptTemplate
 
@@ -57,7 +55,7 @@ def to_core_prompt(template: BasePromptTemplate, *, max_words: int | None = 300)
     )
 
 
-def core_prompt(prompt: Any, max_words: int | None) -> Any:
+def core_prompt(prompt: object, max_words: int | None) -> object:
     """A LangChain template converted; a core prompt name or object as given."""
     if isinstance(prompt, BasePromptTemplate):
         return to_core_prompt(prompt, max_words=max_words)

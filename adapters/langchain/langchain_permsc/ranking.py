@@ -55,6 +55,10 @@ from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
+Input = dict[str, Any]
+"""What a ranking runnable is invoked with: ``{"query": ..., "items" or "documents": [...]}``
+(LangChain types a runnable's input as it is declared; the values are the caller's)."""
+
 EVENT_PREFIX = "psc_"
 OPTIONS = frozenset(RankingOptions.names())
 
@@ -68,7 +72,7 @@ class RankedItem(TypedDict):
     rank: int
 
 
-def _payload(event: Event) -> dict[str, Any]:
+def _payload(event: Event) -> dict[str, object]:
     head = {"request_id": event.request_id, "window": event.window, "sample": event.sample}
     detail = {
         k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
@@ -91,7 +95,7 @@ class PSCRankingSettings(PSCOptionsModel):
         "chat model (or a Runnable around one)"
     )
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         if not isinstance(self.backend, (str, Backend)) and chat_model(self.backend) is None:
             raise ConfigurationError(
                 "backend must be a spec string like 'openai:gpt-4o-mini', a core backend object "
@@ -107,9 +111,9 @@ class PSCRankingSettings(PSCOptionsModel):
         would take the field's bare annotation, whose Python objects (a ``ResponseCache``, a
         ``Prompt``) have no JSON schema."""
         runnable: Any = super()  # a Runnable: this class is mixed into one
-        return runnable.configurable_fields(  # type: ignore[no-any-return]
-            **{name: _with_statement(name, field) for name, field in kwargs.items()}
-        )
+        fields = {name: _with_statement(name, field) for name, field in kwargs.items()}
+        configured: RunnableSerializable[Any, Any] = runnable.configurable_fields(**fields)
+        return configured
 
     def _build(self) -> PSCRanker:
         options = self._check()
@@ -126,7 +130,12 @@ class PSCRankingSettings(PSCOptionsModel):
         return PSCRanker(self.backend, options=options, meter=meter)
 
     async def _arank(
-        self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False
+        self,
+        query: str,
+        items: Sequence[object],
+        config: RunnableConfig,
+        *,
+        sync_events: bool = False,
     ) -> RankingResult:
         """Rank inside the run of ``config``: its events, and its model calls as children.
 
@@ -143,7 +152,7 @@ class PSCRankingSettings(PSCOptionsModel):
         with run_config(config):
             return await self.core_ranker().arank(query, items, on_event=hook)
 
-    def _rank(self, query: str, items: Sequence[Any], config: RunnableConfig) -> RankingResult:
+    def _rank(self, query: str, items: Sequence[object], config: RunnableConfig) -> RankingResult:
         """Sync :meth:`_arank`, on the core's one bridge loop."""
         return run_sync(self._arank, query, items, config, sync_events=True)
 
@@ -154,7 +163,7 @@ def _with_statement(name: str, field: AnyConfigurableField) -> AnyConfigurableFi
     return field
 
 
-def _query_and(input: Any, key: str) -> tuple[str, Sequence[Any]]:
+def _query_and(input: object, key: str) -> tuple[str, Sequence[Any]]:
     if not isinstance(input, Mapping) or "query" not in input or key not in input:
         raise ConfigurationError(
             f'input must be a mapping {{"query": str, "{key}": [...]}}, got {type(input).__name__}'
@@ -166,36 +175,36 @@ def _query_and(input: Any, key: str) -> tuple[str, Sequence[Any]]:
     return query, items
 
 
-def _rows(items: Sequence[Any], result: RankingResult) -> list[RankedItem]:
+def _rows(items: Sequence[object], result: RankingResult) -> list[RankedItem]:
     return [
         RankedItem(item=items[i], index=i, score=result.scores[i], rank=rank)
         for rank, i in enumerate(result.order, start=1)
     ]
 
 
-class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[dict[str, Any], list[RankedItem]]):
+class PSCListwiseRanker(PSCRankingSettings, RunnableSerializable[Input, list[RankedItem]]):
     """Rank ``{"query", "items"}`` with PSC; output :class:`RankedItem` rows, best first."""
 
     model_config = ConfigDict(extra="forbid")  # over RunnableSerializable's extra="ignore"
 
     def _run(
-        self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+        self, input: object, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> list[RankedItem]:
         query, items = _query_and(input, "items")
         return _rows(items, self._rank(query, items, config))
 
     async def _arun(
-        self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+        self, input: object, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> list[RankedItem]:
         query, items = _query_and(input, "items")
         return _rows(items, await self._arank(query, items, config))
 
     def invoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[RankedItem]:
         return self._call_with_config(self._run, input, config, **kwargs)
 
     async def ainvoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+        self, input: Input, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[RankedItem]:
         return await self._acall_with_config(self._arun, input, config, **kwargs)

@@ -42,15 +42,14 @@ from pydantic import ConfigDict, Field
 from permsc_integrations.integration import at_least, psc_metadata
 from permsc_integrations.results import RankingResult
 
-from .ranking import PSCRankingSettings, _query_and
+from .ranking import Input, PSCRankingSettings, _query_and
 
 __all__ = ["PSCReranker"]
 
-Input = dict[str, Any]
 
-
-def _checked_top_n(top_n: Any) -> int | None:
-    return at_least(1, optional=True)("top_n", top_n)  # type: ignore[no-any-return]
+def _checked_top_n(top_n: object) -> int | None:
+    checked: int | None = at_least(1, optional=True)("top_n", top_n)
+    return checked
 
 
 def _top_n(input: Input, default: int | None) -> int | None:
@@ -85,7 +84,7 @@ class PSCReranker(
         default=3, description="documents returned (None: all); the core's top_k unless set"
     )
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         _checked_top_n(self.top_n)
         return super()._checked_model()
 

@@ -16,14 +16,13 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from langchain_core.runnables import RunnableConfig
 
 from .rerankers import PSCReranker
 
@@ -46,9 +45,9 @@ class PSCRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[Document]:
-        config: Any = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = self.retriever.invoke(query, config, **kwargs)
         request = {"query": query, "documents": documents, "top_n": k or self.k}
         return self.reranker.invoke(request, {"callbacks": run_manager.get_child()})
@@ -59,9 +58,9 @@ class PSCRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[Document]:
-        config: Any = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         documents = await self.retriever.ainvoke(query, config, **kwargs)
         request = {"query": query, "documents": documents, "top_n": k or self.k}
         return await self.reranker.ainvoke(request, {"callbacks": run_manager.get_child()})

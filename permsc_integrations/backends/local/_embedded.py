@@ -71,7 +71,7 @@ def embedded_backend(
 
 # what the options may name (those of TransformersBackend and LlamaCppBackend), so that a typo
 # in backend_options is refused when the ranker is built (backends.check_backend_options)
-embedded_backend.accepted_options = (  # type: ignore[attr-defined]
+embedded_backend.__dict__["accepted_options"] = (
     "engine",
     "device",
     "dtype",

@@ -16,13 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from permsc_integrations._checks import at_least
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
@@ -38,13 +36,18 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.backends.local._gguf_cache import load_gguf
+from permsc_integrations.backends.local._loading import (
+    auto_device,
+    quiet_loading,
+    require,
+    split_path,
+)
 from permsc_integrations.backends.local._logits import CausalLM, chat_text, score_chunk
 from permsc_integrations.backends.local._repetition import LoopStop
 from permsc_integrations.errors import (
     BackendError,
     ConfigurationError,
     ContextLengthError,
-    MissingDependencyError,
 )
 from permsc_integrations.results import Usage
 
@@ -56,16 +59,7 @@ if TYPE_CHECKING:  # optional dependencies (the local extra), imported where use
 
 __all__ = ["TransformersBackend", "auto_device"]
 
-
-def _require() -> tuple[ModuleType, ModuleType]:
-    try:
-        # lazy: optional dependency (the local extra)
-        import torch
-        import transformers
-    except ImportError as exc:
-        missing = "torch" if "torch" in str(exc) else "transformers"
-        raise MissingDependencyError(missing, "local", purpose="local transformers models") from exc
-    return torch, transformers
+publish(__name__, auto_device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,74 +87,6 @@ def clear_model_cache() -> None:
         _MODELS.clear()
 
 
-def _cpu_dtype(torch: ModuleType) -> str:
-    """bfloat16 where the CPU computes it natively (about 3x faster here), else float32."""
-    try:
-        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        native = False
-    return "bfloat16" if native and torch.backends.mkldnn.is_available() else "float32"
-
-
-def auto_device(device: str | None = None, dtype: str | DType | None = None) -> tuple[str, str]:
-    """``(device, dtype)``: CUDA + bfloat16 where available, else the CPU, in bfloat16 where
-    the CPU has native bfloat16 (AVX512-BF16, AMX) and float32 elsewhere.
-
-    >>> auto_device("cpu", "float32")
-    ('cpu', 'float32')
-    """
-    torch, _ = _require()
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if dtype is None:
-        if str(device).startswith("cuda"):
-            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        else:
-            dtype = _cpu_dtype(torch)
-    name = str(dtype).removeprefix("torch.")
-    if not isinstance(getattr(torch, name, None), torch.dtype):
-        raise ConfigurationError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
-    return str(device), name
-
-
-def _split_path(model: str | os.PathLike[str], gguf_file: str | None) -> tuple[str, str | None]:
-    path = Path(model).expanduser()
-    if gguf_file is None and path.suffix.lower() == ".gguf":
-        path, gguf_file = path.parent, path.name
-    if not path.is_dir():
-        raise ConfigurationError(
-            f"local model not found: {str(path)!r}; give a model directory (config.json and "
-            f"weights) or a .gguf file. Nothing is downloaded."
-        )
-    if gguf_file is not None and not (path / gguf_file).is_file():
-        raise ConfigurationError(f"GGUF file not found: {str(path / gguf_file)!r}")
-    return str(path.resolve()), gguf_file
-
-
-_BAR = "tqdm"  # the GGUF converter's progress bar, a module attribute
-
-
-@contextmanager
-def quiet_loading(transformers: ModuleType) -> Iterator[None]:
-    """No loading progress bars (transformers' own and the GGUF converter's tqdm)."""
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        gguf_utils = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-    except ImportError:  # another transformers layout: its bar just shows
-        gguf_utils = None
-    original = getattr(gguf_utils, _BAR, None)
-    if gguf_utils is not None and original is not None:
-        setattr(gguf_utils, _BAR, functools.partial(original, disable=True))
-    try:
-        yield
-    finally:
-        if gguf_utils is not None and original is not None:
-            setattr(gguf_utils, _BAR, original)
-        if bars:
-            transformers.utils.logging.enable_progress_bar()
-
-
 def _read(key: _Key, torch: ModuleType, transformers: ModuleType) -> tuple[Tokenizer, CausalLM]:
     """``(tokenizer, model)`` from the directory, or from the GGUF via its saved conversion."""
     with quiet_loading(transformers):
@@ -178,7 +104,7 @@ def _load(key: _Key) -> _Loaded:
     with _LOAD_LOCK:
         if key in _MODELS:
             return _MODELS[key]
-        torch, transformers = _require()
+        torch, transformers = require()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             tokenizer, model = _read(key, torch, transformers)
@@ -216,7 +142,7 @@ class TransformersBackend:
                 "or 'transformers:/path/to/model.gguf' (or use 'embedded')"
             )
         at_least(1, optional=True)("batch_size", batch_size)
-        path, gguf = _split_path(model, gguf_file)
+        path, gguf = split_path(model, gguf_file)
         device, dtype_name = auto_device(device, dtype)
         self._key = _Key(path, gguf, device, dtype_name)
         self.max_new_tokens = max_new_tokens
@@ -314,7 +240,7 @@ class TransformersBackend:
         self, loaded: _Loaded, chunk: list[list[dict[str, str]]], settings: GenerationSettings
     ) -> tuple[list[Tensor], list[int], set[int]]:
         """The generated ids of each row, its prompt length, and the rows cut in a loop."""
-        torch, transformers = _require()
+        torch, transformers = require()
         tok = loaded.tokenizer
         texts = [chat_text(tok, m) for m in chunk]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(

@@ -30,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -38,7 +37,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from types import ModuleType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -51,7 +49,6 @@ from permsc_integrations.backends._redaction import (
     is_secret_name,
     redact_text,
     redact_url,
-    refuse_masked,
     split_credentials,
 )
 from permsc_integrations.backends.base import (
@@ -65,10 +62,17 @@ from permsc_integrations.backends.openai._chat_json import (
     first_token_from_json,
 )
 from permsc_integrations.backends.openai._client_per_loop import LoopClients, Shards
+from permsc_integrations.backends.openai._config import (
+    PLACEHOLDER_API_KEY,
+    checked_key,
+    endpoint,
+    http_client_class,
+    http_library,
+    openai_sdk,
+)
 from permsc_integrations.errors import (
     BackendError,
     ConfigurationError,
-    MissingDependencyError,
     first_failure,
 )
 
@@ -82,60 +86,6 @@ if TYPE_CHECKING:  # optional dependency (the openai extra), imported where used
     from openai import AsyncOpenAI
 
 __all__ = ["OpenAIBackend", "completion_from_json"]
-
-PLACEHOLDER_API_KEY = "not-needed"
-"""Sent to a ``base_url`` given without a key (local servers ignore it; the SDK needs one)."""
-
-
-def _openai() -> ModuleType:
-    try:
-        # lazy: optional dependency (the openai extra)
-        import openai
-    except ImportError as exc:
-        raise MissingDependencyError("openai", "openai", purpose="the openai backend") from exc
-    return openai
-
-
-def _http() -> ModuleType:
-    """The HTTP library the installed SDK is built on (``httpx`` or ``httpx2``)."""
-    for cls in _openai().DefaultAsyncHttpxClient.__mro__:
-        if cls.__name__ == "AsyncClient":
-            return importlib.import_module(cls.__module__.partition(".")[0])
-    raise MissingDependencyError("httpx", "openai", purpose="the openai SDK's HTTP client")
-
-
-HTTP_CLIENTS = {"httpx": "DefaultAsyncHttpxClient", "aiohttp": "DefaultAioHttpClient"}
-"""``http=`` names: the openai SDK's async HTTP client classes (``aiohttp``: its aiohttp transport,
-from the ``aiohttp`` extra)."""
-
-
-def _http_client_class(http: str) -> type[AsyncClient]:
-    """The SDK's client class for ``http`` (a key of :data:`HTTP_CLIENTS`), checked usable."""
-    if http not in HTTP_CLIENTS:
-        raise ConfigurationError(f"http must be one of {sorted(HTTP_CLIENTS)}, got {http!r}")
-    cls = getattr(_openai(), HTTP_CLIENTS[http], None)
-    # without its transport the SDK defines a stand-in that raises when made
-    if cls is None or (http == "aiohttp" and not _from_aiohttp(cls)):
-        raise MissingDependencyError(
-            "aiohttp", "aiohttp", purpose="the openai backend's http='aiohttp'"
-        )
-    return cls
-
-
-def _from_aiohttp(cls: type) -> bool:
-    return any("aiohttp" in base.__module__ for base in cls.__mro__)
-
-
-def _checked_url(base_url: str | None) -> str | None:
-    if base_url is None:
-        return None
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"base_url must be an http(s) URL such as 'http://localhost:8000/v1', got "
-            f"{redact_url(base_url)!r}"
-        )
-    return base_url
 
 
 def _shard_factory(
@@ -152,47 +102,19 @@ def _shard_factory(
     per_shard = -(-max_connections // count)
 
     def new_client(verify: ssl.SSLContext | bool) -> AsyncOpenAI:
-        limits = _http().Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-        auth = {"auth": _http().BasicAuth(*credentials)} if credentials else {}
+        http = http_library()
+        limits = http.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
+        auth = {"auth": http.BasicAuth(*credentials)} if credentials else {}
         http_client = client_class(limits=limits, verify=verify, **auth)
-        return _openai().AsyncOpenAI(**options, max_retries=0, http_client=http_client)
+        return openai_sdk().AsyncOpenAI(**options, max_retries=0, http_client=http_client)
 
     def new_shards() -> Shards[AsyncOpenAI]:
         # the loop's clients share one SSL context (making one costs about 25 ms)
-        make_context = getattr(_http(), "create_ssl_context", None)
+        make_context = getattr(http_library(), "create_ssl_context", None)
         verify = make_context() if make_context is not None else True
         return Shards(lambda: new_client(verify), count)
 
     return new_shards
-
-
-def _base_url(given: str | None, client: AsyncOpenAI | None, http: str) -> str | None:
-    """The endpoint: ``given``, else ``OPENAI_BASE_URL``, else a given client's; checked."""
-    url = given or os.environ.get("OPENAI_BASE_URL") or None
-    if client is not None and not url:
-        url = str(getattr(client, "base_url", "")) or None
-    refuse_masked("base_url", url)
-    checked = _checked_url(url)
-    if http == "aiohttp" and checked and urlsplit(checked).username is not None:
-        raise ConfigurationError(
-            "http='aiohttp' cannot send credentials in base_url beside the API key "
-            f"({redact_url(checked)}); put them in default_headers or use http='httpx'"
-        )
-    return checked
-
-
-def _api_key(given: str | None, client: AsyncOpenAI | None, base_url: str | None) -> str | None:
-    """``given``, else ``OPENAI_API_KEY``; a placeholder for a ``base_url`` without one."""
-    key = given or os.environ.get("OPENAI_API_KEY") or None
-    refuse_masked("api_key", key)
-    if key is None and client is None:
-        if base_url is None:
-            raise ConfigurationError(
-                "no API key: set OPENAI_API_KEY or pass api_key=; for a local server "
-                "pass base_url= (e.g. 'http://localhost:8000/v1') and no key is needed"
-            )
-        key = PLACEHOLDER_API_KEY
-    return key
 
 
 class OpenAIBackend:
@@ -232,7 +154,7 @@ class OpenAIBackend:
         top_logprobs: int = 20,
     ) -> None:
         # fail early, naming the extra, when the SDK or the transport is missing
-        self._client_class = _http_client_class(http)
+        self._client_class = http_client_class(http)
         self.http = http
         self.model = model or os.environ.get("OPENAI_MODEL") or ""
         if not self.model:
@@ -240,8 +162,8 @@ class OpenAIBackend:
                 "no model given: use a spec like 'openai:gpt-4o-mini', pass model=, "
                 "or set OPENAI_MODEL"
             )
-        self.base_url = _base_url(base_url, client, http)
-        self._api_key = _api_key(api_key, client, self.base_url)
+        self.base_url = endpoint(base_url, client, http)
+        self._api_key = checked_key(api_key, client, self.base_url)
         self.organization = organization
         self.extra_body = dict(extra_body) if extra_body else None
         self.default_headers = dict(default_headers) if default_headers else None
@@ -250,22 +172,20 @@ class OpenAIBackend:
         self.client_shards = client_shards if http == "httpx" else 1
         self.top_logprobs = positive_int("top_logprobs", top_logprobs)
         self._client = client
-        sdk_url, credentials = split_credentials(self.base_url)
-        self._clients = LoopClients(
-            _shard_factory(
-                {
-                    "api_key": self._api_key,
-                    "base_url": sdk_url,
-                    "organization": self.organization,
-                    "default_headers": self.default_headers,
-                },
-                credentials,
-                self._client_class,
-                self.max_connections,
-                self.client_shards,
-            )
-        )
+        self._clients = LoopClients(self._shards())
         self.name = f"openai:{self.model}@{self._host()}"
+
+    def _shards(self) -> Callable[[], Shards[AsyncOpenAI]]:
+        sdk_url, credentials = split_credentials(self.base_url)
+        options = {
+            "api_key": self._api_key,
+            "base_url": sdk_url,
+            "organization": self.organization,
+            "default_headers": self.default_headers,
+        }
+        return _shard_factory(
+            options, credentials, self._client_class, self.max_connections, self.client_shards
+        )
 
     def _host(self) -> str:
         if not self.base_url:
@@ -348,7 +268,7 @@ class OpenAIBackend:
                 response = await client.post(
                     "/chat/completions",
                     body=body,
-                    cast_to=_http().Response,
+                    cast_to=http_library().Response,
                     options={"timeout": timeout},
                 )
             return response.json()
@@ -384,14 +304,14 @@ class OpenAIBackend:
 
     async def _ping(self, client: AsyncOpenAI) -> None:
         with self._mapped(None):
-            await client.get("/models", cast_to=_http().Response)
+            await client.get("/models", cast_to=http_library().Response)
 
     def _mapped(self, timeout: float | None) -> AbstractContextManager[None]:
         """The ``openai`` SDK's errors as the library's typed errors (http_errors' table)."""
         return mapped_errors(
             self.name,
             timeout,
-            catch=(_openai().APIError,),
+            catch=(openai_sdk().APIError,),
             base_url=self.base_url or "",  # "": api.openai.com, not the request's URL
             redact=self._redact,
         )

@@ -35,7 +35,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
 from permsc_integrations import PSCRanker
 from permsc_integrations.backends import resolve_backend
@@ -96,7 +96,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
         __init__ = _init
 
     @classmethod
-    def _given(cls, data: dict[str, Any]) -> dict[str, Any]:
+    def _given(cls, data: dict[str, object]) -> dict[str, object]:
         if isinstance(data.get("backend"), LLM):  # an LLM given as the backend is the llm
             data = {**data, "backend": None, "llm": data["backend"]}
         if data.get("backend") is None and data.get("llm") is None:
@@ -107,7 +107,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
     def class_name(cls) -> str:
         return "PSCRerank"
 
-    def _checked_model(self) -> Any:
+    def _checked_model(self) -> object:
         at_least(1, optional=True)("top_n", self.top_n)
         if (self.backend is None) == (self.llm is None):
             raise ConfigurationError("give either llm= (a LlamaIndex LLM) or backend=, not both")
@@ -120,16 +120,17 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             )
         return self.backend if self.llm is None else self.llm
 
-    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
+    def _core_values(self, values: dict[str, object]) -> dict[str, object]:
         if self.rerank_prompt is None:
             return values
-        prompt = to_core_prompt(self.rerank_prompt, max_words=values["max_words"])
+        max_words = at_least(1, optional=True)("max_words", values["max_words"])
+        prompt = to_core_prompt(self.rerank_prompt, max_words=max_words)
         return {**values, "prompt": prompt}
 
     def _returned(self) -> int | None:
         return self.top_n
 
-    def _assignment(self, name: str, value: Any) -> dict[str, Any]:
+    def _assignment(self, name: str, value: object) -> dict[str, object]:
         if name in ("backend", "llm") and value is not None:  # one model at a time
             is_llm = isinstance(value, LLM)
             return {"llm": value, "backend": None} if is_llm else {"backend": value, "llm": None}
@@ -140,7 +141,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             self.model_name = self._backend().name
 
     @field_serializer("backend")
-    def _spec_only(self, value: Any) -> str | None:
+    def _spec_only(self, value: object) -> str | None:
         """A spec string round-trips through to_dict/from_dict; an object does not."""
         return value if isinstance(value, str) else None
 
@@ -156,7 +157,8 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             return LlamaIndexLLMBackend(self.llm)
         if isinstance(self.backend, str):
             return resolve_backend(self.backend, **self.backend_options)
-        return self.backend  # type: ignore[no-any-return]
+        given: Backend = self.backend  # a pydantic field, typed Any there
+        return given
 
     def _build(self) -> PSCRanker:
         options = self._check()
@@ -198,7 +200,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
                 query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.model_name
             )
         )
-        payload: dict[str, Any] = {
+        payload: dict[str, object] = {
             EventPayload.NODES: nodes,
             EventPayload.MODEL_NAME: self.model_name,
             EventPayload.QUERY_STR: query_bundle.query_str if query_bundle else "",
@@ -247,14 +249,14 @@ def _reranked(
     order = result.order if top_n is None else result.order[:top_n]
     out = []
     for rank, i in enumerate(order, start=1):
-        extra: dict[str, Any] = {PSC_KEY: psc_metadata(result, i, rank)}
+        extra: dict[str, object] = {PSC_KEY: psc_metadata(result, i, rank)}
         if keep_score:
             extra[RETRIEVAL_KEY] = nodes[i].score
         out.append(NodeWithScore(node=_with_metadata(nodes[i].node, extra), score=result.scores[i]))
     return out
 
 
-def _with_metadata(node: Any, extra: dict[str, Any]) -> Any:
+def _with_metadata(node: BaseNode, extra: dict[str, object]) -> BaseNode:
     """A shallow copy of ``node`` with ``extra`` metadata, kept from the LLM and the embedder."""
     copied = node.model_copy()
     copied.metadata = {**copy.deepcopy(node.metadata), **extra}

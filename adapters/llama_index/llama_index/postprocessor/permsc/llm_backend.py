@@ -28,7 +28,8 @@ from typing import Any
 
 import anyio
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
-from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.callbacks.base import EventContext
 from llama_index.core.llms import LLM
 
 from permsc_integrations.backends.base import (
@@ -113,7 +114,9 @@ class LlamaIndexLLMBackend:
         usage = Usage(counted.prompt_tokens, counted.completion_tokens, 1, latency_s=latency)
         return LabelProbabilities(probabilities, mass, usage, self.llm.metadata.model_name)
 
-    async def _achat(self, messages: Sequence[Message], timeout: float | None, **kw: Any) -> Any:
+    async def _achat(
+        self, messages: Sequence[Message], timeout: float | None, **kw: object
+    ) -> ChatResponse:
         """One ``achat``, its failures as the core's typed errors."""
         chat = _chat(messages)
         with mapped_errors(self.name, timeout), anyio.fail_after(timeout):
@@ -125,7 +128,7 @@ class LlamaIndexLLMBackend:
         """Nothing to release: the LLM object belongs to the caller."""
 
 
-def _field(obj: Any, key: str) -> Any:
+def _field(obj: object, key: str) -> Any:
     return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
@@ -145,7 +148,7 @@ def _finish_reason(response: ChatResponse) -> str | None:
     return None
 
 
-def llm_event(callback_manager: Callable[[], Any]) -> Trace:
+def llm_event(callback_manager: Callable[[], CallbackManager]) -> Trace:
     """Each call as an LLM event of ``callback_manager()`` with its token usage (a
     :data:`~permsc_integrations.integration._base.Trace` for the shared ``TracedBackend``):
     LlamaIndex's ``TokenCountingHandler`` and tracers count them like any LLM call."""
@@ -156,7 +159,7 @@ def llm_event(callback_manager: Callable[[], Any]) -> Trace:
         with callback_manager().event(CBEventType.LLM, payload=_sent(chat)) as event:
 
             async def done(
-                text: str, u: Usage, model: str | None, extra: Mapping[str, Any] | None
+                text: str, u: Usage, model: str | None, extra: Mapping[str, object] | None
             ) -> None:
                 _end(event, chat, text, u, model, extra)
 
@@ -169,17 +172,17 @@ def _chat(messages: Sequence[Message]) -> list[ChatMessage]:
     return [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
 
 
-def _sent(chat: list[ChatMessage]) -> dict[str, Any]:
+def _sent(chat: list[ChatMessage]) -> dict[str, object]:
     return {EventPayload.MESSAGES: chat}
 
 
 def _end(
-    event: Any,
+    event: EventContext,
     chat: list[ChatMessage],
     text: str,
     u: Usage,
     model: str | None,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> None:
     usage = {
         "prompt_tokens": u.prompt_tokens,

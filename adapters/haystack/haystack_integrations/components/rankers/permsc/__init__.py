@@ -9,7 +9,7 @@ Example:
     5
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .chat_backend import HaystackChatBackend
 from .ranker import META_KEY, PSCRanker
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["PSCRanker", "HaystackChatBackend", "ranker_tool", "META_KEY"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "ranker_tool":
         from .tool import ranker_tool
 

@@ -23,19 +23,23 @@ from haystack.utils import Secret
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.integration import is_secret_name
 
-__all__ = ["options_to_dict", "options_from_dict", "resolved_backend_options"]
+__all__ = ["Serialized", "options_to_dict", "options_from_dict", "resolved_backend_options"]
+
+Serialized = Any
+"""A value of Haystack's ``to_dict``/``from_dict`` form: plain JSON-like data (Haystack's own
+convention, ``dict[str, Any]``), or a ``Secret`` on its way back."""
 
 _PLAIN = (str, int, float, bool, type(None))
 # options whose value type the declaration also accepts as a mapping (an Adaptive, a RetryPolicy)
 _AS_MAPPING = frozenset({"adaptive", "retry"})
 
 
-def options_to_dict(given: Mapping[str, Any]) -> dict[str, Any]:
+def options_to_dict(given: Mapping[str, object]) -> dict[str, Serialized]:
     """The options given at construction as plain values; an object that has no plain form
     is refused with the option's name and what to give instead."""
-    out: dict[str, Any] = {}
+    out: dict[str, Serialized] = {}
     for name, value in given.items():
-        if name == "backend_options":
+        if name == "backend_options" and isinstance(value, Mapping):
             out[name] = {key: _backend_option(key, v) for key, v in value.items()}
         elif (
             name in _AS_MAPPING and dataclasses.is_dataclass(value) and not isinstance(value, type)
@@ -46,7 +50,7 @@ def options_to_dict(given: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _plain(name: str, value: Any) -> Any:
+def _plain(name: str, value: object) -> Serialized:
     if isinstance(value, _PLAIN):
         return value
     if isinstance(value, (list, tuple)):
@@ -59,7 +63,7 @@ def _plain(name: str, value: Any) -> Any:
     )
 
 
-def _backend_option(key: str, value: Any) -> Any:
+def _backend_option(key: str, value: object) -> Serialized:
     if isinstance(value, Secret):
         return value.to_dict()  # Haystack refuses to serialise a token secret, with the fix
     if is_secret_name(key) and value is not None:
@@ -70,7 +74,7 @@ def _backend_option(key: str, value: Any) -> Any:
     return _plain(f"backend_options[{key!r}]", value)
 
 
-def options_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+def options_from_dict(data: Mapping[str, Serialized]) -> dict[str, Serialized]:
     """The inverse of :func:`options_to_dict`: each serialised ``Secret`` back as one."""
     out = dict(data)
     backend_options = out.get("backend_options")
@@ -82,10 +86,10 @@ def options_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _is_secret_dict(value: Any) -> bool:
+def _is_secret_dict(value: object) -> bool:
     return isinstance(value, Mapping) and value.get("type") in ("env_var", "token")
 
 
-def resolved_backend_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def resolved_backend_options(options: Mapping[str, object]) -> dict[str, object]:
     """``backend_options`` for the core's backend factory: each ``Secret`` resolved."""
     return {k: v.resolve_value() if isinstance(v, Secret) else v for k, v in options.items()}

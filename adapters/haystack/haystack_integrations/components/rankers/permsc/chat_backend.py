@@ -30,10 +30,10 @@ import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import anyio
 import anyio.to_thread
+from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
@@ -60,7 +60,7 @@ def _message(role: str, content: str) -> ChatMessage:
     return _MESSAGE[role](content)
 
 
-def generator_name(generator: Any) -> str:
+def generator_name(generator: object) -> str:
     """``haystack:<model>`` (the generator's ``model``), or ``haystack:<class>``."""
     model = getattr(generator, "model", None)
     return (
@@ -73,7 +73,7 @@ def generator_name(generator: Any) -> str:
 class HaystackChatBackend:
     """Complete the engine's chat messages with a Haystack chat generator (module docstring)."""
 
-    def __init__(self, generator: Any, *, name: str | None = None) -> None:
+    def __init__(self, generator: ChatGenerator, *, name: str | None = None) -> None:
         if not callable(getattr(generator, "run", None)):
             raise ConfigurationError(
                 "chat_generator must be a Haystack chat generator (an object with "
@@ -112,20 +112,20 @@ class HaystackChatBackend:
             finish_reason=_finish_reason(reply.meta),
         )
 
-    async def _arun(self, chat: list[ChatMessage]) -> Any:
+    async def _arun(self, chat: list[ChatMessage]) -> object:
         native = getattr(self.generator, "run_async", None)
         if native is None:  # a sync-only generator: its run in a worker thread
             return await anyio.to_thread.run_sync(self._run, chat, abandon_on_cancel=True)
         return await native(messages=chat)
 
-    def _run(self, chat: list[ChatMessage]) -> Any:
+    def _run(self, chat: list[ChatMessage]) -> object:
         return self.generator.run(messages=chat)
 
     async def aclose(self) -> None:
         """Nothing to release: the generator belongs to the caller."""
 
 
-def _first_reply(output: Any, name: str) -> ChatMessage:
+def _first_reply(output: object, name: str) -> ChatMessage:
     replies = output.get("replies") if isinstance(output, Mapping) else None
     if not replies or not isinstance(replies[0], ChatMessage):
         raise BackendError(
@@ -136,7 +136,7 @@ def _first_reply(output: Any, name: str) -> ChatMessage:
     return replies[0]
 
 
-def _usage(meta: Mapping[str, Any]) -> tuple[int, int]:
+def _usage(meta: Mapping[str, object]) -> tuple[int, int]:
     usage = meta.get("usage")
     if not isinstance(usage, Mapping):
         return 0, 0
@@ -150,6 +150,6 @@ def _usage(meta: Mapping[str, Any]) -> tuple[int, int]:
     return 0, 0
 
 
-def _finish_reason(meta: Mapping[str, Any]) -> str | None:
+def _finish_reason(meta: Mapping[str, object]) -> str | None:
     reason = meta.get("finish_reason")
     return None if reason is None else str(reason)

@@ -29,7 +29,6 @@ import inspect
 import logging
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.components.generators.chat.types import ChatGenerator
@@ -51,7 +50,12 @@ from permsc_integrations.integration import (
 )
 from permsc_integrations.results import RankingResult
 
-from ._serialization import options_from_dict, options_to_dict, resolved_backend_options
+from ._serialization import (
+    Serialized,
+    options_from_dict,
+    options_to_dict,
+    resolved_backend_options,
+)
 from .chat_backend import HaystackChatBackend
 
 if typing.TYPE_CHECKING:
@@ -105,7 +109,7 @@ class PSCRanker:
         self.chat_generator = chat_generator
         self.backend = backend
         self.raise_on_failure = raise_on_failure
-        self._given: dict[str, Any] = dict(options)
+        self._given: dict[str, object] = dict(options)
         self.options: RankingOptions = checked_options(self._given)
         check_backend(
             backend if backend is not None else chat_generator, self.options.backend_options
@@ -193,7 +197,7 @@ class PSCRanker:
         mark = {"fallback": True, "error": f"{type(exc).__name__}: {exc}"}
         return [dataclasses.replace(d, meta={**d.meta, META_KEY: mark}) for d in documents]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Serialized]:
         """Serialise: the chat generator by Haystack's ``component_to_dict``, a spec string as
         is, the options given, secrets as ``Secret`` dicts (never their values)."""
         if self.backend is not None and not isinstance(self.backend, str):
@@ -213,12 +217,13 @@ class PSCRanker:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PSCRanker:
+    def from_dict(cls, data: dict[str, Serialized]) -> PSCRanker:
         """Deserialise what :meth:`to_dict` wrote (also through ``Pipeline.loads``)."""
         params = options_from_dict(data.get("init_parameters", {}))
         if params.get("chat_generator"):
             deserialize_chatgenerator_inplace(params, key="chat_generator")
-        return default_from_dict(cls, {**data, "init_parameters": params})  # type: ignore[no-any-return]
+        ranker: PSCRanker = default_from_dict(cls, {**data, "init_parameters": params})
+        return ranker
 
 
 def _init_signature() -> inspect.Signature:
@@ -239,16 +244,16 @@ def _init_signature() -> inspect.Signature:
     return inspect.Signature([*kept, *options])
 
 
-PSCRanker.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
+PSCRanker.__init__.__dict__["__signature__"] = _init_signature()  # what inspect reads
 
 
-def _hook(generator: object, name: str) -> Callable[[], Any] | None:
+def _hook(generator: object, name: str) -> Callable[[], object] | None:
     """The generator's optional lifecycle method ``name`` (Haystack's warm_up/close family)."""
     method = getattr(generator, name, None)
     return method if callable(method) else None
 
 
-def _call_if(method: Callable[[], Any] | None) -> None:
+def _call_if(method: Callable[[], object] | None) -> None:
     if method is not None:
         method()
 
@@ -257,13 +262,15 @@ async def _either(generator: object, native: str, blocking: str) -> None:
     """The generator's async ``native`` hook where it has one, else its sync ``blocking``."""
     method = _hook(generator, native)
     if method is not None:
-        await method()
+        pending = method()
+        if inspect.isawaitable(pending):
+            await pending
     else:
         _call_if(_hook(generator, blocking))
 
 
 def _checked(
-    query: Any, documents: Any, top_k: Any, default: int | None
+    query: object, documents: object, top_k: object, default: int | None
 ) -> tuple[list[str], int | None]:
     """The documents' texts and how many to return; bad input refused with the fix."""
     if not isinstance(query, str) or not query.strip():

@@ -15,14 +15,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from haystack import Document
 from haystack.tools import ComponentTool
 
+if TYPE_CHECKING:  # the component, for its type
+    from .ranker import PSCRanker
+
 __all__ = ["ranker_tool", "TOOL_PARAMETERS"]
 
-TOOL_PARAMETERS: dict[str, Any] = {
+TOOL_PARAMETERS: dict[str, object] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "What the documents are ranked for."},
@@ -58,7 +61,7 @@ def _lines(documents: list[Document]) -> str:
 
 
 def ranker_tool(
-    ranker: Any, *, name: str = "rerank_documents", description: str = DESCRIPTION
+    ranker: PSCRanker, *, name: str = "rerank_documents", description: str = DESCRIPTION
 ) -> ComponentTool:
     """``ranker`` (a :class:`~.ranker.PSCRanker` not added to a pipeline) as a ``ComponentTool``
     with :data:`TOOL_PARAMETERS` as its schema and one line per ranked document as its
