@@ -91,7 +91,7 @@ PUBLIC = {
     "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
     "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
-    "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round Calls PlanOptions "
+    "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round CallRange PlanOptions "
     "WindowShape register available get",
     "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
     "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "

@@ -39,7 +39,7 @@ from __future__ import annotations
 from permsc_integrations._registry import Registry
 from permsc_integrations.strategies._base import Draw, Lead, RankContext, Strategy
 from permsc_integrations.strategies._blocks import Blocks
-from permsc_integrations.strategies._plan import Calls, Plan, PlanOptions, Round, WindowShape
+from permsc_integrations.strategies._plan import CallRange, Plan, PlanOptions, Round, WindowShape
 from permsc_integrations.strategies._sliding import Sliding
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
     "Lead",
     "Plan",
     "Round",
-    "Calls",
+    "CallRange",
     "PlanOptions",
     "WindowShape",
     "register",

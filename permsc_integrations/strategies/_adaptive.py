@@ -46,9 +46,11 @@ from permsc_integrations._checks import positive_int
 from permsc_integrations.aggregators import Aggregator, aggregate
 from permsc_integrations.errors import ConfigurationError
 
-__all__ = ["Adaptive", "waves", "sign_test"]
+__all__ = ["Adaptive", "waves", "sign_test", "CONFIDENCE"]
 
-CONFIDENCE = 0.9  # the default level (docs/benchmarks.md "adaptive")
+CONFIDENCE = 0.9
+"""The default level of adaptive m and of the frontier's stop rule, the one declaration
+(measured: docs/benchmarks.md "adaptive")."""
 
 Ranking = Sequence[int]
 _T = TypeVar("_T")

@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from permsc_integrations.backends.base import Message
@@ -43,7 +43,7 @@ from permsc_integrations.strategies._adaptive import Adaptive, waves
 __all__ = [
     "Plan",
     "Round",
-    "Calls",
+    "CallRange",
     "PlanOptions",
     "WindowShape",
     "approx_tokens",
@@ -86,7 +86,7 @@ class PlanOptions(WindowShape, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Calls:
+class CallRange:
     """A number of calls, ``low..high`` (equal unless adaptive m may stop early)."""
 
     low: int = 0
@@ -96,8 +96,8 @@ class Calls:
     def exact(self) -> bool:
         return self.low == self.high
 
-    def __add__(self, other: Calls) -> Calls:
-        return Calls(self.low + other.low, self.high + other.high)
+    def __add__(self, other: CallRange) -> CallRange:
+        return CallRange(self.low + other.low, self.high + other.high)
 
     def __str__(self) -> str:
         return str(self.high) if self.exact else f"{self.low}..{self.high}"
@@ -113,7 +113,7 @@ class Round:
     end: int
     prompts: tuple[int, ...]
     shuffles: int
-    calls: Calls
+    calls: CallRange
 
     @classmethod
     def of(
@@ -123,7 +123,7 @@ class Round:
         distinct orders of its ``n`` items) of ``prompts`` each."""
         shuffles = distinct_count(end - start, shuffles)
         low, high = _drawn(shuffles, options)
-        calls = Calls(low * len(prompts), high * len(prompts))
+        calls = CallRange(low * len(prompts), high * len(prompts))
         return cls(start, end, prompts, shuffles, calls)
 
     @property
@@ -145,10 +145,12 @@ class Plan:
 
     n: int
     rounds: tuple[Round, ...]
+    calls: CallRange = field(init=False, compare=False)
+    """What the rounds cost together (summed once, when the plan is made)."""
 
-    @property
-    def calls(self) -> Calls:
-        return sum((r.calls for r in self.rounds), Calls())
+    def __post_init__(self) -> None:
+        low = sum(r.calls.low for r in self.rounds)
+        object.__setattr__(self, "calls", CallRange(low, sum(r.calls.high for r in self.rounds)))
 
 
 def approx_tokens(messages: Sequence[Message]) -> int:

@@ -36,7 +36,7 @@ from permsc_integrations.aggregators._pairwise import pairwise_counts
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies._base import Draw, Outcome, RankContext
 from permsc_integrations.strategies._frontier import Answer, Frontier, FrontierResult, Settings
-from permsc_integrations.strategies._plan import Calls, Plan, PlanOptions, Round
+from permsc_integrations.strategies._plan import CallRange, Plan, PlanOptions, Round
 
 __all__ = [
     "DEFAULT_TOP_K",
@@ -103,7 +103,7 @@ def frontier_plan(n: int, settings: Settings) -> Plan:
     for number, calls in enumerate(policy.planned()):
         prompts = first[:calls] if number == 0 else (min(size, head),) * calls
         low = calls if number == 0 or settings.budget is not None else 0
-        rounds.append(Round(0, head, prompts, 1, Calls(low, calls)))
+        rounds.append(Round(0, head, prompts, 1, CallRange(low, calls)))
     return Plan(n, tuple(rounds))
 
 

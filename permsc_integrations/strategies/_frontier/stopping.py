@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from permsc_integrations.strategies._adaptive import CONFIDENCE
 from permsc_integrations.strategies._frontier.model import ListFit
 
 __all__ = ["ZONE", "CONFIDENCE", "unsettled", "ties"]
 
 ZONE = 0.5  # the indifference zone, a share of the utilities' spread (benchmarks/frontier_sim.py)
-CONFIDENCE = 0.9
 
 
 def _pairs(fit: ListFit, top_k: int | None) -> list[tuple[int, int]]:
@@ -48,7 +48,7 @@ def unsettled(
 ) -> list[tuple[int, int]]:
     """The neighbour pairs (of the top ``top_k`` and across its cut, or all) not yet
     settled: nothing left means stop."""
-    draws = fit.draws(400, seed)
+    draws = fit.draws(seed=seed)
     margin = -zone * fit.tau
     return [
         (a, b)
@@ -63,6 +63,6 @@ def ties(
     """The neighbour pairs inside the top ``top_k`` (or all) whose order the posterior does
     not establish at ``confidence``: near even, settled as ties (when :func:`unsettled` has
     nothing left)."""
-    draws = fit.draws(400, seed)
+    draws = fit.draws(seed=seed)
     inside = _pairs(fit, None if top_k is None else max(top_k - 1, 0))
     return [(a, b) for a, b in inside if np.mean(draws[:, a] > draws[:, b]) < confidence]
