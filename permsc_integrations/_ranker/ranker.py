@@ -39,6 +39,7 @@ from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, Rankin
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations._run.state import RequestState
+from permsc_integrations.strategies import Outcome
 from permsc_integrations.backends import check_backend_options, resolve_backend
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import (
@@ -49,7 +50,7 @@ from permsc_integrations.errors import (
     grouped,
 )
 from permsc_integrations.results import RankingResult, Usage, scores_from_order
-from permsc_integrations.strategies._plan import planned_tokens
+from permsc_integrations.strategies import Choice, choose, planned_tokens, served_k, top_probability
 from permsc_integrations.tracing import RankingSpan
 
 if sys.version_info >= (3, 11):
@@ -154,16 +155,17 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         hooks = (self.on_event, on_event)
-        plan = self._engine.strategy.plan(len(texts), self.options)
+        choice = choose(self._engine.strategy, len(texts), self.options)  # once per request
+        plan = choice.plan
         need = functools.partial(
             planned_tokens, plan, functools.partial(self._engine.prompt.render, query), texts
         )
         try:  # a ranker's cap first holds what the plan needs (_admission.py), or refuses
             async with admitted(self._meter, (plan.calls.low, plan.calls.high), need) as hold:
                 state = self._engine.open(
-                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold
+                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold, plan=plan
                 )
-                return await _run(self._engine, state)
+                return await _run(self._engine, state, choice)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -345,27 +347,39 @@ def _refusal(ranker: PSCRanker, name: str) -> str:
     )
 
 
-async def _run(engine: Engine, state: RequestState) -> RankingResult:
-    """One request from its ``request_start`` to its ``request_end`` event; an error out of it
-    carries what it spent (a read of its meter)."""
+async def _run(engine: Engine, state: RequestState, choice: Choice) -> RankingResult:
+    """One request from its ``request_start`` to its ``request_end`` event, by the strategy
+    the chooser picked, over its plan; an error out of it carries what it spent (a read of
+    its meter)."""
     n = len(state.texts)
     await state.emit("request_start", n_items=n)
     try:
-        async with RequestRun(engine, state) as req:
-            order = tuple(await engine.strategy(req))
+        async with RequestRun(engine, state, choice.plan) as req:
+            outcome = req.outcome(await choice.strategy(req))
     except Exception as exc:
         spent = state.usage()  # every call the request made, cancelled ones included
         if isinstance(exc, PermscError):
             exc.usage = spent
         await state.emit("request_end", n_items=n, status="error", error=repr(exc), usage=spent)
         raise
-    return await _finished(req, order)
+    return await _finished(req, await _with_top_probability(req, outcome), choice.name)
 
 
-async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
+async def _with_top_probability(req: RequestRun, outcome: Outcome) -> Outcome:
+    """``outcome`` with each item's chance of the top k (:func:`~.strategies.top_probability`
+    on the finished samples): the strategy's own, or for a ranking with a k (``top_k``,
+    adaptive m's, 10 under ``max_calls``) the list model's, fitted in a worker thread."""
+    k, n, given = served_k(req.options), req.plan.n, outcome.top_probability
+    if not given and (k is None or n < 2):
+        return outcome
+    p = await req.offload(lambda: top_probability(outcome.order, req.samples, k or 1, given))
+    return replace(outcome, top_probability=p)
+
+
+async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> RankingResult:
     """The request's result, once its ``request_end`` event is out."""
-    outcome = await req.concluded(order)
-    windows, n, usage = req.windows, req.n, req.state.usage()
+    order = outcome.order
+    windows, n, usage = req.windows, req.plan.n, req.state.usage()
     confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
     await req.state.emit(
         "request_end",
@@ -386,6 +400,7 @@ async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
         head=outcome.head,
         stopped=outcome.stopped,
         ties=outcome.ties,
+        strategy=strategy,
     )
 
 

@@ -141,12 +141,15 @@ def _drawn(shuffles: int, options: PlanOptions) -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """A request's rounds, in the order they start, and what they cost together."""
+    """A request's rounds, in the order they start, and what they cost together (``calls``,
+    summed once, when the plan is made). ``detail``: what the strategy decided when it
+    planned, for it to read back when it runs (the frontier's settings), so that nothing
+    plans twice."""
 
     n: int
     rounds: tuple[Round, ...]
     calls: CallRange = field(init=False, compare=False)
-    """What the rounds cost together (summed once, when the plan is made)."""
+    detail: object = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         low = sum(r.calls.low for r in self.rounds)
