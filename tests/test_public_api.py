@@ -91,8 +91,9 @@ PUBLIC = {
     "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
     "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
-    "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round CallRange PlanOptions "
-    "WindowShape register available get",
+    "strategies": "RankContext Strategy StrategyOptions Sliding Blocks Frontier Draw Lead Outcome "
+    "WaveEnd Window Plan Round CallRange PlanOptions WindowShape Adaptive Choice choose register "
+    "available get served_k top_probability planned_tokens waves",
     "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
     "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "
     "JudgeParams REGIMES hidden_keys recording_spans BackendOpenAIServer AnswerStore StoredBackend "

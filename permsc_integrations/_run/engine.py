@@ -44,7 +44,7 @@ from permsc_integrations.aggregators import Aggregator, aggregate, fuse_first_st
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import InsufficientSamplesError, PermscError, add_note
 from permsc_integrations.metrics import consensus_confidence
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import ParseStatus, Sample, WindowResult
 from permsc_integrations.strategies import Adaptive, Draw, Plan, Strategy
 from permsc_integrations.strategies import get as get_strategy

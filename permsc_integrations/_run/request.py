@@ -13,7 +13,8 @@ gets its ``window_start``/``window_end`` events and a seed derived from the requ
 shuffles are distinct (:func:`~permsc_integrations.permutations.distinct_permutations`). A
 strategy that plans its own rounds reads what each round had spent (``Draw.spent``), runs its
 model with ``offload`` and reports each round's ``wave_end`` with its ``settle``; the
-:class:`~permsc_integrations.strategies.Outcome` it returns is completed by :meth:`RequestRun.outcome`.
+:class:`~permsc_integrations.strategies.Outcome` it returns is completed by
+:meth:`RequestRun.outcome`.
 """
 
 from __future__ import annotations

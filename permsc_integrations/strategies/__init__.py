@@ -40,7 +40,7 @@ Example:
     ['blocks', 'frontier', 'sliding']
     >>> [str(get(name).plan(100, RankingOptions()).calls) for name in ("blocks", "sliding")]
     ['120', '180']
-    >>> [str(get(name).plan(1000, RankingOptions(top_k=10)).calls) for name in ("blocks", "sliding")]
+    >>> [str(get(s).plan(1000, RankingOptions(top_k=10)).calls) for s in ("blocks", "sliding")]
     ['370', '1980']
     >>> choice = choose("blocks", 100, RankingOptions(max_calls=12))
     >>> choice.name, str(choice.plan.calls)

@@ -6,13 +6,14 @@ it runs (:mod:`._plan`). The context holds the request's one :class:`Plan` (chos
 :func:`permsc_integrations.strategies.choose`), its options, and eight members in all: PSC
 over a window (:meth:`RankContext.window`), and the parts of a round a strategy composes
 itself: :meth:`RankContext.draw` (any prompts over chosen items, every one a call, all at
-once: a :class:`Draw` of every sample, with what the request had spent), :meth:`RankContext.settle`
-(their consensus, or the strategy's own order of them, after a :class:`WaveEnd` when the
-strategy decides its rounds as answers come) and :meth:`RankContext.lead` (their head at
-once, the consensus of the rest computed meanwhile: a :class:`Lead`); CPU work goes off the
-event loop with :meth:`RankContext.offload`. A strategy returns its :class:`Outcome`: the
-order, and what stands behind it. Every type named here is public
-(:mod:`permsc_integrations.strategies`): a third-party strategy needs nothing else.
+once: a :class:`Draw` of every sample, with what the request had spent),
+:meth:`RankContext.settle` (their consensus, or the strategy's own order of them, after a
+:class:`WaveEnd` when the strategy decides its rounds as answers come) and
+:meth:`RankContext.lead` (their head at once, the consensus of the rest computed meanwhile: a
+:class:`Lead`); CPU work goes off the event loop with :meth:`RankContext.offload`. A
+strategy returns its :class:`Outcome`: the order, and what stands behind it. Every type named
+here is public (:mod:`permsc_integrations.strategies`): a third-party strategy needs nothing
+else.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class WaveEnd:
 
 class StrategyOptions(PlanOptions, Protocol):
     """The options a strategy reads while it runs: a plan's (:class:`PlanOptions`) and the
-    ranker's ``aggregator`` (a name or callable: :func:`permsc_integrations.aggregators.resolve`)."""
+    ranker's ``aggregator`` (a name or callable:
+    :func:`permsc_integrations.aggregators.resolve`)."""
 
     @property
     def aggregator(self) -> str | Aggregator: ...

@@ -44,8 +44,8 @@ class Sliding:
         count = len(laid.windows)
 
         async def rank(number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
-            left = count - number  # re-asks and retries may have spent more: share what is left
-            return await ctx.window(number, window, inside, shuffles=laid.shuffles[number], left=left)
+            shuffles, left = laid.shuffles[number], count - number  # left: share what is left
+            return await ctx.window(number, window, inside, shuffles=shuffles, left=left)
 
         order = await run_windows(range(ctx.plan.n), laid.windows, rank)
         return Outcome(tuple(order), head=laid.head, stopped=laid.stopped)

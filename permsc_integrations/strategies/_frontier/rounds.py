@@ -41,8 +41,8 @@ from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies._base import Draw, Outcome, RankContext, WaveEnd
 from permsc_integrations.strategies._blocks import Blocks
-from permsc_integrations.strategies._frontier import Answer, Frontier as Policy, FrontierResult
-from permsc_integrations.strategies._frontier import Settings
+from permsc_integrations.strategies._frontier import Answer, FrontierResult, Settings
+from permsc_integrations.strategies._frontier import Frontier as Policy
 from permsc_integrations.strategies._plan import CallRange, Plan, PlanOptions, Round
 
 __all__ = [
