@@ -64,8 +64,11 @@ class Halves:
         self.plans += 1
         half = n // 2
         m = options.num_permutations
-        rounds = (Round.of(0, half, (half,), m, options), Round.of(half, n, (n - half,), m, options))
-        return Plan(n, rounds, detail=half)
+        top, bottom = (
+            Round.of(0, half, (half,), m, options),
+            Round.of(half, n, (n - half,), m, options),
+        )
+        return Plan(n, (top, bottom), detail=half)
 
     async def __call__(self, ctx: RankContext) -> Outcome:
         n, half = ctx.plan.n, ctx.plan.detail
