@@ -134,6 +134,8 @@ class Round:
 def _drawn(shuffles: int, options: PlanOptions) -> tuple[int, int]:
     """How many of ``shuffles`` a round draws, ``(low, high)``: all of them, or under adaptive m
     from the end of the first wave that can stop it (see the module docstring) up to all."""
+    if options.adaptive is None:
+        return shuffles, shuffles
     floor = max(2, options.min_successful or 1)  # a stability check needs two shuffles
     low = next((end for _, end in waves(options.adaptive, shuffles) if end >= floor), shuffles)
     return low, shuffles
@@ -152,8 +154,10 @@ class Plan:
     detail: object = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        low = sum(r.calls.low for r in self.rounds)
-        object.__setattr__(self, "calls", CallRange(low, sum(r.calls.high for r in self.rounds)))
+        low = high = 0
+        for r in self.rounds:
+            low, high = low + r.calls.low, high + r.calls.high
+        object.__setattr__(self, "calls", CallRange(low, high))
 
 
 def approx_tokens(messages: Sequence[Message]) -> int:
