@@ -154,3 +154,22 @@ class _Options:
         defaults = {"window_size": 20, "step": 10, "top_k": None, "adaptive": None}
         defaults.update({"min_successful": None, "max_calls": None, "num_permutations": 20})
         self.__dict__.update({**defaults, **given})
+
+
+def test_the_frontier_s_knobs_shape_its_plan_and_bad_ones_are_refused(scripted_server) -> None:
+    options = _Options(num_permutations=20, max_calls=12)
+    blocks = strategies.get("blocks").plan(100, options)
+    default = strategies.Frontier().within(100, options, blocks)
+    two = strategies.Frontier(max_rounds=2).within(100, options, blocks)
+    assert default is not None and len(default.rounds) == 4
+    assert two is not None and len(two.rounds) == 2 and str(two.calls) == "12"
+    with pytest.raises(ConfigurationError, match="reading"):
+        strategies.Frontier(reading="borda")
+    with pytest.raises(ConfigurationError, match="max_rounds"):
+        strategies.Frontier(max_rounds=0)
+    server = scripted_server(oracle_responder(len))
+    tuned = strategies.Frontier(max_rounds=2, k=3)
+    with server.ranker(strategy=tuned, num_permutations=2, window_size=10, max_calls=6) as ranker:
+        result = ranker.rank("longest?", ITEMS)
+    assert result.strategy == "frontier" and result.usage.calls <= 6
+    assert len(result.windows) <= 2 and set(result.order[:3]) == set(TRUTH[:3])

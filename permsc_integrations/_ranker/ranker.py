@@ -155,7 +155,7 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         hooks = (self.on_event, on_event)
-        choice = choose(self._engine.strategy, len(texts), self.options)  # once per request
+        choice = choose(self.options.strategy, len(texts), self.options)  # once per request
         plan = choice.plan
         need = functools.partial(
             planned_tokens, plan, functools.partial(self._engine.prompt.render, query), texts
