@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from permsc_integrations import aggregators, strategies
-from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.errors import ConfigurationError, InvalidRankingError
 from permsc_integrations.strategies import (
     Outcome,
     Plan,
@@ -173,3 +173,15 @@ def test_the_frontier_s_knobs_shape_its_plan_and_bad_ones_are_refused(scripted_s
         result = ranker.rank("longest?", ITEMS)
     assert result.strategy == "frontier" and result.usage.calls <= 6
     assert len(result.windows) <= 2 and set(result.order[:3]) == set(TRUTH[:3])
+
+
+def test_a_strategy_whose_order_is_not_the_items_fails_the_request(scripted_server) -> None:
+    class Forgetful(Halves):
+        async def __call__(self, ctx: RankContext) -> Outcome:
+            done = await super().__call__(ctx)
+            return Outcome(done.order[1:])  # one item lost
+
+    server = scripted_server(oracle_responder(len))
+    with server.ranker(strategy=Forgetful(), num_permutations=2, window_size=15) as ranker:
+        with pytest.raises(InvalidRankingError, match="not a reordering of the request's 30"):
+            ranker.rank("longest?", ITEMS)

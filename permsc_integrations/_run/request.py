@@ -35,7 +35,7 @@ from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.sampling import WindowRun
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.aggregators import Aggregator
-from permsc_integrations.errors import first_failure
+from permsc_integrations.errors import InvalidRankingError, first_failure
 from permsc_integrations.permutations import distinct_permutations
 from permsc_integrations.results import Sample, StopReason, WindowResult
 from permsc_integrations.strategies import (
@@ -223,10 +223,16 @@ class RequestRun:
         return await anyio.to_thread.run_sync(work)
 
     def outcome(self, given: Outcome | Sequence[int]) -> Outcome:
-        """The strategy's :class:`Outcome` (a bare order read as one) completed: ``head``
+        """The strategy's :class:`Outcome` (a bare order read as one; an order that is not a
+        reordering of the items raises :class:`InvalidRankingError`) completed: ``head``
         (all items unless it said fewer) and ``stopped`` (:meth:`_stopped`); the calls it
         ``saved`` below its cap are counted."""
         out = given if isinstance(given, Outcome) else Outcome(tuple(given))
+        if sorted(out.order) != list(range(self.plan.n)):  # a strategy's slip, never a result
+            raise InvalidRankingError(
+                f"the strategy returned an order of {len(out.order)} items that is not a "
+                f"reordering of the request's {self.plan.n} items"
+            )
         self.state.calls.saved(out.saved)
         head = self.plan.n if out.head is None else out.head
         return replace(out, order=tuple(out.order), head=head, stopped=self._stopped(out.stopped))
