@@ -1,8 +1,8 @@
-"""The modules a request visits from ``PSCRanker.arank`` to the backend, and its re-entries.
+"""The modules a request visits from ``PSCRanker.arank`` to the backend, its re-entries, its cost.
 
-Not a timing: the shape of the request path (docs/architecture.md "before and after"), traced
-in a child interpreter per checkout (``--old``: another checkout, e.g. of main, side by side
-with the working tree) with no model, over a backend that answers at once:
+The request path of docs/architecture.md, traced in a child interpreter per checkout
+(``--old``: another checkout, e.g. of main, side by side with the working tree) with no
+model, over a backend that answers at once:
 
 * *path*: the stack at the backend call, each task joined to the stack of the code that
   started it (``TaskGroup.start_soon`` patched to pass its caller's frames on): the
@@ -12,7 +12,15 @@ with the working tree) with no model, over a backend that answers at once:
   round's path and the head round's; and for an 8-item request under first-token scoring.
 * *calls*: every function entered (``sys.setprofile``, coroutines resumed left out) from
   ``arank`` to the first backend call of the 50-item request: the modules, the switches
-  between modules, the re-entries.
+  between modules, the re-entries;
+* *time*: the 50-item request again, untraced, over the same backend: its CPU time, every
+  thread's (median of 30; most of it the rounds' exact Kemeny consensus, in a worker thread),
+  the one figure that depends on the machine.
+
+It writes its figures into docs/architecture.md between the ``request_path`` markers (the
+figures as JSON in the first one: tests/test_architecture_doc.py holds the block to what
+``render`` makes of them, and the path to a fresh trace); with ``--old``, the side-by-side
+table to docs/benchmarks.md.
 
     python benchmarks/request_path.py [--old /path/to/checkout-of-main] [--no-write]
 """
@@ -22,16 +30,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from _report import write_section
+from _report import machine, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""
-import contextvars, json, sys
+import contextvars, json, sys, time
 import anyio
 import anyio._backends._asyncio as backend_asyncio
 from permsc_integrations import PSCRanker
@@ -58,7 +67,7 @@ def start_soon(self, func, *args, name=None):
 backend_asyncio.TaskGroup.start_soon = start_soon
 
 PATHS, SEQ, SEEN, DONE = {}, [], {}, []
-IGNORE = ("results", "errors", "checks")
+IGNORE = ("results", "errors", "_checks")  # the leaves every part reads
 
 def prof(frame, event, arg):
     if event != "call" or DONE or id(frame) in SEEN:
@@ -92,8 +101,27 @@ async def generate():
 anyio.run(generate)
 first_token = PSCRanker(Echo(), num_permutations=2, scoring="first_token", window_size=10)
 anyio.run(first_token.arank, "q", [f"item {i}" for i in range(8)])
-print(json.dumps({"paths": [[kind, list(path)] for kind, path in PATHS], "calls": SEQ}))
+
+async def timed():
+    ranker = PSCRanker(Echo(), num_permutations=2, window_size=10)
+    items = [f"item {i}" for i in range(50)]
+    result = await ranker.arank("q", items)  # warm: imports, the solver's first use
+    times = []
+    for _ in range(30):
+        start = time.process_time()  # every thread's: the consensus runs in a worker
+        await ranker.arank("q", items)
+        times.append(time.process_time() - start)
+    return sorted(times)[len(times) // 2], result.usage.calls
+
+TIME = anyio.run(timed)
+print(json.dumps({"paths": [[kind, list(path)] for kind, path in PATHS], "calls": SEQ,
+                  "seconds": TIME[0], "request_calls": TIME[1]}))
 """
+
+DOC = ROOT / "docs" / "architecture.md"
+BEGIN = re.compile(r"<!-- request_path:begin (\{.*?\}) -->\n")
+END = "<!-- request_path:end -->"
+LABELS = {"generate": ("first round", "head round"), "first_token": ("first-token",)}
 
 
 def trace(root: Path) -> dict:
@@ -109,24 +137,88 @@ def runs(modules: list[str]) -> list[str]:
     return [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
 
 
-def rows(found: dict) -> dict[str, str]:
-    out = {}
-    labels = iter(("first round", "head round"))
+def figures(found: dict) -> dict:
+    """What a trace says: each path's modules in order and frames, the calls, the time."""
+    paths, labels = {}, {kind: iter(names) for kind, names in LABELS.items()}
     for kind, path in found["paths"]:
-        label = f"path, {next(labels)}" if kind == "generate" else "path, first-token"
-        modules = [m for m, _ in path]
-        entered = runs(modules)
-        out[label] = (
-            f"{len(set(modules))} modules, {len(entered) - len(set(modules))} re-entries, "
-            f"{len(path)} frames: {' > '.join(entered)}"
-        )
+        label = next(labels[kind], f"{kind} {len(paths) + 1}")
+        paths[label] = {"modules": runs([m for m, _ in path]), "frames": len(path)}
     calls = found["calls"]
     entered = runs(calls)
+    return {
+        "paths": paths,
+        "calls": {
+            "functions": len(calls),
+            "modules": len(set(calls)),
+            "switches": len(entered) - 1,
+            "re-entries": len(entered) - len(set(calls)),
+        },
+        "ms per request": round(found["seconds"] * 1e3, 1),
+        "machine": machine(),
+        "calls per request": found["request_calls"],
+    }
+
+
+def rows(found: dict) -> dict[str, str]:
+    """One column of the side-by-side table (docs/benchmarks.md)."""
+    out = {}
+    for label, path in figures(found)["paths"].items():
+        modules = path["modules"]
+        out[f"path, {label}"] = (
+            f"{len(set(modules))} modules, {len(modules) - len(set(modules))} re-entries, "
+            f"{path['frames']} frames: {' > '.join(modules)}"
+        )
+    c = figures(found)["calls"]
     out["calls to the first backend call"] = (
-        f"{len(set(calls))} modules, {len(entered) - 1} switches, "
-        f"{len(entered) - len(set(calls))} re-entries ({len(calls)} functions)"
+        f"{c['modules']} modules, {c['switches']} switches, {c['re-entries']} re-entries "
+        f"({c['functions']} functions)"
     )
     return out
+
+
+def render(fig: dict) -> str:
+    """The docs/architecture.md block of these figures (what lies between the markers)."""
+    lines = [
+        "| request | the modules it passes, `arank` to the backend, in order | modules | "
+        "re-entries | frames |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for label, path in fig["paths"].items():
+        modules = path["modules"]
+        shown = " > ".join(f"`{m}`" for m in modules)
+        again = len(modules) - len(set(modules))
+        lines.append(f"| {label} | {shown} | {len(set(modules))} | {again} | {path['frames']} |")
+    c = fig["calls"]
+    return "\n".join([
+        *lines,
+        "",
+        f"From `arank` to the first backend call the request enters {c['functions']} functions "
+        f"in {c['modules']} modules ({c['switches']} switches between modules, "
+        f"{c['re-entries']} re-entries; the values and checks left out). Untraced, the whole "
+        f"request (its plan, {fig['calls per request']} calls answered at once, every "
+        f"round's consensus) takes {fig['ms per request']} ms of CPU, median of 30 on "
+        f"{fig['machine']}.",
+    ])
+
+
+def block(fig: dict) -> str:
+    return f"<!-- request_path:begin {json.dumps(fig)} -->\n{render(fig)}\n{END}"
+
+
+def documented(text: str) -> tuple[dict, str]:
+    """The figures docs/architecture.md's block was written from, and the block's text."""
+    begin = BEGIN.search(text)
+    end = text.find(END, begin.end()) if begin else -1
+    if begin is None or end < 0:
+        raise ValueError(f"no request_path markers in {DOC.name}")
+    return json.loads(begin.group(1)), text[begin.end() : end].rstrip("\n")
+
+
+def write_doc(fig: dict) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    documented(text)  # the markers are there
+    old = re.compile(BEGIN.pattern + ".*?" + re.escape(END), re.S)
+    DOC.write_text(old.sub(lambda _: block(fig), text, count=1), encoding="utf-8")
 
 
 def main() -> None:
@@ -134,23 +226,25 @@ def main() -> None:
     parser.add_argument("--old", type=Path, help="another checkout to trace beside this one")
     parser.add_argument("--no-write", action="store_true", help="print, don't touch the docs")
     args = parser.parse_args()
-    columns = {"this tree": rows(trace(ROOT))}
+    found = trace(ROOT)
+    sys.stdout.write(render(figures(found)) + "\n")
+    if not args.no_write:
+        write_doc(figures(found))
     if args.old:
-        columns = {"old": rows(trace(args.old.resolve())), "new": columns["this tree"]}
-    names = list(columns)
-    lines = [f"| | {' | '.join(names)} |", "| --- |" + " --- |" * len(names)]
-    for label in columns[names[-1]]:
-        cells = [columns[n].get(label, "") for n in names]
-        lines.append(f"| {label} | {' | '.join(cells)} |")
+        side_by_side(rows(trace(args.old.resolve())), rows(found), write=not args.no_write)
+
+
+def side_by_side(old: dict[str, str], new: dict[str, str], *, write: bool) -> None:
+    lines = ["| | old | new |", "| --- | --- | --- |"]
+    lines += [f"| {label} | {old.get(label, '')} | {cell} |" for label, cell in new.items()]
     body = (
         "### request path\n\nThe modules a request visits from `PSCRanker.arank` to the "
         "backend (not a timing; see the script's docstring): 50 items, blocks, m = 2, window "
         "10; first-token: 8 items.\n\n" + "\n".join(lines)
     )
     sys.stdout.write(body + "\n")
-    if not args.no_write:
-        old = " --old <checkout of main>" if args.old else ""
-        command = f"python benchmarks/request_path.py{old}"
+    if write:
+        command = "python benchmarks/request_path.py --old <checkout of main>"
         write_section("request-path", body, command=command)
 
 

@@ -47,8 +47,8 @@ from permsc_integrations.results import (
 
 if TYPE_CHECKING:
     from permsc_integrations._calls.cache import MemoryCache, SQLiteCache
+    from permsc_integrations._calls.caps import Prices, SpendingCap
     from permsc_integrations._calls.retry import RetryPolicy
-    from permsc_integrations._calls.spending import Prices, SpendingCap
     from permsc_integrations._events import Event
     from permsc_integrations._options.options import RankingOptions
     from permsc_integrations._ranker.ranker import PSCRanker, RankRequest
@@ -70,8 +70,8 @@ _LAZY: dict[str, str] = {
     "MemoryCache": "permsc_integrations._calls.cache",
     "SQLiteCache": "permsc_integrations._calls.cache",
     "Event": "permsc_integrations._events",
-    "SpendingCap": "permsc_integrations._calls.spending",
-    "Prices": "permsc_integrations._calls.spending",
+    "SpendingCap": "permsc_integrations._calls.caps",
+    "Prices": "permsc_integrations._calls.caps",
 }
 
 __all__ = [

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["Event", "EventKind", "EventHook", "emit"]
+from permsc_integrations._registry import publish
+from permsc_integrations.results import StopReason
+
+__all__ = ["Event", "EventKind", "EventHook", "WaveReason", "emit"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,12 @@ EventKind = Literal[
     "sample_start",
     "sample_end",
 ]
+
+WaveReason = Literal[StopReason, "stable", "unsettled"]
+"""A ``wave_end``'s ``why``: the samples go on (``"unsettled"``) or stop; adaptive m's waves
+when the consensus is established (``"stable"``) or m is reached (``"cap"``), the frontier's
+rounds for the result's :data:`~permsc_integrations.results.StopReason` (``"certified"``,
+``"budget"``, ``"cap"``, ``"exhausted"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,8 @@ class Event:
     for windows and, on ``window_start``, ``items`` (the caller's indices of the window's
     items); ``n_items`` for requests, and on a ranking's ``request_end`` its ``status``,
     ``usage``, and when it succeeded ``confidence`` and ``stopped`` (the result's: why
-    sampling ended).
+    sampling ended); on ``wave_end`` (adaptive m's waves, the frontier's rounds) ``wave``,
+    ``samples``, ``cap``, ``stopped`` and ``why`` (a :data:`WaveReason`).
     """
 
     kind: EventKind
@@ -78,3 +88,6 @@ async def emit(hooks: Iterable[EventHook | None], event: Event) -> None:
                 await result
         except Exception:  # a broken progress bar must not break a ranking
             logger.exception("event hook %r failed on %s event", hook, event.kind)
+
+
+publish("permsc_integrations", Event)

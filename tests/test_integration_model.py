@@ -14,7 +14,7 @@ pytest.importorskip("pydantic")
 from pydantic import TypeAdapter, ValidationError  # noqa: E402
 
 from permsc_integrations import MemoryCache, PSCRanker, RankingOptions, RetryPolicy  # noqa: E402
-from permsc_integrations._calls.spending import Prices, SpendingCap  # noqa: E402
+from permsc_integrations._calls.caps import Prices, SpendingCap  # noqa: E402
 from permsc_integrations._ranker.ranker import RankingKeywords  # noqa: E402
 from permsc_integrations.aggregators import get as get_aggregator  # noqa: E402
 from permsc_integrations.errors import ConfigurationError, UnknownNameError  # noqa: E402
@@ -35,7 +35,8 @@ class Toy(PSCOptionsModel):
     backend: Any = None
 
     def _build(self) -> PSCRanker:
-        return PSCRanker(self.backend, options=self._check())
+        options = self._check()
+        return PSCRanker(self.backend, options=options, meter=self._one.meter(options))
 
 
 # each accepted by pydantic's lax mode for the statement's type, refused by the declaration
@@ -128,6 +129,30 @@ def test_a_refused_assignment_rolls_back_and_a_good_one_rebuilds_the_ranker() ->
     assert toy.core_ranker() is not first and toy.core_ranker().options.num_permutations == 3
     with pytest.raises(ConfigurationError, match="did you mean 'num_permutations'"):
         toy.num_permutation = 3
+
+
+def test_a_rebuilt_ranker_is_given_the_kept_ranker_cap_meter_until_the_cap_changes() -> None:
+    """OneRanker.meter hands a rebuilt ranker the cap's meter (PSCRanker(meter=...)): changing
+    another option does not refill the cap; a new cap or new prices get a new meter."""
+    toy = Toy(backend=ScriptedBackend(), num_permutations=2, ranker_cap="calls=50")
+    first = toy.core_ranker()
+    first.rank("q", ["a", "bb", "ccc"])
+    spent = first.spent
+    assert spent is not None and spent.calls == 2
+    toy.num_permutations = 3  # rebuilt, the same cap: what was spent stays spent
+    second = toy.core_ranker()
+    assert second is not first and second.spent == spent
+    second.rank("q", ["a", "bb", "ccc"])
+    assert first.spent == second.spent and second.spent.calls == 5  # one meter, shared
+    toy.ranker_cap = "calls=60"  # a new cap: counted afresh
+    assert toy.core_ranker().spent == type(spent)()
+    toy.ranker_cap = None
+    assert toy.core_ranker().spent is None
+
+
+def test_a_meter_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="meter must be a Meter"):
+        PSCRanker(ScriptedBackend(), meter="calls=5")  # type: ignore[arg-type]
 
 
 def test_the_json_schema_shows_types_and_descriptions() -> None:

@@ -11,7 +11,9 @@ this test checks that nothing is held apart by a function-local import alone.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "permsc_integrations"
@@ -91,13 +93,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_relative_local_and_package_imports() -> None:
+def test_the_graph_sees_relative_local_and_package_imports(tmp_path: Path) -> None:
     graph = import_graph()
     assert "permsc_integrations.results" in graph["permsc_integrations.errors"]  # "from .results"
     # function-local ("# lazy: start-up time"), relative to the parent package
     assert "permsc_integrations._ranker.ranker" in graph["permsc_integrations.cli._demo"]
-    # "from ..backends.local import model_store" names a submodule
-    models = graph["permsc_integrations.cli._models"]
+    # "from ..backends.local import model_store" names a submodule (none left in the package:
+    # another package's private module is imported through its __init__, test_no_private_import)
+    planted = tmp_path / "planted.py"
+    planted.write_text("from permsc_integrations.backends.local import _model_store\n")
+    models = imports_of("permsc_integrations.cli.planted", planted, modules())
     assert "permsc_integrations.backends.local._model_store" in models
 
 
@@ -159,3 +164,37 @@ def test_every_function_local_import_says_why() -> None:
             if not above.startswith("# lazy: "):
                 unexplained.append(f"{path.relative_to(ROOT)}:{group[0].lineno}")
     assert unexplained == []
+
+
+def _layout_counts() -> ModuleType:
+    """scripts/layout_counts.py, whose rule the issue's count uses (one declaration of it)."""
+    spec = importlib.util.spec_from_file_location(
+        "layout_counts", ROOT / "scripts" / "layout_counts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_of_another_packages_private_module() -> None:
+    """Core and adapters: a package's ``_private`` module is imported only inside that package;
+    others import what its ``__init__`` exports (the adapters: permsc_integrations.integration).
+    The root's own private modules and folders (``_checks``, ``_run``, ...) are the core's."""
+    found = _layout_counts().counts()["imports of another package's private module"]
+    assert found == []
+
+
+def test_the_private_import_rule_catches_one(tmp_path: Path) -> None:
+    rule = _layout_counts()
+    cli = ROOT / "permsc_integrations" / "cli" / "planted.py"
+    adapter = ROOT / "adapters" / "langchain" / "langchain_permsc" / "planted.py"
+    core = (
+        "from permsc_integrations.serve._config import Limits\nimport permsc_integrations.serve\n"
+    )
+    assert rule.private_imports(cli, ast.parse(core)) == ["permsc_integrations.serve._config"]
+    shared = "from permsc_integrations._checks import at_least\n"
+    assert rule.private_imports(cli, ast.parse(shared)) == []  # the core's shared internals
+    assert rule.private_imports(adapter, ast.parse(shared)) == ["permsc_integrations._checks"]
+    declared = "from permsc_integrations.integration import HomeLoop, at_least\n"
+    assert rule.private_imports(adapter, ast.parse(declared)) == []

@@ -65,7 +65,8 @@ def test_all_is_pinned() -> None:
 # Every public module besides the top level, and its one ``__all__`` (docs/architecture.md,
 # "What is public"). Everything in a ``_private`` module may change without notice.
 PUBLIC = {
-    "aggregators": "Aggregator register get available aggregate",
+    "aggregators": "Aggregator register get available aggregate HasQuick ReadsProbabilities "
+    "ScoresItems quick_of reads_probabilities scores_of",
     "aggregators.kemeny": "kemeny_solve kemeny_with KemenySolution",
     "backends": "register available resolve_backend",
     "backends.base": "Message GenerationSettings Completion Backend BatchBackend "
@@ -78,7 +79,9 @@ PUBLIC = {
     "integration": "checked_options refuse_unknown refuse_unknown_attribute check_backend "
     "public_backend_options usage_dict psc_metadata repr_args OneRanker Done Trace TracedBackend "
     "TracedFirstTokenBackend traced AdapterModel PSCOptionsModel option_types option_annotation "
-    "option_fields typed_errors",
+    "option_fields typed_errors RankingKeywords at_least positive_int run_sync HomeLoop "
+    "mapped_errors check_labels label_probabilities refused_logprobs top_list public_settings "
+    "is_secret_name TemplatePrompt",
     "eval": "EvalReport evaluate_sorting aevaluate_sorting aevaluate_trec load_sorting "
     "generate_mathsort kendall_tau_b read_qrels read_run read_topics write_run bias_map",
     "mcp_server": "Budget BUDGETS RerankTool RerankResult ToolError",
@@ -92,8 +95,8 @@ PUBLIC = {
     "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
     "strategies": "RankContext Strategy StrategyOptions Sliding Blocks Frontier Draw Lead Outcome "
-    "WaveEnd Window Plan Round CallRange PlanOptions WindowShape Adaptive Choice choose register "
-    "available get served_k top_probability planned_tokens waves",
+    "WaveEnd Window Plan Round CallRange PlanOptions WindowShape Choice choose register available "
+    "get",
     "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
     "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "
     "JudgeParams REGIMES hidden_keys recording_spans BackendOpenAIServer AnswerStore StoredBackend "

@@ -1,4 +1,7 @@
-"""Retry policy: bounded attempts and time, Retry-After honoured, only retryable errors."""
+"""Retry policy: bounded attempts and time, Retry-After honoured, only retryable errors.
+
+Driven through :meth:`Calls.send`, the one retry loop production runs (every call a request
+sends goes out there), with a real :class:`CallLimiter` as the slot an attempt holds."""
 
 from __future__ import annotations
 
@@ -7,7 +10,11 @@ import time
 import anyio
 import pytest
 
-from permsc_integrations._calls.retry import RetryPolicy, call_with_retry
+from permsc_integrations._calls.breaker import Breaker
+from permsc_integrations._calls.calls import Calls, Tab
+from permsc_integrations._calls.limiter import CallLimiter
+from permsc_integrations._calls.retry import RetryPolicy
+from permsc_integrations._calls.spending import Meter
 from permsc_integrations.errors import (
     BackendError,
     BackendTimeoutError,
@@ -19,6 +26,18 @@ from permsc_integrations.errors import (
 pytestmark = pytest.mark.timeout(20)  # the hangs these tests guard against last 30 s
 
 FAST = RetryPolicy(max_attempts=4, initial_backoff=0.01, max_backoff=0.02, jitter=0.0)
+
+
+async def sent(
+    fn, policy: RetryPolicy, timeout: float | None, *, slot: CallLimiter | None = None
+) -> tuple[object, int]:
+    """``fn`` sent as a request's calls are (:meth:`Calls.send`): its answer and its retries."""
+    limiters = [] if slot is None else [slot]
+    calls = Calls("test", policy, timeout, Breaker(), limiters, Meter(None, "request"))
+    tab = Tab()
+    result = await calls.send(fn, 0, tab)
+    assert calls.meter.spent.retries == tab.usage.retries  # one count, on the meter too
+    return result, tab.usage.retries
 
 
 class Waits(list):
@@ -60,14 +79,14 @@ class Failing:
 
 async def test_retryable_errors_are_retried_until_success() -> None:
     fn = Failing(BackendError("boom", retryable=True, status_code=500), RateLimitError("429"))
-    result, retries = await call_with_retry(fn, FAST, timeout=5)
+    result, retries = await sent(fn, FAST, timeout=5)
     assert (result, retries) == ("ok after 2", 2)
 
 
 async def test_attempts_are_bounded() -> None:
     fn = Failing(*[BackendError("500", retryable=True)] * 10)
     with pytest.raises(BackendError, match="500"):
-        await call_with_retry(fn, FAST, timeout=5)
+        await sent(fn, FAST, timeout=5)
     assert len(fn.started) == FAST.max_attempts
 
 
@@ -75,21 +94,23 @@ async def test_attempts_are_bounded() -> None:
 async def test_non_retryable_errors_fail_at_once(error: BackendError) -> None:
     fn = Failing(error)
     with pytest.raises(type(error)):
-        await call_with_retry(fn, FAST, timeout=5)
+        await sent(fn, FAST, timeout=5)
     assert len(fn.started) == 1
 
 
 async def test_other_exceptions_are_not_retried() -> None:
+    """A backend bug fails its sample as a non-retryable BackendError (the KeyError its cause)."""
     fn = Failing(KeyError("bug"))
-    with pytest.raises(KeyError):
-        await call_with_retry(fn, FAST, timeout=5)
+    with pytest.raises(BackendError, match="KeyError") as raised:
+        await sent(fn, FAST, timeout=5)
+    assert not raised.value.retryable and isinstance(raised.value.__cause__, KeyError)
     assert len(fn.started) == 1
 
 
 async def test_retry_after_is_honoured_over_backoff(waits: Waits) -> None:
     slow_backoff = RetryPolicy(max_attempts=3, initial_backoff=30.0, max_backoff=30.0, jitter=0.0)
     fn = Failing(RateLimitError("429", retry_after=0.3))
-    result, retries = await call_with_retry(fn, slow_backoff, timeout=5)
+    result, retries = await sent(fn, slow_backoff, timeout=5)
     assert retries == 1 and result == "ok after 1"
     assert waits == [0.3]  # not the 30 s backoff (that would also outlast the test's timeout)
     assert fn.started[1] - fn.started[0] >= 0.29
@@ -102,19 +123,19 @@ async def test_a_retry_after_past_the_cap_is_raised_at_once(waits: Waits) -> Non
     policy = RetryPolicy(max_attempts=4, initial_backoff=0.0, jitter=0.0, max_retry_after=60.0)
     fn = Failing(RateLimitError("429", retry_after=3600))
     with pytest.raises(RateLimitError) as raised:
-        await call_with_retry(fn, policy, timeout=5)
+        await sent(fn, policy, timeout=5)
     assert raised.value.retry_after == 3600
     assert waits == [] and len(fn.started) == 1
     at_the_cap = Failing(RateLimitError("429", retry_after=0.05))
     capped = RetryPolicy(max_attempts=2, initial_backoff=0.0, jitter=0.0, max_retry_after=0.05)
-    await call_with_retry(at_the_cap, capped, timeout=5)
+    await sent(at_the_cap, capped, timeout=5)
     assert waits == [0.05] and len(at_the_cap.started) == 2
 
 
 async def test_backoff_grows_exponentially(waits: Waits) -> None:
     policy = RetryPolicy(max_attempts=4, initial_backoff=0.05, max_backoff=10, jitter=0.0)
     fn = Failing(*[BackendError("503", retryable=True)] * 3)
-    await call_with_retry(fn, policy, timeout=5)
+    await sent(fn, policy, timeout=5)
     assert waits == [0.05, 0.1, 0.2]
     gaps = [b - a for a, b in zip(fn.started, fn.started[1:], strict=False)]
     assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.19, gaps
@@ -126,7 +147,7 @@ async def test_total_time_is_bounded(waits: Waits) -> None:
     )
     fn = Failing(*[BackendError("503", retryable=True)] * 100)
     with pytest.raises(BackendError):
-        await call_with_retry(fn, policy, timeout=5)
+        await sent(fn, policy, timeout=5)
     assert 2 <= len(fn.started) <= 5 and len(waits) == len(fn.started) - 1
     # no wait was asked that would end past the 0.5 s budget (measured from the first try)
     assert all(start - fn.started[0] + 0.1 < 0.5 for start in fn.started[:-1])
@@ -142,7 +163,7 @@ async def test_per_call_timeout_raises_a_retryable_timeout() -> None:
         return "fast"
 
     with anyio.fail_after(5):
-        result, retries = await call_with_retry(slow_then_fast, FAST, timeout=0.2)
+        result, retries = await sent(slow_then_fast, FAST, timeout=0.2)
     assert (result, retries) == ("fast", 1)
 
 
@@ -151,7 +172,7 @@ async def test_a_call_that_always_hangs_ends_in_backend_timeout_error() -> None:
         await anyio.sleep(30)
 
     with pytest.raises(BackendTimeoutError, match="timeout"):  # not a 30 s hang (test timeout)
-        await call_with_retry(
+        await sent(
             hang, RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0), timeout=0.1
         )
 
@@ -161,7 +182,7 @@ async def test_total_time_also_cuts_a_slow_attempt() -> None:
         await anyio.sleep(30)
 
     with pytest.raises(BackendTimeoutError, match="budget"):  # not a 30 s hang (test timeout)
-        await call_with_retry(hang, RetryPolicy(max_total_time=0.3), timeout=10)
+        await sent(hang, RetryPolicy(max_total_time=0.3), timeout=10)
 
 
 async def test_cancellation_during_backoff_is_prompt(waits: Waits) -> None:
@@ -174,7 +195,7 @@ async def test_cancellation_during_backoff_is_prompt(waits: Waits) -> None:
 
     async with anyio.create_task_group() as group:  # a 30 s backoff fails on the test timeout
         group.start_soon(cancel_in_the_backoff, group.cancel_scope)
-        await call_with_retry(fn, policy, timeout=5)
+        await sent(fn, policy, timeout=5)
     assert group.cancel_scope.cancelled_caught and len(fn.started) == 1 and waits == [30]
 
 
@@ -187,8 +208,8 @@ def test_bad_policy_raises_configuration_error(kwargs: dict) -> None:
         RetryPolicy(**kwargs)
 
 
-async def test_the_guard_is_held_per_attempt_and_released_during_backoff(waits: Waits) -> None:
-    slot = anyio.CapacityLimiter(1)
+async def test_the_slot_is_held_per_attempt_and_released_during_backoff(waits: Waits) -> None:
+    slot = CallLimiter(1)
     holders: list[int] = []
 
     class Watched(Failing):  # how many held the slot at each attempt
@@ -201,26 +222,26 @@ async def test_the_guard_is_held_per_attempt_and_released_during_backoff(waits: 
 
     async def neighbour() -> None:
         await waits.asked.wait()  # the call is in its backoff now
-        free_during_backoff.append(slot.available_tokens == 1)
+        free_during_backoff.append(slot.borrowed_tokens == 0)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(neighbour)
-        await call_with_retry(fn, FAST, timeout=5, guard=lambda: slot)
+        await sent(fn, FAST, timeout=5, slot=slot)
     assert holders == [1, 1], "each attempt held the slot"
     assert free_during_backoff == [True], "the slot was free during the wait"
 
 
-async def hog_until_queued(slot: anyio.CapacityLimiter, seconds: float, until) -> float:
+async def hog_until_queued(slot: CallLimiter, seconds: float, until) -> float:
     """Hold ``slot`` until another task queues for it, then ``seconds`` more; returns when
     the slot was given back."""
     async with slot:
-        await until(lambda: slot.statistics().tasks_waiting == 1)
+        await until(lambda: slot.waiting == 1)
         await anyio.sleep(seconds)
         return time.monotonic()
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_timeout(until) -> None:
-    slot = anyio.CapacityLimiter(1)
+async def test_waiting_for_the_slot_does_not_count_against_the_timeout(until) -> None:
+    slot = CallLimiter(1)
     fn = Failing()
     released: list[float] = []
 
@@ -230,14 +251,14 @@ async def test_waiting_for_the_guard_does_not_count_against_the_timeout(until) -
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
         await until(lambda: slot.borrowed_tokens == 1)
-        result, retries = await call_with_retry(fn, FAST, timeout=0.1, guard=lambda: slot)
+        result, retries = await sent(fn, FAST, timeout=0.1, slot=slot)
     assert (result, retries) == ("ok after 0", 0)
     assert fn.started[0] >= released[0], "the call queued for the slot"
 
 
-async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(until) -> None:
+async def test_waiting_for_the_slot_does_not_count_against_the_retry_budget(until) -> None:
     """A healthy call that queued longer than max_total_time still gets its attempts."""
-    slot = anyio.CapacityLimiter(1)
+    slot = CallLimiter(1)
     fn = Failing(BackendError("503", retryable=True))
     policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, jitter=0, max_total_time=0.2)
     released: list[float] = []
@@ -248,7 +269,7 @@ async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(unt
     async with anyio.create_task_group() as tg:
         tg.start_soon(hog)
         await until(lambda: slot.borrowed_tokens == 1)
-        result, retries = await call_with_retry(fn, policy, timeout=5, guard=lambda: slot)
+        result, retries = await sent(fn, policy, timeout=5, slot=slot)
     assert (result, retries) == ("ok after 1", 1)
     assert fn.started[0] >= released[0], "the call queued for the slot"
 
@@ -257,6 +278,6 @@ async def test_waiting_for_the_guard_does_not_count_against_the_retry_budget(unt
 async def test_a_zero_or_negative_retry_after_falls_back_to_the_backoff(hint: float) -> None:
     policy = RetryPolicy(max_attempts=3, initial_backoff=0.1, jitter=0.0)
     fn = Failing(RateLimitError("429", retry_after=hint), RateLimitError("429", retry_after=hint))
-    await call_with_retry(fn, policy, timeout=5)
+    await sent(fn, policy, timeout=5)
     gaps = [b - a for a, b in zip(fn.started, fn.started[1:], strict=False)]
     assert gaps[0] >= 0.09 and gaps[1] >= 0.19, gaps  # backoff, not immediate retries

@@ -13,7 +13,7 @@ import pytest
 
 from permsc_integrations import PSCRanker, SpendingCap, SpendingCapError
 from permsc_integrations._calls.cache import MemoryCache
-from permsc_integrations._calls.spending import Prices
+from permsc_integrations._calls.caps import Prices
 from permsc_integrations.cli import main
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.testing import oracle_responder

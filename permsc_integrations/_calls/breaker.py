@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from permsc_integrations._calls.limiter import Turn
+from permsc_integrations._calls.turn import Turn
 from permsc_integrations._checks import number
 from permsc_integrations.errors import BackendError
 

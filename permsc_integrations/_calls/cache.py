@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.base import Backend, Completion, GenerationSettings, ResponseCache
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import Usage
@@ -220,3 +221,6 @@ def _create_private(path: str) -> None:
         pass
     except OSError:  # a read-only folder, say: sqlite3 says it more precisely below
         pass
+
+
+publish("permsc_integrations", MemoryCache, SQLiteCache)

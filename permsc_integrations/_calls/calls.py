@@ -1,13 +1,13 @@
 """How one request's calls go out, and the one place what they cost is counted.
 
 :meth:`Calls.send` sends one call (a prompt, a batch of prompts, a first-token read) with
-retries (:mod:`..retry`: tenacity, ``Retry-After`` honoured). Each attempt, in this order:
+retries (:mod:`.retry`: tenacity, ``Retry-After`` honoured). Each attempt, in this order:
 
 1. holds a slot of every limiter (the request's, then the ranker's), never
    during a backoff, and the wait for it counts against no timeout;
 2. is admitted by the ranker's :class:`~.breaker.Breaker` (refused while it is open; the one
    probe when it is half-open);
-3. is charged to the request's meters (:func:`..spending.charged`): refused before it is sent
+3. is charged to the request's meters (:func:`.spending.charged`): refused before it is sent
    if a spending cap would be passed;
 4. is timed and counted: the request's meter (its one count of usage) and the sample's
    :class:`Tab` get the attempt, its retry, its latency and the tokens its answer reported.

@@ -3,8 +3,9 @@
 ``anyio.CapacityLimiter`` belongs to the event loop that first uses it, so one ranker shared by
 sync callers (the bridge's loop), async callers (the app's loop) and worker threads (each
 ``asyncio.run``) could neither share nor respect it. :class:`CallLimiter` keeps its count under
-a thread lock and wakes each waiter on its own loop, first come first served; a waiter that is
-cancelled gives its turn (or the slot it was just handed) to the next one.
+a thread lock and wakes each waiter on its own loop (a :class:`~.turn.Turn`), first come first
+served; a waiter that is cancelled gives its turn (or the slot it was just handed) to the next
+one.
 
 Example:
     >>> import asyncio
@@ -19,44 +20,13 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable, Generator
-from typing import Any
 
+from permsc_integrations._calls.turn import Turn
 from permsc_integrations._checks import positive_int
 
-__all__ = ["CallLimiter", "Turn"]
-
-
-class Turn:
-    """One task's wait on its own event loop, which any thread can end (:meth:`wake`): how
-    :class:`CallLimiter` and :class:`~.breaker.Breaker` wake waiters across threads and loops."""
-
-    __slots__ = ("loop", "future")
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[None] = self.loop.create_future()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return self.future.__await__()
-
-    def wake(self, gone: Callable[[], None] | None = None) -> bool:
-        """End the wait; ``gone()`` runs (on the waiter's loop) instead if the waiter stopped
-        waiting meanwhile. False when that loop is closed: no one to wake."""
-        try:
-            self.loop.call_soon_threadsafe(self._end, gone)
-        except RuntimeError:
-            return False
-        return True
-
-    def _end(self, gone: Callable[[], None] | None) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
-        elif gone is not None:
-            gone()
+__all__ = ["CallLimiter"]
 
 
 class CallLimiter:
@@ -79,6 +49,11 @@ class CallLimiter:
     def borrowed_tokens(self) -> int:
         """Slots held right now."""
         return self._borrowed
+
+    @property
+    def waiting(self) -> int:
+        """Tasks queued for a slot right now."""
+        return len(self._waiters)
 
     async def acquire(self) -> None:
         """Wait for a slot (cancellable: a cancelled waiter holds nothing)."""

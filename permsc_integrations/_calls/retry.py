@@ -5,6 +5,9 @@ connections). Waits grow exponentially with jitter, or follow the server's ``Ret
 attempts and total time are both bounded, and each attempt is cut at the per-call timeout
 (raising the retryable :class:`BackendTimeoutError`).
 
+The one retry loop is :class:`Attempts`, run by :meth:`~.calls.Calls.send` (the way every
+call goes out): tests/test_retry.py drives that path.
+
 Example:
     >>> import anyio
     >>> from permsc_integrations.errors import RateLimitError
@@ -14,7 +17,14 @@ Example:
     ...     if len(calls) < 3:
     ...         raise RateLimitError("slow down", retry_after=0.01)
     ...     return "ok"
-    >>> anyio.run(call_with_retry, flaky, RetryPolicy(max_attempts=4), 1.0)
+    >>> async def retried():
+    ...     attempts = Attempts(RetryPolicy(max_attempts=4), 1.0)
+    ...     async for attempt in attempts:
+    ...         with attempt:
+    ...             async with attempts:
+    ...                 result = await flaky()
+    ...     return result, attempts.retries
+    >>> anyio.run(retried)
     ('ok', 2)
 """
 
@@ -23,11 +33,10 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
 
 import anyio
 from tenacity import (
@@ -38,11 +47,10 @@ from tenacity import (
 )
 
 from permsc_integrations._checks import positive_int
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import BackendError, BackendTimeoutError, ConfigurationError
 
-__all__ = ["RetryPolicy", "Budget", "Attempts", "call_with_retry", "is_retryable"]
-
-T = TypeVar("T")
+__all__ = ["RetryPolicy", "Budget", "Attempts", "is_retryable"]
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -204,25 +212,6 @@ class Attempts:
                 await self._held.__aexit__(kind, exc, tb)
 
 
-async def call_with_retry(
-    fn: Callable[[], Awaitable[T]],
-    policy: RetryPolicy,
-    timeout: float | None,
-    *,
-    guard: Callable[[], AbstractAsyncContextManager[object]] | None = None,
-) -> tuple[T, int]:
-    """``await fn()`` under ``policy`` and a per-attempt ``timeout``; returns (result, retries)
-    (:class:`Attempts` says how; the final failure is re-raised as is: a
-    :class:`BackendError` subclass for backend failures, :class:`BackendTimeoutError` when
-    the timeout cut the last attempt)."""
-    attempts = Attempts(policy, timeout, guard=guard)
-    async for attempt in attempts:
-        with attempt:
-            async with attempts:
-                result = await fn()
-    return result, attempts.retries
-
-
 class _Cut:
     """An attempt cut at ``limit`` seconds: the per-call ``timeout``, or what is left of the
     retry time budget (a :class:`BackendTimeoutError` then)."""
@@ -254,3 +243,6 @@ class _Cut:
                 f"the backend call exceeded {what}; raise timeout= (or "
                 "RetryPolicy.max_total_time) or check that the server is answering"
             ) from None
+
+
+publish("permsc_integrations", RetryPolicy)

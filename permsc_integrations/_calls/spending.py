@@ -1,6 +1,6 @@
-"""Spending caps: a hard limit on calls, tokens and cost, checked before every call is sent.
+"""Meters: what a scope spent, checked against its cap before every call is sent.
 
-A :class:`SpendingCap` bounds one request (``request_cap``) or everything a ranker runs
+A :class:`~.caps.SpendingCap` bounds one request (``request_cap``) or everything a ranker runs
 (``ranker_cap``: every request, thread and event loop that uses it, together). Before each
 attempt goes out, every meter that applies checks that the call keeps its scope within the
 cap; if not, the call is not sent and :class:`~.errors.SpendingCapError` says which cap was
@@ -13,201 +13,66 @@ hit and carries what was spent so far.
   prompt's characters / 4 before any call has finished. Tokens are known only once a call
   returns, so a call larger than its estimate can pass the cap by the difference; no call
   is sent once the cap is reached.
-- ``cost`` needs :class:`Prices` (per million prompt and completion tokens, in the user's
+- ``cost`` needs :class:`~.caps.Prices` (per million prompt and completion tokens, in the user's
   currency); with prices known every ``usage`` also reports its ``cost``.
 
-A ranker's cap also *admits* requests (:meth:`Meter.admit`): before a request starts, the
-calls its strategy plans (and, under a token or cost cap, their tokens, estimated as
-``permsc estimate`` does) are held for it, so a request starts only when the cap can pay
-for all of it; one that cannot wait while others are under way (what they did not use is
-given back when they finish), and is refused, having spent nothing, once nothing else
+A ranker's cap also *admits* requests (:func:`admitted`, :mod:`.admission`): before a
+request starts, the calls its strategy plans (and, under a token or cost cap, their tokens,
+estimated as ``permsc estimate`` does) are held for it, so a request starts only when the cap
+can pay for all of it; one that cannot wait while others are under way (what they did not use
+is given back when they finish), and is refused, having spent nothing, once nothing else
 holds any. A cap of "about 5 queries" ranks about 5, however many are sent at once; calls
 beyond a plan (re-asks, retries) are paid from what no request holds.
 
 Example:
-    >>> cap = SpendingCap.parse("calls=100,tokens=50000,cost=0.25")
-    >>> cap.calls, cap.tokens, cap.cost
-    (100, 50000, 0.25)
-    >>> Prices.parse("0.15,0.60").cost(Usage(prompt_tokens=1_000_000, completion_tokens=10))
-    0.150006
+    >>> meter = Meter(SpendingCap(calls=2), "request", budget=5)
+    >>> with charged([meter], 40) as reported:
+    ...     reported.append(Usage(prompt_tokens=10))
+    >>> meter.spent.calls, meter.spent.prompt_tokens, meter.room(9)
+    (1, 10, 4)
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from permsc_integrations._calls.admission import Admitting, Amount, Hold, Waiter
-from permsc_integrations.errors import BudgetSpentError, ConfigurationError, SpendingCapError
+from permsc_integrations._calls.admission import Admission, Amount, Hold, Ticket
+from permsc_integrations._calls.caps import Prices, SpendingCap
+from permsc_integrations.errors import BudgetSpentError, SpendingCapError
 from permsc_integrations.results import Usage
 
-__all__ = [
-    "SpendingCap",
-    "Prices",
-    "Meter",
-    "Hold",
-    "Amount",
-    "Charged",
-    "admitted",
-    "charged",
-    "parse_cap",
-    "parse_prices",
-]
+__all__ = ["Meter", "Charged", "admitted", "charged", "prompt_chars"]
 
 CHARS_PER_TOKEN = 4  # as permsc estimate: no tokenizer needed
-
-
-def _positive(name: str, value: Any, kind: type) -> Any:
-    if value is None:
-        return None
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or (kind is int and not isinstance(value, int)) or not value > 0:
-        raise ConfigurationError(f"cap {name} must be a {kind.__name__} > 0 or None, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigurationError(f"cap {name} must be finite, got {value!r}")
-    return kind(value)
-
-
-@dataclass(frozen=True, slots=True)
-class SpendingCap:
-    """At most ``calls`` calls, ``tokens`` tokens (prompt + completion) and ``cost`` (with
-    :class:`Prices`); ``None`` leaves that one open."""
-
-    calls: int | None = None
-    tokens: int | None = None
-    cost: float | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", _positive("calls", self.calls, int))
-        object.__setattr__(self, "tokens", _positive("tokens", self.tokens, int))
-        object.__setattr__(self, "cost", _positive("cost", self.cost, float))
-        if self.calls is self.tokens is self.cost is None:
-            raise ConfigurationError("a SpendingCap needs calls=, tokens= or cost= (or use None)")
-
-    @classmethod
-    def parse(cls, text: str) -> SpendingCap:
-        """``"calls=100,tokens=50000,cost=0.25"`` (any of the three, in any order)."""
-        values: dict[str, Any] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            name, sep, raw = part.partition("=")
-            if not sep or name.strip() not in ("calls", "tokens", "cost"):
-                raise ConfigurationError(
-                    f"a cap is 'calls=N,tokens=N,cost=X' (any of them), got {text!r}"
-                )
-            try:
-                number = float(raw) if name.strip() == "cost" else int(float(raw))
-            except ValueError:
-                raise ConfigurationError(f"cap {name.strip()}: not a number: {raw!r}") from None
-            values[name.strip()] = number
-        return cls(**values)
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """Prices per million prompt (input) and completion (output) tokens."""
-
-    prompt: float
-    completion: float
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value < 0:
-                raise ConfigurationError(f"price {f.name} must be a number >= 0, got {value!r}")
-            object.__setattr__(self, f.name, float(value))
-
-    @classmethod
-    def parse(cls, text: str) -> Prices:
-        """``"0.15,0.60"``: prompt and completion prices per million tokens."""
-        try:
-            prompt, completion = (float(p) for p in text.split(","))
-        except ValueError:
-            raise ConfigurationError(
-                f"prices are 'PROMPT,COMPLETION' per million tokens, got {text!r}"
-            ) from None
-        return cls(prompt, completion)
-
-    def cost(self, usage: Usage) -> float:
-        """What ``usage``'s tokens cost."""
-        raw = usage.prompt_tokens * self.prompt + usage.completion_tokens * self.completion
-        return round(raw / 1_000_000, 12)
-
-    def priced(self, usage: Usage) -> Usage:
-        """``usage`` with its ``cost``."""
-        return replace(usage, cost=self.cost(usage))
-
-
-def parse_cap(name: str, value: Any) -> SpendingCap | None:
-    """An option's value as a cap: None, a SpendingCap, its string or a mapping (to_dict)."""
-    if value is None or isinstance(value, SpendingCap):
-        return value
-    if isinstance(value, str):
-        return SpendingCap.parse(value)
-    if isinstance(value, Mapping):
-        try:
-            return SpendingCap(**value)
-        except TypeError as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
-    raise ConfigurationError(
-        f"{name} must be None, a SpendingCap or 'calls=N,tokens=N,cost=X', got {value!r}"
-    )
-
-
-def parse_prices(name: str, value: Any) -> Prices | None:
-    """An option's value as prices: None, Prices, ``"PROMPT,COMPLETION"`` or a mapping."""
-    if value is None or isinstance(value, Prices):
-        return value
-    if isinstance(value, str):
-        return Prices.parse(value)
-    if isinstance(value, Mapping):
-        try:
-            return Prices(**value)
-        except TypeError as exc:
-            raise ConfigurationError(f"{name}: {exc}") from None
-    raise ConfigurationError(
-        f"{name} must be None, Prices(prompt, completion) or 'PROMPT,COMPLETION' per million "
-        f"tokens, got {value!r}"
-    )
 
 
 class Charged(Protocol):
     """What :func:`charged` asks of a scope: a :class:`Meter`, or a request's :class:`Hold`."""
 
-    def reserve(self, prompt_chars: int) -> _Ticket: ...
+    def reserve(self, prompt_chars: int) -> Ticket: ...
 
-    def release(self, ticket: _Ticket) -> None: ...
+    def release(self, ticket: Ticket) -> None: ...
 
-    def settle(self, ticket: _Ticket, usage: Usage) -> None: ...
-
-
-@dataclass(eq=False)
-class _Ticket:
-    """One call's reservation: its estimate until it finishes (and the hold it draws on)."""
-
-    tokens: int
-    cost: float
-    hold: Hold | None = None
+    def settle(self, ticket: Ticket, usage: Usage) -> None: ...
 
 
-class Meter(Admitting):
+class Meter:
     """What one scope (a request, a ranker) has spent, has in flight and holds, against its cap
     (``None``: counted, never refused). A request's meter is the one count of its usage: every
     attempt (:meth:`reserve`, then :meth:`settle` with its tokens, latency and whether it was a
     retry), cache hits and the calls adaptive m saved (:meth:`add`); an error raised out of the
-    request carries a read of it (:attr:`spent`).
+    request carries a read of it (:attr:`spent`). A ranker's meter admits requests
+    (:attr:`admission`).
 
     A request's ``budget`` (``max_calls``) is the most calls it may send: past it
     :meth:`reserve` raises :class:`~.errors.BudgetSpentError` (the call is not sent, the
-    request goes on with the answers it has), where a cap raises :class:`SpendingCapError`.
+    request goes on with the answers it has), where a cap raises :class:`SpendingCapError`;
+    ``refused`` counts the times it refused (the request's ``stopped="budget"``).
 
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
-
-    cap: SpendingCap | None  # type: ignore[assignment]  # Admitting's cap: set when it admits
 
     def __init__(
         self,
@@ -220,11 +85,15 @@ class Meter(Admitting):
         self.cap, self.scope, self.prices, self.budget = cap, scope, prices, budget
         self._lock = threading.Lock()
         self._spent = Usage()
-        self._flight: list[_Ticket] = []
-        self._largest = _Ticket(0, 0.0)
-        self._holds: list[Hold] = []
-        self._waiters: list[Waiter] = []
-        self.refused = 0  # calls the budget refused (the request's ``stopped="budget"``)
+        self._flight: list[Ticket] = []
+        self._largest = Ticket(0, 0.0)
+        self.admission = Admission(self)
+        self.refused = 0
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock every count is changed under (:class:`~.admission.Admission`'s too)."""
+        return self._lock
 
     @property
     def spent(self) -> Usage:
@@ -244,26 +113,25 @@ class Meter(Admitting):
         """Spent, in flight and (``holds``) still held by admitted requests."""
         spent = Amount(self._spent.calls, self._spent.total_tokens, self.cost_of(self._spent))
         flight = Amount(0, sum(t.tokens for t in self._flight), sum(t.cost for t in self._flight))
-        held = sum((h.left for h in self._holds), Amount()) if holds else Amount()
-        return spent + flight + held
+        return spent + flight + (self.admission.held() if holds else Amount())
 
-    def reserve(self, prompt_chars: int, hold: Hold | None = None) -> _Ticket:
+    def reserve(self, prompt_chars: int, hold: Hold | None = None) -> Ticket:
         """Count a call about to be sent, or raise :class:`SpendingCapError` if it would pass
         the cap (:class:`~.errors.BudgetSpentError` the budget): then nothing is counted and
         the call must not be sent. A call of an admitted request (``hold``) is paid from what
         is held for it while that lasts."""
         if self.cap is None:  # nothing in flight to track
             with self._lock:
-                self._count_call()
+                self._take(1)
             return _NOTHING
         guess = max(prompt_chars // CHARS_PER_TOKEN, 1)
         with self._lock:
-            est = _Ticket(
+            est = Ticket(
                 max(self._largest.tokens, guess),
                 max(self._largest.cost, self.cost_of(Usage(prompt_tokens=guess))),
                 hold,
             )
-            self._count_call()
+            self._take(1)
             self._flight.append(est)
             self._use(est, Amount(1, est.tokens, est.cost))
             over = self.over(self.committed())
@@ -272,34 +140,39 @@ class Meter(Admitting):
                 raise SpendingCapError(self.scope, *over, self._priced(self._spent))
             return est
 
-    def _count_call(self) -> None:
-        """Count one call (the lock held), unless the budget is spent: then refuse it."""
-        if self.budget is not None and self._spent.calls >= self.budget:
-            self.refused += 1
-            raise BudgetSpentError(self.budget)
-        self._spent += _ONE_CALL
-
     def take(self, calls: int) -> None:
         """Count ``calls`` more calls at once (the other prompts of a batch, each a call), or
         refuse them all with :class:`~.errors.BudgetSpentError` if the budget cannot pay."""
         with self._lock:
-            if self.budget is not None and self._spent.calls + calls > self.budget:
-                self.refused += 1
-                raise BudgetSpentError(self.budget)
-            self._spent += Usage(calls=calls)
+            self._take(calls)
 
     def room(self, calls: int) -> int:
-        """How many of ``calls`` prompts the budget still pays for (all of them without one)."""
-        if self.budget is None:
-            return calls
+        """How many of ``calls`` prompts the budget still pays for (all of them without one);
+        fewer than all is a refusal, counted in ``refused``."""
         with self._lock:
-            return max(0, min(calls, self.budget - self._spent.calls))
+            left = self._left()
+            if left is None or left >= calls:
+                return calls
+            self.refused += 1
+            return max(0, left)
 
-    def _use(self, ticket: _Ticket, amount: Amount) -> None:
+    def _left(self) -> int | None:
+        """The calls the budget still pays for (None: no budget); the lock held."""
+        return None if self.budget is None else self.budget - self._spent.calls
+
+    def _take(self, calls: int) -> None:
+        """Count ``calls`` calls, the lock held, or refuse them all (counted in ``refused``)."""
+        left = self._left()
+        if left is not None and left < calls:
+            self.refused += 1
+            raise BudgetSpentError(self.budget or 0)
+        self._spent += Usage(calls=calls)
+
+    def _use(self, ticket: Ticket, amount: Amount) -> None:
         if ticket.hold is not None:
             ticket.hold.used += amount
 
-    def _undo(self, ticket: _Ticket) -> None:
+    def _undo(self, ticket: Ticket) -> None:
         if ticket is not _NOTHING:
             self._flight.remove(ticket)
             self._use(ticket, Amount(-1, -ticket.tokens, -ticket.cost))
@@ -318,12 +191,12 @@ class Meter(Admitting):
             return "cost", c.cost
         return None
 
-    def release(self, ticket: _Ticket) -> None:
+    def release(self, ticket: Ticket) -> None:
         """Undo :meth:`reserve`: the call was not sent after all."""
         with self._lock:
             self._undo(ticket)
 
-    def settle(self, ticket: _Ticket, usage: Usage) -> None:
+    def settle(self, ticket: Ticket, usage: Usage) -> None:
         """The call of ``ticket`` finished (or failed): ``usage`` holds the tokens it reported,
         its latency and whether it was a retry (its call was counted by :meth:`reserve`)."""
         with self._lock:
@@ -335,7 +208,7 @@ class Meter(Admitting):
             tokens = usage.total_tokens
             actual = Amount(0, tokens, self.cost_of(usage))
             self._use(ticket, actual - Amount(0, ticket.tokens, ticket.cost))
-            self._largest = _Ticket(
+            self._largest = Ticket(
                 max(self._largest.tokens, tokens), max(self._largest.cost, self.cost_of(usage))
             )
 
@@ -348,18 +221,17 @@ class Meter(Admitting):
         return self.prices.cost(usage) if self.prices else 0.0
 
 
-_NOTHING = _Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
-_ONE_CALL = Usage(calls=1)
+_NOTHING = Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
 
 
 @contextlib.asynccontextmanager
 async def admitted(
     meter: Meter | None, calls: tuple[int, int], tokens: Callable[[], tuple[int, int]]
 ) -> AsyncIterator[Hold | None]:
-    """Around one request under a ranker's cap: admitted with :meth:`Meter.admit` (waiting for
-    room, or refused), its hold yielded to charge its calls to (:func:`charged`) and closed
-    at the end; without a ``meter``, None."""
-    hold = await meter.admit(calls, tokens) if meter is not None else None
+    """Around one request under a ranker's cap: admitted by the meter's
+    :class:`~.admission.Admission` (waiting for room, or refused), its hold yielded to charge
+    its calls to (:func:`charged`) and closed at the end; without a ``meter``, None."""
+    hold = await meter.admission.admit(calls, tokens) if meter is not None else None
     try:
         yield hold
     finally:
@@ -378,7 +250,7 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
     request's :class:`Hold` on one), raising :class:`SpendingCapError` before it is sent if
     one would be passed; then settle what the caller appends to the yielded list (its tokens,
     latency, retry) on each."""
-    tickets: list[tuple[Charged, _Ticket]] = []
+    tickets: list[tuple[Charged, Ticket]] = []
     try:
         for meter in meters:
             tickets.append((meter, meter.reserve(prompt_chars)))
@@ -393,3 +265,5 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
         total = sum(reported, Usage())
         for meter, ticket in tickets:
             meter.settle(ticket, total)
+
+

@@ -27,7 +27,7 @@ from permsc_integrations._options.values import (
 )
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.backends.base import ResponseCache
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.strategies import Strategy
 
 if sys.version_info >= (3, 11):

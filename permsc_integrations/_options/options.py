@@ -1,10 +1,10 @@
 """The ranking options, declared once: name, default, validation, help and where each applies.
 
-:class:`PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
+:class:`~.PSCRanker`, the LangChain and LlamaIndex adapters and the ``permsc`` command line all
 derive their options from :class:`RankingOptions`, so names, defaults and validation are the
 same everywhere. A bad value raises :class:`ConfigurationError` naming the option; an unknown
 name is refused with the closest known names. Each field has the type it keeps; what a caller
-may give (``adaptive=True``) is typed in the generated :mod:`._option_keywords`. To add an
+may give (``adaptive=True``) is typed in the generated :mod:`.keywords`. To add an
 option, declare it here and run ``python scripts/generate_option_keywords.py`` (docs/options.md,
 "Adding an option").
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from permsc_integrations._calls.caps import Prices, SpendingCap, parse_cap, parse_prices
 from permsc_integrations._calls.retry import RetryPolicy
-from permsc_integrations._calls.spending import Prices, SpendingCap, parse_cap, parse_prices
 from permsc_integrations._checks import (
     Check,
     at_least,
@@ -64,14 +64,12 @@ from permsc_integrations._options.values import (
     scored_with,
     slides,
 )
+from permsc_integrations._registry import publish
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.backends.base import GenerationSettings, ResponseCache
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts._base import Prompt
-from permsc_integrations.prompts._first_token import first_token_prompt
-from permsc_integrations.strategies import Plan, Strategy, choose
-from permsc_integrations.strategies._adaptive import Adaptive
+from permsc_integrations.prompts import Prompt, first_token_prompt, get_prompt
+from permsc_integrations.strategies import Adaptive, Plan, Strategy, choose
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -103,7 +101,7 @@ def _option(
 ) -> Any:
     """One option's field: its default, help and check; ``accepts``, the type of what a caller
     may give where it is more than the field's type (``adaptive=True``: ``AdaptiveGiven``),
-    named in :mod:`._option_values`; ``cli``, the flag's type (None: no flag)."""
+    named in :mod:`.values`; ``cli``, the flag's type (None: no flag)."""
     meta = dict(help=help, check=check, accepts=accepts, applies=applies)
     meta.update(cli=cli, cli_help=cli_help)
     if isinstance(default, dict):
@@ -369,7 +367,8 @@ class RankingOptions:
 
     def build_prompt(self) -> Prompt:
         """The prompt object; a prompt given by name gets ``max_words`` when it takes it.
-        In first-token scoring, the first-token form of the prompt (:mod:`.prompts.first_token`)."""
+        In first-token scoring, the first-token form of the prompt
+        (:mod:`.prompts._first_token`)."""
         if self.scoring == "first_token":
             return first_token_prompt(self.prompt, self.max_words)  # type: ignore[return-value]
         if not isinstance(self.prompt, str):
@@ -398,3 +397,6 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
+
+
+publish("permsc_integrations", RankingOptions)

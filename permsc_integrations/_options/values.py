@@ -5,7 +5,7 @@ name and value and returns the value to keep, or raises :class:`ConfigurationErr
 
 Where a caller may give more than is kept (``adaptive=True`` is kept as ``Adaptive()``), the
 type of what may be given is named here too (``AdaptiveGiven``, ...): the declaration says
-which option accepts it, and the generated keywords (:mod:`._option_keywords`) carry it.
+which option accepts it, and the generated keywords (:mod:`.keywords`) carry it.
 
 Example:
     >>> check_scoring("scoring", "first_token")
@@ -20,16 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from permsc_integrations._calls.caps import Prices, SpendingCap
 from permsc_integrations._calls.retry import RetryPolicy
-from permsc_integrations._calls.spending import Prices, SpendingCap
-from permsc_integrations.aggregators import Aggregator, resolve
+from permsc_integrations.aggregators import Aggregator, reads_probabilities, resolve
 from permsc_integrations.backends.base import ResponseCache
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts import get_prompt
-from permsc_integrations.prompts._base import Prompt
-from permsc_integrations.strategies import Sliding, Strategy
+from permsc_integrations.prompts import Prompt, get_prompt
+from permsc_integrations.strategies import Adaptive, Sliding, Strategy
 from permsc_integrations.strategies import get as get_strategy
-from permsc_integrations.strategies._adaptive import Adaptive
 
 __all__ = [
     "SCORINGS",
@@ -122,16 +120,12 @@ def check_strategy(name: str, value: object) -> str | Strategy:
     return kept
 
 
-def reads_probabilities(aggregator: str | Aggregator) -> bool:
-    return bool(getattr(resolve(aggregator), "uses_probabilities", False))
-
-
 def scored_with(
     scoring: Scoring, aggregator: str | Aggregator, calibrate: bool, cache: ResponseCache | None
 ) -> None:
     """The rules between ``scoring`` and the options that depend on it (the window size's, which
     needs the prompt's labels, is :class:`~.options.RankingOptions`')."""
-    if scoring != "first_token" and reads_probabilities(aggregator):
+    if scoring != "first_token" and reads_probabilities(resolve(aggregator)):
         raise ConfigurationError(
             f"aggregator {aggregator!r} reads first-token probabilities: use it with "
             "scoring='first_token', or a rank aggregator (kemeny, borda, ...)"

@@ -19,11 +19,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,20 +35,28 @@ from permsc_integrations._events import EventHook
 from permsc_integrations._items import normalize_items
 from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, RankingOptions
-from permsc_integrations._ranker._request import run
+from permsc_integrations._ranker._parts import (
+    _SETTABLE,
+    RankRequest,
+    _as_request,
+    _first_failure,
+    _refusal,
+)
+from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
+from permsc_integrations._run.request import RequestRun
+from permsc_integrations._run.state import RequestState
 from permsc_integrations.backends import check_backend_options, resolve_backend
 from permsc_integrations.backends.base import Backend
-from permsc_integrations.errors import (
-    ConfigurationError,
-    SpendingCapError,
-    add_note,
-    grouped,
-)
-from permsc_integrations.results import RankingResult, Usage
+from permsc_integrations.errors import ConfigurationError, PermscError, SpendingCapError, add_note
+from permsc_integrations.results import RankingResult, Usage, scores_from_order
 from permsc_integrations.strategies import (
+    Choice,
+    Outcome,
     choose,
     planned_tokens,
+    served_k,
+    top_probability,
 )
 from permsc_integrations.tracing import RankingSpan
 
@@ -61,15 +68,6 @@ else:  # Python 3.10
 __all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
 
 
-@dataclass(frozen=True)
-class RankRequest:
-    """One list to rank: ``items`` are strings, documents or mappings; ``id`` tags events."""
-
-    query: str
-    items: Sequence[Any]
-    id: Any = None
-
-
 class PSCRanker:
     """Rank lists with an LLM, robust to position bias (see ``docs/architecture.md``).
 
@@ -78,14 +76,17 @@ class PSCRanker:
     close). The options are those of :class:`~permsc_integrations.RankingOptions`,
     given as keywords or as ``options=`` (keywords override it); an unknown one is refused.
     Every call this ranker makes (all windows, all requests, from any thread or event loop)
-    shares one :class:`~.run.limiter.CallLimiter` of ``max_concurrency`` slots;
+    shares one :class:`~._calls.limiter.CallLimiter` of ``max_concurrency`` slots;
     ``request_concurrency`` caps each request further. One ranker may be used from sync code,
     async code and threads at once. Lists
     longer than ``window_size`` are ranked by ``strategy`` (:mod:`.strategies`): by default
     rounds of blocks, all of a round's calls at once, the last round one PSC window over the
     head; ``"sliding"``: RankGPT's windows, one after another. Each window or round needs
     ``min_successful`` good samples (default ``max(1, m // 2)``) or raises
-    :class:`InsufficientSamplesError`.
+    :class:`~.errors.InsufficientSamplesError`. ``meter`` is a ``ranker_cap`` meter to share
+    with other rankers (what they send is spent together: :meth:`derive` passes its own, an
+    adapter its rebuilt ranker's predecessor's, ``OneRanker.meter``); by default a new one
+    for ``ranker_cap``, None without one.
     """
 
     def __init__(
@@ -94,12 +95,15 @@ class PSCRanker:
         *,
         options: RankingOptions | None = None,
         on_event: EventHook | None = None,
+        meter: Meter | None = None,
         **overrides: Unpack[RankingKeywords],
     ) -> None:
         if options is not None and not isinstance(options, RankingOptions):
             raise ConfigurationError(
                 f"options must be a RankingOptions, got {type(options).__name__}"
             )
+        if meter is not None and not isinstance(meter, Meter):
+            raise ConfigurationError(f"meter must be a Meter or None, got {type(meter).__name__}")
         opts = (options or RankingOptions()).replace(**overrides) if overrides else options
         self.options: RankingOptions = opts or RankingOptions()
         o = self.options
@@ -109,7 +113,8 @@ class PSCRanker:
         self.on_event = on_event
         self._limiter = CallLimiter(o.max_concurrency)
         self._breaker = Breaker(o.breaker_cooldown)
-        self._meter = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap else None
+        own = Meter(o.ranker_cap, "ranker", o.prices) if o.ranker_cap and meter is None else None
+        self._meter = meter if meter is not None else own
         self._engine = Engine.build(o, self.backend, limiter=self._limiter, breaker=self._breaker)
         self._built = True  # from here on, __setattr__ refuses what the ranker would ignore
 
@@ -165,7 +170,7 @@ class PSCRanker:
                 state = self._engine.open(
                     query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold, plan=plan
                 )
-                return await run(self._engine, state, choice)
+                return await _run(self._engine, state, choice)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -291,9 +296,9 @@ class PSCRanker:
         (2, True)
         """
         options = self.options.replace(**{"backend_options": {}, **changes})
-        other = PSCRanker(self.backend, options=options, on_event=self.on_event)
+        other = PSCRanker(self.backend, options=options, on_event=self.on_event, meter=self._meter)
         engine = Engine.build(options, self.backend, limiter=self._limiter, breaker=self._breaker)
-        other._limiter, other._breaker, other._meter = self._limiter, self._breaker, self._meter
+        other._limiter, other._breaker = self._limiter, self._breaker
         other._engine = engine
         return other
 
@@ -319,48 +324,72 @@ class PSCRanker:
         self.close()
 
 
-_SETTABLE = frozenset({"on_event"})
-"""What a built ranker reads on every request, so that setting it is honoured: its event hook.
-Its parts (``_engine``, ``_limiter``, ``_breaker``, ``_meter``: the spending meter of
-``ranker_cap``, which an adapter hands a rebuilt ranker) are private."""
+async def _run(engine: Engine, state: RequestState, choice: Choice) -> RankingResult:
+    """One request from its ``request_start`` to its ``request_end`` event, by the strategy
+    the chooser picked, over its plan; an error out of it carries what it spent (a read of
+    its meter)."""
+    n = len(state.texts)
+    await state.emit("request_start", n_items=n)
+    try:
+        async with RequestRun(engine, state, choice.plan) as req:
+            outcome = req.outcome(await choice.strategy(req))
+    except Exception as exc:
+        spent = state.usage()  # every call the request made, cancelled ones included
+        if isinstance(exc, PermscError):
+            exc.usage = spent
+        await state.emit("request_end", n_items=n, status="error", error=repr(exc), usage=spent)
+        raise
+    return await _finished(req, await _with_top_probability(req, outcome), choice.name)
 
 
-def _refusal(ranker: PSCRanker, name: str) -> str:
-    """Why ``ranker.name = ...`` is refused, and what to do instead."""
-    if name in RankingOptions.names():
-        return (
-            f"a PSCRanker's options are fixed when it is built (its engine, limiter and breaker "
-            f"are made from them), so setting {name!r} would be ignored; build a new ranker: "
-            f"PSCRanker(backend, options=ranker.options.replace({name}=...))"
-        )
-    if hasattr(type(ranker), name) or name in vars(ranker):
-        return (
-            f"PSCRanker.{name} is fixed when the ranker is built, so setting it would be "
-            "ignored; build a new ranker"
-        )
-    public = [a for a in vars(ranker) if not a.startswith("_")]
-    close = difflib.get_close_matches(name, [*RankingOptions.names(), *public], n=2)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return (
-        f"PSCRanker has no attribute {name!r}{hint}; its options are given when it is built "
-        f"(PSCRanker(backend, num_permutations=...)) and fixed after"
+async def _with_top_probability(req: RequestRun, outcome: Outcome) -> Outcome:
+    """``outcome`` with each item's chance of the top k (:func:`~.strategies.top_probability`
+    on the finished samples): the strategy's own, or for a ranking with a k (``top_k``,
+    adaptive m's, 10 under ``max_calls``) the list model's, fitted in a worker thread."""
+    k, n, given = served_k(req.options), req.plan.n, outcome.top_probability
+    if not given and (k is None or n < 2):
+        return outcome
+    p = await req.offload(lambda: top_probability(outcome.order, req.samples, k or 1, given))
+    return replace(outcome, top_probability=p)
+
+
+async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> RankingResult:
+    """The request's result, once its ``request_end`` event is out."""
+    order = outcome.order
+    windows, n, usage = req.windows, req.plan.n, req.state.usage()
+    confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
+    await req.state.emit(
+        "request_end",
+        n_items=n,
+        status="ok",
+        confidence=confidence,
+        usage=usage,
+        stopped=outcome.stopped,
+    )
+    scores = _scores(order, windows, n)
+    return RankingResult(
+        order,
+        scores,
+        tuple(windows),
+        confidence,
+        usage,
+        top_probability=outcome.top_probability,
+        head=outcome.head,
+        stopped=outcome.stopped,
+        ties=outcome.ties,
+        strategy=strategy,
     )
 
 
-def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest:
-    if isinstance(request, RankRequest):
-        return request
-    try:
-        query, items = request
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            "each request must be a RankRequest or a (query, items) pair, "
-            f"got {type(request).__name__}"
-        ) from None
-    return RankRequest(query, items)
+def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:
+    """A probability aggregator's scores when one window ranked every item (first-token
+    scoring: each item's mean probability), else :func:`scores_from_order`."""
+    if len(windows) == 1 and windows[0].scores and len(windows[0].indices) == n:
+        scores = [0.0] * n
+        for item, score in zip(windows[0].indices, windows[0].scores, strict=True):
+            scores[item] = score
+        return tuple(scores)
+    return scores_from_order(order)
 
 
-def _first_failure(failures: list[BaseException]) -> BaseException:
-    for line in grouped(failures[1:]):  # identical failures once, counted
-        add_note(failures[0], f"other requests also failed: {line}")
-    return failures[0]
+publish("permsc_integrations", PSCRanker, RankRequest)

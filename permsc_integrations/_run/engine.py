@@ -40,7 +40,15 @@ from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.first_token import FirstToken
 from permsc_integrations._run.sampling import Generate, Sampler
 from permsc_integrations._run.state import RequestState
-from permsc_integrations.aggregators import Aggregator, aggregate, fuse_first_stage, resolve
+from permsc_integrations.aggregators import (
+    Aggregator,
+    aggregate,
+    fuse_first_stage,
+    quick_of,
+    reads_probabilities,
+    resolve,
+    scores_of,
+)
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import InsufficientSamplesError, PermscError, add_note
 from permsc_integrations.metrics import consensus_confidence
@@ -136,7 +144,7 @@ class Engine:
         """The consensus that picks a round's head: ``method``, or by default the
         aggregator's ``quick`` stand-in (Kemeny's: its local search), else the aggregator."""
         if method is None:
-            return getattr(self.aggregator, "quick", self.aggregator)  # type: ignore[no-any-return]
+            return quick_of(self.aggregator)
         return resolve(method)
 
     async def pick_head(self, draw: Draw, k: int, method: Aggregator) -> tuple[int, ...]:
@@ -197,13 +205,15 @@ class Engine:
         n = len(draw.inside)
         extra = _probabilities(self.aggregator, draw.samples)
         consensus = aggregate(good, method=self.aggregator, n_items=n, **extra)
-        scores = getattr(self.aggregator, "item_scores", None)
+        scores = scores_of(self.aggregator)
         weight = self.options.first_stage_weight
         if weight > 0:  # the caller's item indices are the first-stage order
             stage = sorted(range(n), key=lambda j: draw.inside[j])
             fused = fuse_first_stage(consensus, weight, stage)
             return self._result(draw, good, fused, consensus)
-        item_scores = tuple(scores(extra["probabilities"], n_items=n)) if extra and scores else ()
+        item_scores = (
+            tuple(scores.item_scores(extra["probabilities"], n_items=n)) if extra and scores else ()
+        )
         return self._result(draw, good, consensus, consensus, item_scores)
 
     def _result(
@@ -233,6 +243,6 @@ class Engine:
 def _probabilities(method: Any, samples: Sequence[Sample]) -> dict[str, Any]:
     """``{"probabilities": [{item: p}, ...]}`` of the good samples (window positions) for an
     aggregator that reads first-token probabilities, else ``{}``."""
-    if not getattr(resolve(method), "uses_probabilities", False):
+    if not reads_probabilities(resolve(method)):
         return {}
     return {"probabilities": [s.item_probabilities() for s in samples if s.ok]}

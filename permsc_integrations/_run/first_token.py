@@ -35,7 +35,7 @@ from permsc_integrations.backends.base import (
     LabelProbabilities,
 )
 from permsc_integrations.errors import BackendError, ConfigurationError
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import ParseStatus, Sample, Usage
 
 __all__ = ["FirstToken", "require_first_token", "scored_sample"]

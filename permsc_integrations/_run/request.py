@@ -31,6 +31,7 @@ from anyio.abc import TaskGroup
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
+from permsc_integrations._events import WaveReason
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.sampling import WindowRun
 from permsc_integrations._run.state import RequestState
@@ -180,7 +181,7 @@ class RequestRun:
             if policy is None:
                 continue
             stable = end < cap and await self.engine.settled(samples, len(local), per_unit, policy)
-            why = "stable" if stable else "cap" if end == cap else "unsettled"
+            why: WaveReason = "stable" if stable else "cap" if end == cap else "unsettled"
             detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
             await self.state.emit("wave_end", number, total=cap, **detail, why=why)
             if stable:

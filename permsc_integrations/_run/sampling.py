@@ -6,7 +6,7 @@ window), or a block of them (the blocks strategy); its answer is mapped back to 
 :class:`Ask` (what it showed, asked and spent), its failure. How a sample is asked is the
 sampler's, the window run's one collaborator: :class:`Generate` here (the model writes a
 ranking: the cache, parsing, re-asks) or :class:`~.first_token.FirstToken` (one token's label
-probabilities); both send their calls through the request's :class:`~.calls.Calls`, which
+probabilities); both send their calls through the request's :class:`~._calls.calls.Calls`, which
 counts them. A sampler that can batch (:meth:`Sampler.batches`) gets its samples in batches,
 one backend call each: :class:`Generate` gives a :class:`BatchBackend` all of a window's
 prompts as one batch (at most the prompts ``max_calls`` still pays for), then one batch per
@@ -19,15 +19,15 @@ What a sample costs (``Sample.usage``) is its share: its own attempts (``calls``
 included) and their summed latency; a call is one prompt the model answers, batched or not (a
 batch of k prompts is k calls, against ``max_calls`` too): each sample of a batch gets its
 call, the batch's retries go to its first sample, and its latency is split evenly. The request's
-usage is its meter's count (:mod:`.calls`), never a sum rewritten on the way up.
+usage is its meter's count (:mod:`._calls.calls`), never a sum rewritten on the way up.
 
 A call the request's budget (``max_calls``) refuses is not sent: its sample is *skipped*
 (:attr:`ParseStatus.SKIPPED`, with what it spent before), and the round goes on with the others.
 
 A failure a retry cannot fix for any call (``BackendError.fatal``: bad key, unknown model, no
 credit, prompt too long) cancels the window's other calls and is raised as itself; one that
-``trips_breaker`` also opens the ranker's :class:`~.breaker.Breaker`, so no later call is
-sent (until a probe, for a cause that recovers: :mod:`.breaker`).
+``trips_breaker`` also opens the ranker's :class:`~._calls.breaker.Breaker`, so no later call is
+sent (until a probe, for a cause that recovers: :mod:`._calls.breaker`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.backends.base import Backend, BatchBackend, Completion, Message
 from permsc_integrations.errors import BackendError, BudgetSpentError, ParseError, first_failure
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import ParseStatus, Sample
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -257,7 +257,6 @@ class Generate:
             if room < len(todo):
                 refused = BudgetSpentError(calls.meter.budget or 0)
                 out.update((k, asks[k].refused(refused)) for k in todo[room:])
-                calls.meter.refused += 1
                 todo = todo[:room]
             if not todo:
                 break

@@ -4,7 +4,7 @@
 every part that runs for it: the request (:mod:`.request`), the engine's waves
 (:mod:`.engine`) and each window's calls (:mod:`.sampling`). It holds what used to travel as
 loose arguments: the query and the texts, the event hooks and the request id, the seed its
-permutations derive from, and :class:`~.calls.Calls`, the request's way out to the backend
+permutations derive from, and :class:`~._calls.calls.Calls`, the request's way out to the backend
 with its limiters, the breaker and its meters. The request's meter (``calls.meter``) is the
 one count of what it spent, and the one place a call is reserved before it is sent (a spending
 cap today; a per-request call budget would be its ``calls`` cap).

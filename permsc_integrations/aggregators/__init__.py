@@ -4,7 +4,9 @@ An aggregator is any callable ``fn(rankings, *, n_items, **options) -> list[int]
 ``rankings`` are sequences of 0-based item indices, best first, possibly partial, already
 validated. It returns a full ranking of ``range(n_items)``. Ties break by item index (the
 first-stage order). Third-party aggregators register through the entry-point group
-``permsc_integrations.aggregators``.
+``permsc_integrations.aggregators``. What an aggregator may offer beside its ranking (a quick
+stand-in, reading first-token probabilities, item scores) is declared by the protocols of
+:mod:`._capabilities` (:class:`HasQuick`, :class:`ReadsProbabilities`, :class:`ScoresItems`).
 
 Example:
     >>> from permsc_integrations import aggregate
@@ -15,10 +17,22 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-from permsc_integrations._registry import Registry
+from permsc_integrations._registry import Registry, lazy_exports, publish
+from permsc_integrations.aggregators._capabilities import (
+    Aggregator,
+    HasQuick,
+    ReadsProbabilities,
+    ScoresItems,
+    quick_of,
+    reads_probabilities,
+    scores_of,
+)
 from permsc_integrations.errors import InvalidRankingError
+
+if TYPE_CHECKING:
+    from permsc_integrations.aggregators._pairwise import pairwise_counts as pairwise_counts
 
 __all__ = [
     "Aggregator",
@@ -26,19 +40,15 @@ __all__ = [
     "get",
     "available",
     "aggregate",
+    "HasQuick",
+    "ReadsProbabilities",
+    "ScoresItems",
+    "quick_of",
+    "reads_probabilities",
+    "scores_of",
 ]
 
 ENTRY_POINT_GROUP = "permsc_integrations.aggregators"
-
-
-class Aggregator(Protocol):
-    """A function from rankings to one ranking of ``n_items``. ``options`` are the
-    aggregator's own (``k`` for RRF, ``probabilities`` for the first-token ones, ...): each
-    declares the ones it reads with their types and ignores the rest, hence ``Any`` here."""
-
-    def __call__(
-        self, rankings: Sequence[Sequence[int]], *, n_items: int, **options: Any
-    ) -> list[int]: ...
 
 
 _registry: Registry[Aggregator] = Registry(
@@ -66,7 +76,8 @@ def available() -> list[str]:
 
 
 def get(name: str) -> Aggregator:
-    """The aggregator registered as ``name``; :class:`UnknownNameError` lists the others."""
+    """The aggregator registered as ``name``; :class:`~.errors.UnknownNameError` lists the
+    others."""
     return _registry.get(name)
 
 
@@ -148,3 +159,19 @@ def fuse_first_stage(
     prior = {item: rank for rank, item in enumerate(stage)}
     score = {i: (1 - weight) * (n - 1 - place[i]) + weight * (n - 1 - prior[i]) for i in stage}
     return sorted(stage, key=lambda i: (-score[i], prior[i]))
+
+
+# Besides __all__, what the strategies build on (numpy loads with it, on first use).
+__getattr__ = lazy_exports(
+    __name__, {"pairwise_counts": "permsc_integrations.aggregators._pairwise"}
+)
+publish(
+    __name__,
+    Aggregator,
+    HasQuick,
+    ReadsProbabilities,
+    ScoresItems,
+    quick_of,
+    reads_probabilities,
+    scores_of,
+)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
+from permsc_integrations._registry import publish
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.aggregators._exact import best_order
 from permsc_integrations.aggregators._large import Part, perturbed, solve_large
@@ -293,3 +294,6 @@ def kemeny_with(**options: Unpack[KemenyOptions]) -> Aggregator:
 # what picks a blocks round's head by default (strategies.Blocks.head_by): insertion local
 # search, as in Kemeny's own first step; milliseconds where this takes up to its time_limit
 kemeny.quick = local_search  # type: ignore[attr-defined]
+
+
+publish("permsc_integrations.aggregators.kemeny", KemenySolution, kemeny_solve, kemeny_with)

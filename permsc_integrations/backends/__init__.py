@@ -17,15 +17,66 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from permsc_integrations._checks import unknown_option
-from permsc_integrations._registry import Registry
+from permsc_integrations._registry import Registry, lazy_exports
 from permsc_integrations.backends._installed import check_installed
-from permsc_integrations.backends._redaction import refuse_masked
+from permsc_integrations.backends._redaction import (
+    MASK as MASK,
+)
+from permsc_integrations.backends._redaction import (
+    is_secret_name as is_secret_name,
+)
+from permsc_integrations.backends._redaction import (
+    public_settings as public_settings,
+)
+from permsc_integrations.backends._redaction import (
+    redact_text as redact_text,
+)
+from permsc_integrations.backends._redaction import (
+    redact_url as redact_url,
+)
+from permsc_integrations.backends._redaction import (
+    refuse_masked,
+)
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from permsc_integrations.backends._home_loop import HomeLoop as HomeLoop
+    from permsc_integrations.backends._http_errors import mapped_errors as mapped_errors
+    from permsc_integrations.backends._http_errors import status_error as status_error
+    from permsc_integrations.backends._logprobs import (
+        check_labels as check_labels,
+    )
+    from permsc_integrations.backends._logprobs import (
+        label_probabilities as label_probabilities,
+    )
+    from permsc_integrations.backends._logprobs import (
+        refused_logprobs as refused_logprobs,
+    )
+    from permsc_integrations.backends._logprobs import (
+        top_list as top_list,
+    )
+
 __all__ = ["register", "available", "resolve_backend"]
+
+# Besides __all__, the backends' shared parts that the rest of the core (and, through
+# permsc_integrations.integration, the adapters) builds on: redaction (above), the home loop,
+# HTTP error mapping and logprobs, loaded on first use (numpy, anyio).
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "HomeLoop": "permsc_integrations.backends._home_loop",
+        "mapped_errors": "permsc_integrations.backends._http_errors",
+        "status_error": "permsc_integrations.backends._http_errors",
+        "check_labels": "permsc_integrations.backends._logprobs",
+        "label_probabilities": "permsc_integrations.backends._logprobs",
+        "refused_logprobs": "permsc_integrations.backends._logprobs",
+        "top_list": "permsc_integrations.backends._logprobs",
+    },
+)
 
 ENTRY_POINT_GROUP = "permsc_integrations.backends"
 

@@ -32,6 +32,8 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from permsc_integrations._registry import publish
+
 __all__ = ["HomeLoop"]
 
 T = TypeVar("T")
@@ -63,3 +65,7 @@ class HomeLoop:
         if self.is_home():
             return await native()
         return await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
+
+
+# the adapters' declared API (permsc_integrations.integration) names these; they live here
+publish("permsc_integrations.backends", HomeLoop)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends._redaction import redact_text, redact_url
 from permsc_integrations.errors import (
     AuthenticationError,
@@ -318,3 +319,7 @@ def _aiohttp_connection_error(exc: BaseException) -> BaseException | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+# the adapters' declared API (permsc_integrations.integration) names these; they live here
+publish("permsc_integrations.backends", mapped_errors)

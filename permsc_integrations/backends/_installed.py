@@ -48,11 +48,11 @@ def _embedded(model: str | None, options: Mapping[str, object]) -> None:
     """What the engine that would run the embedded ``model`` needs: the ``embedded`` extra
     (which brings torch and the model's packages) for transformers, its own for llama.cpp."""
     # lazy: the local backends' module, only for an embedded spec
-    from permsc_integrations.backends.local._embedded import _model_and_engine, embedded_names
+    from permsc_integrations.backends.local import embedded_names, model_and_engine
 
     engine = options.get("engine")
     try:
-        name, chosen = _model_and_engine(model, engine if isinstance(engine, str) else None)
+        name, chosen = model_and_engine(model, engine if isinstance(engine, str) else None)
     except ConfigurationError:
         return  # the factory says what is wrong with the name
     if name not in embedded_names():

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import BackendError, ConfigurationError, LogprobsUnavailableError
 
 __all__ = [
@@ -168,3 +169,9 @@ def _malformed(source: str, what: str, value: object) -> BackendError:
         "was dropped (a malformed provider response)",
         retryable=False,
     )
+
+
+# the adapters' declared API (permsc_integrations.integration) names these; they live here
+publish(
+    "permsc_integrations.backends", check_labels, label_probabilities, refused_logprobs, top_list
+)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import ConfigurationError
 
 __all__ = [
@@ -189,3 +190,7 @@ def _plain(value: object) -> object:
         kept = {str(k): _plain(v) for k, v in value.items() if not is_secret_name(str(k))}
         return {k: v for k, v in kept.items() if v is not _SKIP}
     return _SKIP
+
+
+# the adapters' declared API (permsc_integrations.integration) names these; they live here
+publish("permsc_integrations.backends", public_settings, is_secret_name)

@@ -1,7 +1,7 @@
 """The one small async protocol every model backend implements.
 
 A backend turns chat messages into text and usage. It knows nothing of PSC: the engine
-shuffles, retries, validates and aggregates. Backends raise :class:`BackendError`
+shuffles, retries, validates and aggregates. Backends raise :class:`~.errors.BackendError`
 subclasses with ``retryable`` set; they never retry themselves.
 
 Example:
@@ -108,7 +108,7 @@ class FirstTokenBackend(Backend, Protocol):
     """A backend that reads the first output token's probabilities over given labels.
 
     ``labels`` are single-token strings (e.g. ``"A"``...); one output token is asked for.
-    A backend that cannot read probabilities raises a typed :class:`BackendError`.
+    A backend that cannot read probabilities raises a typed :class:`~.errors.BackendError`.
     """
 
     async def afirst_token(
@@ -130,7 +130,7 @@ class FirstTokenBatchBackend(FirstTokenBackend, Protocol):
 
 @runtime_checkable
 class ResponseCache(Protocol):
-    """What the engine needs from a response cache (:mod:`..run.cache` has the built-in ones);
+    """What the engine needs from a response cache (:mod:`._calls.cache` has the built-in ones);
     here, below the options, because ``RankingOptions.cache`` holds one."""
 
     async def aget(self, key: str) -> Completion | None: ...

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from permsc_integrations.backends._redaction import MASK, is_secret_name, redact_text
+from permsc_integrations.backends import MASK, is_secret_name, redact_text
 from permsc_integrations.cli._common import one_line, report, show_model_progress
 from permsc_integrations.errors import PermscError
 

@@ -202,7 +202,7 @@ def add_ranking_arguments(
     defaults: Mapping[str, object] | None = None,
 ) -> None:
     """The ranking options ``names`` (default: :func:`ranking_flags`) as flags, from the one
-    declaration (:mod:`..options`): left out, None (or, ``filled``, the declared default);
+    declaration (:mod:`._options.options`): left out, None (or, ``filled``, the declared default);
     those in ``several`` take one value or more; ``defaults``: the command's own defaults (see
     :func:`_flag`)."""
     g = parser.add_argument_group("ranking")

@@ -30,10 +30,10 @@ from permsc_integrations.cli._common import (
     say,
 )
 from permsc_integrations.results import Usage
-from permsc_integrations.strategies._plan import approx_tokens, planned_tokens
+from permsc_integrations.strategies import approx_tokens, planned_tokens
 
 if TYPE_CHECKING:
-    from permsc_integrations._calls.spending import Prices, SpendingCap
+    from permsc_integrations._calls.caps import Prices, SpendingCap
     from permsc_integrations._options.options import RankingOptions
     from permsc_integrations.cli._common import Subparsers
     from permsc_integrations.prompts import Prompt
@@ -95,7 +95,7 @@ class CapReport(TypedDict, total=False):
 def cap_report(per_query: list[Estimate], options: RankingOptions) -> CapReport:
     """What the caps would do to these queries: ``request_cap`` stops the queries whose own
     estimate passes it; ``ranker_cap`` allows as many queries as fit together, in input
-    order, as ``permsc rank`` admits them (:mod:`..admission`: a query starts only when the
+    order, as ``permsc rank`` admits them (:mod:`._calls.admission`: a query starts only when the
     cap can pay for its plan; under adaptive m one may finish early and leave room for more)."""
     out: CapReport = {}
     prices = options.prices

@@ -35,9 +35,7 @@ if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from permsc_integrations._options.keywords import RankingKeywords
     from permsc_integrations.backends.base import Backend
     from permsc_integrations.cli._common import Subparsers
-    from permsc_integrations.eval._datasets import SortingDataset
-    from permsc_integrations.eval._report import EvalReport
-    from permsc_integrations.eval._samples import ListSamples, RunRecord
+    from permsc_integrations.eval import EvalReport, ListSamples, RunRecord, SortingDataset
 
 __all__ = [
     "add_parser",
@@ -134,25 +132,24 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 def load_dataset(args: argparse.Namespace) -> SortingDataset:
     """The sorting lists the flags name: --generate N fresh ones, or --data's (--limit)."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval import _datasets as datasets
-    from permsc_integrations.eval import _generators as generators
+    from permsc_integrations.eval import generate_mathsort, generate_wordsort, load_sorting
 
     if args.generate:
         make: dict[str, Callable[..., SortingDataset]] = {
-            "mathsort": generators.generate_mathsort,
-            "wordsort": generators.generate_wordsort,
+            "mathsort": generate_mathsort,
+            "wordsort": generate_wordsort,
         }
         if args.task not in make:
             raise ConfigurationError("--generate works for mathsort and wordsort")
         return make[args.task](args.generate, seed=args.seed)
-    return datasets.load_sorting(args.task, args.data).head(args.limit)
+    return load_sorting(args.task, args.data).head(args.limit)
 
 
 def _score(
     args: argparse.Namespace, lists: list[ListSamples], task: str, config: Mapping[str, object]
 ) -> EvalReport:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._runner import score_sorting
+    from permsc_integrations.eval import score_sorting
 
     sweep = [int(k) for k in args.m_sweep.split(",")] if args.m_sweep else []
     return score_sorting(
@@ -188,7 +185,7 @@ def _one_temperature(
 ) -> tuple[EvalReport, list[ListSamples]]:
     """Collect (saving and resuming with --samples) and score one temperature."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._runner import acollect_samples
+    from permsc_integrations.eval import acollect_samples
 
     config = sorting_config(args, dataset, backend.name, temperature)
     log, done = samples_log(args, config)
@@ -226,7 +223,7 @@ def _observations(
 
 def _from_samples(args: argparse.Namespace) -> int:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._samples import read_samples
+    from permsc_integrations.eval import read_samples
 
     header, found = read_samples(args.from_samples)
     if header.get("scoring") == "first_token":  # lists being topped up count with what they have
@@ -249,7 +246,7 @@ def _bias_map(args: argparse.Namespace, lists: list[ListSamples], backend_name: 
     if not args.bias_map:
         return
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._bias import bias_map
+    from permsc_integrations.eval import bias_map
 
     n = max(len(s.example.items) for s in lists)
     bias = bias_map(_observations(lists, n), n)
@@ -293,7 +290,7 @@ def compared(args: argparse.Namespace) -> str:
     if args.aggregators is not None:
         return str(args.aggregators)
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._runner import AGGREGATORS
+    from permsc_integrations.eval import AGGREGATORS
 
     return ",".join(AGGREGATORS)
 

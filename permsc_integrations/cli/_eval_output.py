@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._report import EvalReport
-    from permsc_integrations.eval._samples import ListSamples, RunRecord, SampleLog
+    from permsc_integrations.eval import EvalReport, ListSamples, RunRecord, SampleLog
 
 __all__ = ["progress", "emit_reports", "samples_log"]
 
@@ -41,7 +40,7 @@ def progress(args: argparse.Namespace, label: str) -> Callable[[int, int], None]
 
 def emit_reports(args: argparse.Namespace, reports: list[EvalReport]) -> None:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._report import EvalReport
+    from permsc_integrations.eval import EvalReport
 
     parts = []
     for r in reports:
@@ -52,7 +51,7 @@ def emit_reports(args: argparse.Namespace, reports: list[EvalReport]) -> None:
     sys.stdout.write(markdown)
     if args.sweep_png:
         # lazy: matplotlib, only for --sweep-png
-        from permsc_integrations.eval._plots import sweep_png
+        from permsc_integrations.eval import sweep_png
 
         sweep_png(reports[-1], args.sweep_png)
     if args.markdown:
@@ -69,7 +68,7 @@ def samples_log(
 ) -> tuple[SampleLog | None, dict[str, ListSamples]]:
     """The --samples log (new, or resumed with the lists it already holds)."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._samples import SampleLog
+    from permsc_integrations.eval import SampleLog
 
     if not args.samples:
         if args.resume:

@@ -17,8 +17,7 @@ from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from permsc_integrations._options.keywords import RankingKeywords
-    from permsc_integrations.eval._samples import ListSamples, RunRecord
-    from permsc_integrations.eval._trec import Qrels, Query, Run
+    from permsc_integrations.eval import ListSamples, Qrels, Query, Run, RunRecord
 
 __all__ = ["offline_runs", "trec", "passages_offline", "first_token_offline", "passages_config"]
 
@@ -27,7 +26,7 @@ def _write_runs(args: argparse.Namespace, runs: Mapping[str, Run]) -> None:
     if not args.write_runs:
         return
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._trec import write_run
+    from permsc_integrations.eval import write_run
 
     folder = Path(args.write_runs)
     folder.mkdir(parents=True, exist_ok=True)
@@ -37,8 +36,7 @@ def _write_runs(args: argparse.Namespace, runs: Mapping[str, Run]) -> None:
 
 def offline_runs(args: argparse.Namespace) -> int:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._runner import aggregate_runs
-    from permsc_integrations.eval._trec import read_qrels, read_run
+    from permsc_integrations.eval import aggregate_runs, read_qrels, read_run
 
     if not args.qrels:
         raise ConfigurationError("--runs needs --qrels to score against")
@@ -61,8 +59,7 @@ def offline_runs(args: argparse.Namespace) -> int:
 
 def passages_offline(args: argparse.Namespace, header: RunRecord, lists: list[ListSamples]) -> int:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._passages import score_passages
-    from permsc_integrations.eval._trec import read_qrels
+    from permsc_integrations.eval import read_qrels, score_passages
 
     if not args.qrels:
         raise ConfigurationError("re-scoring passage samples needs --qrels")
@@ -82,35 +79,31 @@ def passages_offline(args: argparse.Namespace, header: RunRecord, lists: list[Li
 def first_token_offline(
     args: argparse.Namespace, header: RunRecord, lists: list[ListSamples]
 ) -> int:
-    """Score a first-token samples file (:mod:`..eval.first_token`): nDCG@10 against the
+    """Score a first-token samples file (:mod:`.eval._first_token`): nDCG@10 against the
     qrels for passages, Kendall tau for sorting lists."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._datasets import kendall_tau_b
-    from permsc_integrations.eval._first_token import score_first_token
-    from permsc_integrations.eval._passages import ndcg_of
-    from permsc_integrations.eval._samples import read_priors
-    from permsc_integrations.eval._trec import read_qrels
+    from permsc_integrations import eval as evaluation
 
     passages = header.get("task") == "trec"
     if passages:
         if not args.qrels:
             raise ConfigurationError("re-scoring passage samples needs --qrels")
-        qrels = read_qrels(args.qrels)
+        qrels = evaluation.read_qrels(args.qrels)
         lists = [s for s in lists if s.example.id in qrels]
 
         def metric(order: Sequence[int], s: ListSamples) -> float:
-            return ndcg_of(order, s, qrels)
+            return evaluation.ndcg_of(order, s, qrels)
     else:
 
         def metric(order: Sequence[int], s: ListSamples) -> float:
-            return kendall_tau_b(list(order), s.example.keys)
+            return evaluation.kendall_tau_b(list(order), s.example.keys)
 
     n = max(len(s.example.items) for s in lists)
-    table = score_first_token(
+    table = evaluation.score_first_token(
         lists,
         metric,
         metric_name="ndcg@10" if passages else "kendall_tau",
-        priors=read_priors(args.from_samples),
+        priors=evaluation.read_priors(args.from_samples),
         window=int(header.get("window") or n),
         passages=passages,
         m_values=[int(k) for k in args.m_sweep.split(",")] if args.m_sweep else (1, 5, 10),
@@ -149,7 +142,7 @@ def passages_config(args: argparse.Namespace, backend_name: str) -> RunRecord:
 def _passages(args: argparse.Namespace, queries: list[Query], qrels: Qrels) -> int:
     """One window per query, every answer saved to --samples (resumable)."""
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._passages import acollect_passages, score_passages
+    from permsc_integrations.eval import acollect_passages, score_passages
 
     backend = build_backend(args)
     config = passages_config(args, backend.name)
@@ -186,8 +179,7 @@ def _passages(args: argparse.Namespace, queries: list[Query], qrels: Qrels) -> i
 
 def trec(args: argparse.Namespace) -> int:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.eval._runner import aevaluate_trec
-    from permsc_integrations.eval._trec import read_candidates, read_qrels
+    from permsc_integrations.eval import aevaluate_trec, read_candidates, read_qrels
 
     if not (args.candidates and args.qrels):
         raise ConfigurationError("the trec task needs --candidates and --qrels")

@@ -50,11 +50,11 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
         # lazy: the mcp extra
-        from permsc_integrations.mcp_server._server import serve_mcp
+        from permsc_integrations.mcp_server import serve_mcp
     except ImportError as exc:
         raise MissingDependencyError(exc.name or "mcp", "mcp", purpose="permsc mcp") from exc
     # lazy: start-up time (as permsc serve: redacted, bounded, on stderr, never stdout)
-    from permsc_integrations.serve._logs import configure_logging
+    from permsc_integrations.serve import configure_logging
 
     configure_logging(args.log_level, config.secrets)
     serve_mcp(config, args.tool_model, args.transport)

@@ -11,7 +11,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from permsc_integrations.backends.local._model_store import (
+from permsc_integrations.backends.local import (
     EMBEDDED_MODELS,
     default_model,
     part_files,
@@ -49,7 +49,7 @@ def _installed(name: str) -> bool:
 
 def _prepare(name: str) -> None:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.backends.local._embedded import embedded_backend
+    from permsc_integrations.backends.local import embedded_backend
 
     started = time.perf_counter()
     backend = embedded_backend(name)

@@ -151,7 +151,7 @@ async def _rank_all(
     ranker: PSCRanker, queries: list[Query], writer: Writer, progress: Progress
 ) -> Unranked:
     """Rank every query; those it did not rank. Under ``--ranker-cap`` a query starts only
-    when the cap can pay for its plan (:mod:`..admission`): those it leaves out spend
+    when the cap can pay for its plan (:mod:`._calls.admission`): those it leaves out spend
     nothing and are reported together, with the way to rank them."""
     # lazy: start-up time of every permsc command
     from permsc_integrations._ranker.ranker import RankRequest
@@ -271,7 +271,7 @@ def _with_kemeny_time(args: argparse.Namespace, opts: RankingKeywords) -> Rankin
     if opts["aggregator"] != "kemeny":
         raise ConfigurationError("--kemeny-time-limit is for --aggregator kemeny (the default)")
     # lazy: start-up time of every permsc command
-    from permsc_integrations.aggregators._kemeny import kemeny_with
+    from permsc_integrations.aggregators.kemeny import kemeny_with
 
     return {**opts, "aggregator": kemeny_with(time_limit=args.kemeny_time_limit)}
 

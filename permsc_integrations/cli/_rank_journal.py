@@ -32,7 +32,7 @@ from permsc_integrations.cli._common import Query
 from permsc_integrations.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from permsc_integrations.ray._actors import (
+    from permsc_integrations.ray import (
         RankedRow,  # lazy: start-up time of every permsc command
     )
 
@@ -101,7 +101,7 @@ class _Ranked(_RankedFields, total=False):
 
 def _ranked_row(record: _Ranked) -> RankedRow:
     # lazy: start-up time of every permsc command
-    from permsc_integrations.ray._actors import RankedRow
+    from permsc_integrations.ray import RankedRow
 
     return RankedRow(
         record["key"],

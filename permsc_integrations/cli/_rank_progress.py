@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from tqdm import tqdm
 
     from permsc_integrations._events import Event
-    from permsc_integrations.ray._actors import RankedRow
+    from permsc_integrations.ray import RankedRow
 
 __all__ = ["LogLines", "Progress"]
 

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Protocol, cast
 from permsc_integrations.cli._common import Query, backend_spec, report
 from permsc_integrations.cli._rank_journal import Journal, unit_key
 from permsc_integrations.cli._rank_records import to_json
-from permsc_integrations.ray._processes import alive, find_processes, lineage
+from permsc_integrations.ray import alive, find_processes, lineage
 from permsc_integrations.results import RankingResult, StopReason, Usage, scores_from_order
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from permsc_integrations._options.keywords import RankingKeywords
-    from permsc_integrations.ray._actors import RankedRow
+    from permsc_integrations.ray import RankedRow
 
 __all__ = ["rank_queries_on_ray", "job_options", "reap_marked"]
 
@@ -260,7 +260,7 @@ class _Job:
         """Rank the queries at ``todo``; each row to the journal as it comes; the failures."""
         # lazy: optional dependency (the ray extra), and start-up time of every command
         from permsc_integrations._ranker.ranker import RankRequest
-        from permsc_integrations.ray._rows import rank_rows
+        from permsc_integrations.ray import rank_rows
 
         q = self.queries
         requests = (RankRequest(q[k].query, q[k].texts, id=k) for k in todo)

@@ -21,7 +21,7 @@ from permsc_integrations.cli._common import (
 
 if TYPE_CHECKING:  # lazy: start-up time of every permsc command
     from permsc_integrations.cli._common import Subparsers
-    from permsc_integrations.serve._config import ServeConfig
+    from permsc_integrations.serve import ServeConfig
 
 __all__ = ["add_parser", "add_server_arguments", "run", "config_from_args"]
 
@@ -148,15 +148,14 @@ def _add_client_limits(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The :class:`~permsc_integrations.serve.ServeConfig` of the parsed flags."""
     # lazy: start-up time (the ranker and its backends load only when serving)
-    from permsc_integrations.serve._auth import ENV_KEYS, load_keys
-    from permsc_integrations.serve._config import Limits, ModelConfig, ServeConfig, load_models
+    from permsc_integrations import serve as serving
 
     if args.config:
-        models = load_models(args.config)
+        models = serving.load_models(args.config)
     else:
         spec = backend_spec(args)
         models = (
-            ModelConfig(
+            serving.ModelConfig(
                 args.name,
                 spec,
                 ranker_options(args, spec),
@@ -165,7 +164,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                 relevance_score=args.relevance_score,
             ),
         )
-    limits = Limits(
+    limits = serving.Limits(
         max_documents=args.max_documents,
         max_body_bytes=args.max_body_bytes,
         max_query_chars=args.max_query_chars,
@@ -177,9 +176,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         queue_timeout=args.queue_timeout,
         send_timeout=args.send_timeout,
     )
-    return ServeConfig(
+    return serving.ServeConfig(
         models=models,
-        keys=load_keys(os.environ.get(ENV_KEYS), args.api_key_file),
+        keys=serving.load_keys(os.environ.get(serving.ENV_KEYS), args.api_key_file),
         limits=limits,
         host=args.host,
         port=args.port,
@@ -194,8 +193,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; returns 0 after a clean drain."""
     config = config_from_args(args)
     # lazy: start-up time, and uvicorn is the serve extra's
-    from permsc_integrations.serve._logs import configure_logging
-    from permsc_integrations.serve._run import serve
+    from permsc_integrations.serve import configure_logging, serve
 
     configure_logging(args.log_level, config.secrets)
     serve(config)

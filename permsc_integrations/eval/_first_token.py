@@ -4,7 +4,7 @@ A first-token samples file (``permsc eval ... --scoring first_token --samples F`
 list, its orders one after another: each order is the list (passages: the first order is the
 first-stage order, then seeded shuffles) cut into blocks of at most ``window`` items, one
 saved sample a block with its label probabilities; and the position prior of each block size
-from content-free items (:mod:`permsc_integrations.calibration`). Everything below is computed
+from content-free items (:mod:`permsc_integrations._run.calibration`). Everything below is computed
 from the file, without the model:
 
 - ``first stage``: the retriever's order (passages), and ``random order``: the mean over
@@ -32,7 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from permsc_integrations._run.calibration import PositionPrior
-from permsc_integrations.aggregators import aggregate, fuse_first_stage, resolve
+from permsc_integrations.aggregators import (
+    aggregate,
+    fuse_first_stage,
+    reads_probabilities,
+    resolve,
+)
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.eval._report import paired_wilcoxon
 from permsc_integrations.eval._samples import ListSamples
@@ -153,7 +158,7 @@ def _psc(
     blocks = [(b, priors[len(b)].correct(p) if priors else p) for o in orders for b, p in o if p]
     rankings = [_ranked(b, p) for b, p in blocks]
     extra: dict[str, object] = {}
-    if getattr(resolve(method), "uses_probabilities", False):
+    if reads_probabilities(resolve(method)):
         extra["probabilities"] = [dict(zip(b, p, strict=True)) for b, p in blocks]
     return aggregate(rankings, method=method, n_items=n, **extra)
 

@@ -224,7 +224,7 @@ class SampleLog:
         self.put(records)
 
     def write_prior(self, size: int, probabilities: Sequence[float], **detail: object) -> None:
-        """Record the position prior of windows of ``size`` (:mod:`..calibration`)."""
+        """Record the position prior of windows of ``size`` (:mod:`._run.calibration`)."""
         self.priors[size] = tuple(probabilities)
         self.put([{"type": "prior", "size": size, "probabilities": list(probabilities), **detail}])
 

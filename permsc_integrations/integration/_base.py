@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from permsc_integrations._calls.spending import Meter
 from permsc_integrations._options.options import RankingOptions, unknown_option
 from permsc_integrations._ranker.ranker import PSCRanker
-from permsc_integrations.backends import check_backend_options
-from permsc_integrations.backends._redaction import MASK, is_secret_name, redact_url
+from permsc_integrations.backends import MASK, check_backend_options, is_secret_name, redact_url
 from permsc_integrations.backends.base import (
     Backend,
     Completion,
@@ -236,8 +235,9 @@ class OneRanker:
     a change of option; any number of threads, event loops and coroutines share it (its
     :class:`~permsc_integrations._calls.limiter.CallLimiter` caps their calls together). Replaced
     rankers are kept until :meth:`aclose`, which closes the backends they made. The
-    ``ranker_cap``'s meter carries over to a rebuilt ranker while the cap and the prices
-    stay the same: changing another option does not refill the cap."""
+    ``ranker_cap``'s meter (:meth:`meter`, which a build passes as ``PSCRanker(meter=...)``)
+    carries over to a rebuilt ranker while the cap and the prices stay the same: changing
+    another option does not refill the cap."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # a build may call own()
@@ -255,15 +255,19 @@ class OneRanker:
         with self._lock:
             if self._ranker is None:
                 self._ranker = build()
-                self._keep_meter(self._ranker)
             return self._ranker
 
-    def _keep_meter(self, ranker: PSCRanker) -> None:
-        old, new = self._meter, getattr(ranker, "_meter", None)
-        if old is not None and new is not None and (old.cap, old.prices) == (new.cap, new.prices):
-            ranker._meter = old  # the one write into a ranker's parts: its cap carries over
-        else:
-            self._meter = new
+    def meter(self, options: RankingOptions) -> Meter | None:
+        """The ``ranker_cap`` meter of a ranker built with ``options`` (None without a cap):
+        the one kept while the cap and the prices stay the same, else a new one."""
+        cap, prices = options.ranker_cap, options.prices
+        with self._lock:
+            kept = self._meter
+            if cap is None:
+                self._meter = None
+            elif kept is None or (kept.cap, kept.prices) != (cap, prices):
+                self._meter = Meter(cap, "ranker", prices)
+            return self._meter
 
     def reset(self) -> None:
         """Forget the ranker: the next call builds one from the current options."""

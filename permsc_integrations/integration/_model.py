@@ -59,6 +59,7 @@ from permsc_integrations._calls.bridge import run_sync
 from permsc_integrations._options.keywords import OptionFields, RankingKeywords
 from permsc_integrations._options.options import RankingOptions, unknown_option
 from permsc_integrations._ranker.ranker import PSCRanker
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.integration._base import (
     OneRanker,
@@ -329,3 +330,13 @@ else:
         "The ranking options as pydantic fields (typed, described, validated by the "
         "declaration) on :class:`AdapterModel`: the base of both adapters' models."
     )
+
+publish(
+    "permsc_integrations.integration",
+    AdapterModel,
+    PSCOptionsModel,
+    option_types,
+    option_annotation,
+    option_fields,
+    typed_errors,
+)

@@ -13,6 +13,9 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from permsc_integrations._registry import lazy_exports, publish
 from permsc_integrations.mcp_server._tool import (
     BUDGETS,
     Budget,
@@ -21,4 +24,11 @@ from permsc_integrations.mcp_server._tool import (
     ToolError,
 )
 
+if TYPE_CHECKING:
+    from permsc_integrations.mcp_server._server import serve_mcp as serve_mcp
+
 __all__ = ["Budget", "BUDGETS", "RerankTool", "RerankResult", "ToolError"]
+
+publish(__name__, Budget, RerankTool, RerankResult, ToolError)
+# Besides __all__, what ``permsc mcp`` runs (the mcp SDK loads with it).
+__getattr__ = lazy_exports(__name__, {"serve_mcp": "permsc_integrations.mcp_server._server"})

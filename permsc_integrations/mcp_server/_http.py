@@ -9,11 +9,11 @@ faults"):
 - the body must come whole within ``body_timeout`` (408) and fit ``max_body_bytes`` (413), the
   connection closed after either; while it comes the connection is one the cap may close;
 - a client key's turn (``key_concurrency``, ``key_queue``, ``queue_timeout``:
-  :class:`~..serve._slots.KeySlots`) is held by the ranking only, never by reading the body or
+  :class:`~.serve._slots.KeySlots`) is held by the ranking only, never by reading the body or
   writing the answer, whose reader has ``send_timeout`` s per part (serve's accept loop);
 - without client keys on loopback, a foreign ``Host`` (421) or ``Origin`` (403) is refused,
   ``--allowed-host`` and ``--cors-origin`` as for ``permsc serve`` (serve's
-  :class:`~..serve._browsers.BrowserGuard`; the SDK's own guard, which knew three host names
+  :class:`~.serve._browsers.BrowserGuard`; the SDK's own guard, which knew three host names
   and no flag, is off).
 
 Example:
@@ -38,12 +38,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from permsc_integrations.mcp_server._tool import RerankTool
-from permsc_integrations.serve._auth import KeyRing, Unauthorized
-from permsc_integrations.serve._bodies import read_body
-from permsc_integrations.serve._browsers import BrowserGuard
-from permsc_integrations.serve._config import ServeConfig
-from permsc_integrations.serve._errors import HttpError
-from permsc_integrations.serve._schemas import BadRequest
+from permsc_integrations.serve import (
+    BadRequest,
+    BrowserGuard,
+    HttpError,
+    KeyRing,
+    ServeConfig,
+    Unauthorized,
+    read_body,
+)
 
 __all__ = ["KEY", "http_app"]
 

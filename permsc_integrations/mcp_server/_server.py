@@ -3,13 +3,13 @@ streamable HTTP behind ``permsc serve``'s client keys.
 
 The tool's input schema is built from the server's own limits (``max_documents``,
 ``max_query_chars``, the budgets' caps), so an agent sees them before it calls; its output
-schema is :class:`~.tool.RerankResult`.
+schema is :class:`~._tool.RerankResult`.
 
 Example:
     >>> import anyio
     >>> from mcp import Client
     >>> from permsc_integrations import PSCRanker
-    >>> from permsc_integrations.serve._config import Limits
+    >>> from permsc_integrations.serve import Limits
     >>> from permsc_integrations.testing import ScriptedBackend, oracle_responder
     >>> backend = ScriptedBackend(oracle_responder(len))  # the longer text is the better
     >>> ranker = PSCRanker(backend, num_permutations=2)
@@ -41,11 +41,7 @@ from permsc_integrations._checks import did_you_mean
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.mcp_server._http import KEY, http_app
 from permsc_integrations.mcp_server._tool import BUDGETS, RerankResult, RerankTool, ToolError
-from permsc_integrations.serve._config import Limits, ServeConfig
-from permsc_integrations.serve._run import serve
-from permsc_integrations.serve._schemas import explain
-from permsc_integrations.serve._scoring import SCALES
-from permsc_integrations.serve._slots import Busy, KeySlots
+from permsc_integrations.serve import SCALES, Busy, KeySlots, Limits, ServeConfig, explain, serve
 
 if sys.version_info < (3, 11):  # pragma: no cover - Python 3.10
     from exceptiongroup import BaseExceptionGroup

@@ -31,8 +31,7 @@ from typing_extensions import NotRequired, TypedDict
 from permsc_integrations._ranker.ranker import PSCRanker
 from permsc_integrations.errors import PermscError
 from permsc_integrations.results import RankingResult
-from permsc_integrations.serve._errors import http_error
-from permsc_integrations.serve._scoring import relevance_scores, score_documents
+from permsc_integrations.serve import http_error, relevance_scores, score_documents
 from permsc_integrations.tracing import reported_top_n
 
 __all__ = ["Budget", "BUDGETS", "RerankTool", "ToolError", "RerankResult"]
@@ -115,7 +114,7 @@ class RerankTool:
     """The ``rerank`` tool over one configured ranker (``name``: its model name), which it
     owns: :meth:`aclose` closes it. A budget below the server's ranks with a ranker derived
     for that call (:meth:`PSCRanker.derive`: the backend, limiter, breaker and ranker cap
-    shared; nothing kept). ``scale``: the scores' scale (:data:`~..serve.scoring.SCALES`,
+    shared; nothing kept). ``scale``: the scores' scale (:data:`~.serve._scoring.SCALES`,
     the model's ``relevance_score``). Blank documents are ranked last without a call."""
 
     def __init__(

@@ -19,9 +19,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from permsc_integrations._registry import Registry
+from permsc_integrations._registry import Registry, publish
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts._first_token import (
+    first_token_prompt as first_token_prompt,  # for _options
+)
 
 if TYPE_CHECKING:  # loaded on first use (module __getattr__)
     from permsc_integrations.prompts._rankgpt import RankGPTPrompt
@@ -41,6 +44,8 @@ __all__ = [
     "GSM8KSortPrompt",
     "TemplatePrompt",
 ]
+
+publish(__name__, Prompt)
 
 ENTRY_POINT_GROUP = "permsc_integrations.prompts"
 

@@ -25,7 +25,7 @@ class Prompt(Protocol):
     """A listwise ranking prompt.
 
     ``render`` receives items already in the (shuffled) prompt order; ``parse`` returns
-    0-based prompt positions, best first, and raises :class:`ParseError` when the text has
+    0-based prompt positions, best first, and raises :class:`~.errors.ParseError` when the text has
     no usable ranking. ``items`` is passed to ``parse`` for prompts whose answers repeat the
     items' text (sorting tasks); identifier prompts only need its length.
     """

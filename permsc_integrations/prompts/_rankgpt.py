@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.base import Message
 from permsc_integrations.parsing import parse_identifiers
 from permsc_integrations.prompts._truncate import clean_passage
@@ -67,3 +68,6 @@ class RankGPTPrompt:
 
     def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> ParsedAnswer:
         return parse_identifiers(text, n_items, examples=(EXAMPLE,))
+
+
+publish("permsc_integrations.prompts", RankGPTPrompt)

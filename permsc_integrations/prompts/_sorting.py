@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.base import Message
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.parsing import parse_items
@@ -115,3 +116,6 @@ class GSM8KSortPrompt:
 
     def parse(self, text: str, n_items: int, items: Sequence[str] | None = None) -> ParsedAnswer:
         return _parse(text, n_items, items)
+
+
+publish("permsc_integrations.prompts", MathSortPrompt, WordSortPrompt, GSM8KSortPrompt)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.base import Message
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.parsing import parse_identifiers, parse_items
@@ -107,3 +108,6 @@ class TemplatePrompt:
         if items is None or len(items) != n_items:
             raise ConfigurationError("answer='items' parses the items' text: pass items to parse()")
         return parse_items(text, items)
+
+
+publish("permsc_integrations.prompts", TemplatePrompt)

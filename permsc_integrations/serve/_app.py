@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from permsc_integrations import __version__
+from permsc_integrations._registry import publish
 from permsc_integrations.results import RankingResult
 from permsc_integrations.serve._auth import KeyRing, Unauthorized
 from permsc_integrations.serve._bodies import read_body
@@ -372,3 +373,6 @@ def create_app(config: ServeConfig, rankers: Mapping[str, PSCRanker] | None = No
     )
     app.state.service = service
     return app
+
+
+publish("permsc_integrations.serve", create_app)

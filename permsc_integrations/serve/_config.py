@@ -35,7 +35,7 @@ from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._ranker.ranker import PSCRanker
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.serve._scoring import SCALES
-from permsc_integrations.strategies._frontier.rounds import served_k
+from permsc_integrations.strategies import served_k
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,7 +84,7 @@ class Limits:
 @dataclass(frozen=True)
 class ModelConfig:
     """One served name: a backend spec and the ranking options of its ``PSCRanker``;
-    ``relevance_score``, the scale of its answers' scores (:data:`~.scoring.SCALES`:
+    ``relevance_score``, the scale of its answers' scores (:data:`~._scoring.SCALES`:
     ``"win_share"``, or ``"top_probability"``, which needs a k: ``top_k`` or ``max_calls``)."""
 
     name: str

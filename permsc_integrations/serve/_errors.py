@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from permsc_integrations.backends._redaction import redact_text
+from permsc_integrations.backends import redact_text
 from permsc_integrations.errors import (
     AuthenticationError,
     BackendConnectionError,

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from permsc_integrations.backends._redaction import redact_text
+from permsc_integrations.backends import redact_text
 
 __all__ = ["configure_logging", "LIBRARIES", "RedactingFormatter", "Repeats"]
 

@@ -77,7 +77,7 @@ class ServeMetrics:
         self.slow_clients.labels(reason=reason).inc()
 
     def watch_connections(self, connections: Connections) -> None:
-        """Report ``connections.open`` (a :class:`~.connections.Connections`) at each scrape."""
+        """Report ``connections.open`` (a :class:`~._connections.Connections`) at each scrape."""
         self.connections_open.set_function(lambda: connections.open)
 
     def count_usage(self, model: str, usage: Usage | None) -> None:

@@ -61,7 +61,7 @@ def openapi_document(
     names: Sequence[str], version: str = "0", request: type[RerankRequest] = RerankRequest
 ) -> dict[str, object]:
     """The whole document for a server answering to model ``names`` and taking ``request``
-    (its :func:`~.schemas.request_model`)."""
+    (its :func:`~._schemas.request_model`)."""
     health = {"application/json": {"schema": {"type": "object"}}}
     paths: dict[str, object] = {path: _rerank(names) for path in RERANK_PATHS}
     paths["/v1/models"] = _get(

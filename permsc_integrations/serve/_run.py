@@ -1,6 +1,6 @@
 """Run the app under uvicorn; SIGTERM drains in-flight requests and exits cleanly.
 
-Connections are accepted by :class:`~.connections.Connections` (a cap on open connections,
+Connections are accepted by :class:`~._connections.Connections` (a cap on open connections,
 a deadline for each request head), uvicorn's HTTP protocol parses them. On SIGTERM (or
 Ctrl-C) the server stops accepting connections, lets the requests in flight finish for up to
 ``grace_period`` seconds (then cancels their rankings, and their upstream calls, and answers
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Protocol
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import MissingDependencyError
 from permsc_integrations.serve._config import ServeConfig
 from permsc_integrations.serve._connections import Connections, Tally, TrackRequests
@@ -63,7 +64,7 @@ def _uvicorn() -> ModuleType:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket (port 0: a free one) with a queue of 4096 connections waiting to
-    be accepted (:class:`~.connections.Connections` accepts them)."""
+    be accepted (:class:`~._connections.Connections` accepts them)."""
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -158,3 +159,6 @@ def serve(config: ServeConfig, app: Starlette | None = None, name: str = "permsc
         )
     )
     server.run()
+
+
+publish("permsc_integrations.serve", serve)

@@ -51,8 +51,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from permsc_integrations._registry import Registry
-from permsc_integrations.strategies._adaptive import Adaptive, waves
+from permsc_integrations._registry import Registry, publish
+from permsc_integrations.strategies._adaptive import (
+    Adaptive as Adaptive,  # for _options, _run (not public)
+)
+from permsc_integrations.strategies._adaptive import waves as waves  # for _run
 from permsc_integrations.strategies._base import (
     Draw,
     Lead,
@@ -63,17 +66,25 @@ from permsc_integrations.strategies._base import (
     WaveEnd,
 )
 from permsc_integrations.strategies._blocks import Blocks
-from permsc_integrations.strategies._frontier.rounds import Frontier, served_k
+from permsc_integrations.strategies._frontier.rounds import Frontier
+from permsc_integrations.strategies._frontier.rounds import served_k as served_k  # for serve
 from permsc_integrations.strategies._plan import (
     CallRange,
     Plan,
     PlanOptions,
     Round,
     WindowShape,
-    planned_tokens,
+)
+from permsc_integrations.strategies._plan import (
+    approx_tokens as approx_tokens,  # for cli
+)
+from permsc_integrations.strategies._plan import (
+    planned_tokens as planned_tokens,  # for cli, ranker
 )
 from permsc_integrations.strategies._sliding import Sliding
-from permsc_integrations.strategies._top_probability import top_probability
+from permsc_integrations.strategies._top_probability import (
+    top_probability as top_probability,  # for the ranker
+)
 from permsc_integrations.strategies._window_plan import Window
 
 __all__ = [
@@ -93,16 +104,11 @@ __all__ = [
     "CallRange",
     "PlanOptions",
     "WindowShape",
-    "Adaptive",
     "Choice",
     "choose",
     "register",
     "available",
     "get",
-    "served_k",
-    "top_probability",
-    "planned_tokens",
-    "waves",
 ]
 
 SLIDING, BLOCKS, FRONTIER = Sliding(), Blocks(), Frontier()
@@ -159,3 +165,6 @@ def choose(strategy: str | Strategy, n: int, options: PlanOptions) -> Choice:
             return Choice("frontier", frontier, within)
     name = strategy.strip().lower() if isinstance(strategy, str) else type(strategy).__name__
     return Choice(name.lower(), chosen, plan)
+
+
+publish(__name__, *(globals()[name] for name in __all__))

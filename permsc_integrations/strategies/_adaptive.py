@@ -233,7 +233,7 @@ def sign_test(
     [0.109375, 0.03125]
     """
     # lazy: start-up time (numpy); only adaptive m needs it
-    from permsc_integrations.aggregators._pairwise import pairwise_counts
+    from permsc_integrations.aggregators import pairwise_counts
 
     wins = pairwise_counts(rankings, n_items)
     out = []

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from permsc_integrations._events import WaveReason
 from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.results import Sample, StopReason
 from permsc_integrations.strategies._plan import Plan, PlanOptions
@@ -89,7 +90,7 @@ class WaveEnd:
     ``"cap"``, ``"exhausted"``)."""
 
     cap: int
-    why: str
+    why: WaveReason
 
 
 class StrategyOptions(PlanOptions, Protocol):

@@ -57,7 +57,7 @@ ANSWER_TOKENS_PER_ITEM = 6  # "[12] > "
 
 class WindowShape(Protocol):
     """The options that shape a list's windows, read alike by a strategy's run (its
-    :class:`~.base.RankContext`) and by its plan (:class:`PlanOptions`)."""
+    :class:`~._base.RankContext`) and by its plan (:class:`PlanOptions`)."""
 
     @property
     def window_size(self) -> int: ...

@@ -28,6 +28,7 @@ Example:
 
 from typing import TYPE_CHECKING
 
+from permsc_integrations._registry import publish
 from permsc_integrations.testing._answer_store import (
     AnswerMissingError,
     AnswerStore,
@@ -77,6 +78,8 @@ __all__ = [
     "AnswerMissingError",
     "fingerprint",
 ]
+
+publish(__name__, *(globals()[name] for name in __all__ if name in globals()))
 
 
 def __getattr__(name: str) -> object:

@@ -4,8 +4,8 @@ As httpx's ``MockTransport`` does for a transport, :class:`ScriptedBackend` play
 the caller's event loop: each call becomes a :class:`ChatRequest`, the responder's answer
 becomes a :class:`Completion` or the typed error a real backend raises for that fault. A
 responder may be async and await anything of the test's (an ``anyio.Event``, a condition),
-which a server thread cannot share. Use :class:`ScriptedOpenAIServer` where the wire matters
-(the ``openai`` client, headers, dropped connections, adapters).
+which a server thread cannot share. Use :class:`~._server.ScriptedOpenAIServer` where the
+wire matters (the ``openai`` client, headers, dropped connections, adapters).
 
 Example:
     >>> import anyio
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from permsc_integrations.backends._http_errors import status_error
+from permsc_integrations.backends import status_error
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.errors import BackendConnectionError, BackendError, ConfigurationError
 from permsc_integrations.results import Usage

@@ -3,12 +3,12 @@
 :class:`BackendOpenAIServer` is :class:`ScriptedOpenAIServer` (its HTTP machinery, records
 and counters) with a responder that asks a core
 :class:`~permsc_integrations.backends.base.Backend`: the embedded model, or a
-:class:`StoredBackend` in front of it, so that any OpenAI client (the ``openai:`` backend of
-``PSCRanker``, LiteLLM at ``OPENAI_BASE_URL``) gets that model's answers. Decoding is greedy
-whatever the request asks (temperature 0; ``max_tokens`` capped at ``max_tokens``), and the
-usage is the backend's own token counts. Requests that arrive together are answered as one
-batch when the backend has ``acomplete_batch`` (at most ``batch_size`` a batch; one batch at
-a time, since one model runs one batch at a time).
+:class:`~._answer_store.StoredBackend` in front of it, so that any OpenAI client (the
+``openai:`` backend of ``PSCRanker``, LiteLLM at ``OPENAI_BASE_URL``) gets that model's
+answers. Decoding is greedy whatever the request asks (temperature 0; ``max_tokens`` capped
+at ``max_tokens``), and the usage is the backend's own token counts. Requests that arrive
+together are answered as one batch when the backend has ``acomplete_batch`` (at most
+``batch_size`` a batch; one batch at a time, since one model runs one batch at a time).
 
 Example:
     >>> from openai import OpenAI

@@ -2,11 +2,12 @@
 
 :class:`SimulatedJudge` answers ranking prompts (RankGPT's ``[3] > [1] > ...``, setwise's and
 pairwise's ``Passage B``, first-token letters) the way a real model errs, from the hidden
-relevance of the documents it is shown. Register each document with :meth:`~SimulatedJudge.
-document` (its text comes back with an invisible marker the judge reads), rank the marked
-texts with any pipeline, through the real loopback server (:meth:`~SimulatedJudge.serve`: an
-OpenAI-compatible endpoint for the ``openai`` SDK, LiteLLM, LangChain...) or in process
-(:meth:`~SimulatedJudge.backend`), and score the result against the grades you gave.
+relevance of the documents it is shown. Register each document with
+:meth:`~SimulatedJudge.document` (its text comes back with an invisible marker the judge
+reads), rank the marked texts with any pipeline, through the real loopback server
+(:meth:`~SimulatedJudge.serve`: an OpenAI-compatible endpoint for the ``openai`` SDK,
+LiteLLM, LangChain...) or in process (:meth:`~SimulatedJudge.backend`), and score the result
+against the grades you gave.
 
 For the prompt's documents in positions ``p = 0..w-1`` the judge draws a score per document
 ``gain * grade + error(doc) + bias(p, w) + noise * N(0, 1)`` and answers best score first:

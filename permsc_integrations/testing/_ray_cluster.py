@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from permsc_integrations.ray._processes import find_processes
+from permsc_integrations.ray import find_processes
 
 if TYPE_CHECKING:  # optional dependency (the ray extra), imported where used
     from ray._private.node import Node
@@ -41,7 +41,7 @@ OBJECT_STORE = 80 * 2**20
 def processes_with(ray_tmpdir: str) -> dict[int, str]:
     """The processes (pid: name) whose environment has ``RAY_TMPDIR=ray_tmpdir`` or which hold
     a file open under that folder: every process a Ray started under it, and nobody else's
-    (a node agent's environment can read as overwritten: :mod:`..ray._processes`)."""
+    (a node agent's environment can read as overwritten: :mod:`.ray._processes`)."""
     return find_processes(f"RAY_TMPDIR={ray_tmpdir}".encode(), ray_tmpdir)
 
 

@@ -20,6 +20,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+from permsc_integrations._registry import publish
 from permsc_integrations.errors import MissingDependencyError
 
 try:
@@ -74,3 +75,6 @@ def recording_spans() -> Iterator[InMemorySpanExporter]:
         yield exporter
     finally:
         _gate.open = False
+
+
+publish("permsc_integrations.testing", recording_spans)

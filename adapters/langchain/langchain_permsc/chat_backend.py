@@ -42,16 +42,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from permsc_integrations._checks import positive_int
-from permsc_integrations.backends._home_loop import HomeLoop
-from permsc_integrations.backends._http_errors import mapped_errors
-from permsc_integrations.backends._logprobs import (
-    check_labels,
-    label_probabilities,
-    refused_logprobs,
-    top_list,
-)
-from permsc_integrations.backends._redaction import public_settings
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
@@ -59,7 +49,17 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.errors import BackendError, ConfigurationError
-from permsc_integrations.integration._base import Done
+from permsc_integrations.integration import (
+    Done,
+    HomeLoop,
+    check_labels,
+    label_probabilities,
+    mapped_errors,
+    positive_int,
+    public_settings,
+    refused_logprobs,
+    top_list,
+)
 from permsc_integrations.results import Usage
 
 __all__ = [

@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.prompts import BasePromptTemplate
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts._template import TemplatePrompt
+from permsc_integrations.integration import TemplatePrompt
 
 __all__ = ["to_core_prompt", "core_prompt"]
 

@@ -44,12 +44,10 @@ from langchain_core.runnables.utils import AnyConfigurableField
 from pydantic import ConfigDict, Field
 
 from permsc_integrations import Event, PSCRanker, RankingOptions
-from permsc_integrations._calls.bridge import run_sync
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration._base import traced
-from permsc_integrations.integration._model import PSCOptionsModel, option_annotation
+from permsc_integrations.integration import PSCOptionsModel, option_annotation, run_sync, traced
 from permsc_integrations.results import RankingResult
 
 from .chat_backend import ChatModelBackend, chat_model, chat_model_run, run_config
@@ -115,16 +113,17 @@ class PSCRankingSettings(PSCOptionsModel):
 
     def _build(self) -> PSCRanker:
         options = self._check()
+        meter = self._one.meter(options)  # the ranker cap's, kept across rebuilds
         if isinstance(self.backend, str):
             backend = resolve_backend(self.backend, **self.backend_options)
             wrapped = (
                 backend if isinstance(backend, BatchBackend) else traced(backend, chat_model_run)
             )
             self._one.own(wrapped)
-            return PSCRanker(wrapped, options=options.replace(backend_options={}))
+            return PSCRanker(wrapped, options=options.replace(backend_options={}), meter=meter)
         if isinstance(self.backend, Runnable):
-            return PSCRanker(ChatModelBackend(self.backend), options=options)
-        return PSCRanker(self.backend, options=options)
+            return PSCRanker(ChatModelBackend(self.backend), options=options, meter=meter)
+        return PSCRanker(self.backend, options=options, meter=meter)
 
     async def _arank(
         self, query: str, items: Sequence[Any], config: RunnableConfig, *, sync_events: bool = False

@@ -39,8 +39,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, Field
 
-from permsc_integrations._checks import at_least
-from permsc_integrations.integration._base import psc_metadata
+from permsc_integrations.integration import at_least, psc_metadata
 from permsc_integrations.results import RankingResult
 
 from .ranking import PSCRankingSettings, _query_and

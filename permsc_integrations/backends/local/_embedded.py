@@ -40,7 +40,7 @@ def embedded_names() -> list[str]:
     return sorted(EMBEDDED_MODELS)
 
 
-def _model_and_engine(model: str | None, engine: str | None) -> tuple[str, str]:
+def model_and_engine(model: str | None, engine: str | None) -> tuple[str, str]:
     name = (model or "").strip().lower()
     if name in _ENGINES and engine is None:  # "embedded:llamacpp": an engine, default model
         name, engine = "", name
@@ -59,7 +59,7 @@ def embedded_backend(
 
     ``options`` go to the backend (``device=``, ``dtype=``, ``max_new_tokens=``, ...).
     """
-    name, engine = _model_and_engine(model, engine)
+    name, engine = model_and_engine(model, engine)
     if name not in EMBEDDED_MODELS:
         raise ConfigurationError(
             f"unknown embedded model {name!r}; available: {', '.join(embedded_names())}"

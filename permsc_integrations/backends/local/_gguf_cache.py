@@ -11,7 +11,7 @@ cache holds the quantised file and a few MB, not a float copy (7.1 GB in float32
 A folder is complete only once its ``manifest.json`` is written, under a file lock, so
 concurrent processes never see half of one. When the cache is not writable the model still
 loads, with a warning. Progress goes to this module's logger at INFO (the command line shows
-it on stderr). The cache folder is that of :func:`.model_store.cache_dir`.
+it on stderr). The cache folder is that of :func:`._model_store.cache_dir`.
 """
 
 from __future__ import annotations

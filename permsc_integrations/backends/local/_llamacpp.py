@@ -3,7 +3,7 @@
 One ``Llama`` instance per (file, context, threads, GPU layers) per process; calls run in a
 worker thread, one at a time per instance (llama.cpp contexts are not thread-safe).
 ``"llamacpp"`` without a path runs the default embedded model's file (Qwen2.5-Coder-1.5B-Instruct,
-:func:`.model_store.embedded_model_path`).
+:func:`._model_store.embedded_model_path`).
 
 First-token scoring (:meth:`LlamaCppBackend.afirst_token`) reads the logits directly: the
 conversation is formatted by the GGUF's own chat template, evaluated in one pass (no

@@ -1,6 +1,6 @@
 """Label probabilities from a local causal LM's logits: one forward pass, no generation.
 
-For first-token scoring (:mod:`permsc_integrations.first_token`) the transformers backend
+For first-token scoring (:mod:`permsc_integrations._run.first_token`) the transformers backend
 reads the next-token distribution at the end of each prompt (the answer's first token) in one
 left-padded forward pass over the batch, keeping only the last position's logits. Each label
 must be exactly one token where the answer starts: checked against the tokenizer (the prompt's

@@ -5,6 +5,9 @@
 (it was one module before the backends were split into folders).
 """
 
+from permsc_integrations._registry import publish
 from permsc_integrations.backends.openai._backend import OpenAIBackend
 
 __all__ = ["OpenAIBackend"]
+
+publish(__name__, OpenAIBackend)

@@ -323,7 +323,7 @@ class OpenAIBackend:
     ) -> LabelProbabilities:
         """The first answer token's probabilities over ``labels``, from the server's logprobs:
         one token at temperature 0 with the ``top_logprobs`` most likely, read by the rule of
-        :mod:`.logprobs`. No logprobs in the answer: ``LogprobsUnavailableError``."""
+        :mod:`.backends._logprobs`. No logprobs in the answer: ``LogprobsUnavailableError``."""
         check_labels(labels)
         one_token = replace(settings, temperature=0.0, max_tokens=1, stop=())
         asked = {"logprobs": True, "top_logprobs": self.top_logprobs}

@@ -35,8 +35,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from permsc_integrations._checks import positive_int
-from permsc_integrations.aggregators import Aggregator, aggregate, resolve
-from permsc_integrations.aggregators._pairwise import pairwise_counts
+from permsc_integrations.aggregators import (
+    Aggregator,
+    aggregate,
+    pairwise_counts,
+    reads_probabilities,
+    resolve,
+)
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.strategies._base import Draw, Outcome, RankContext, WaveEnd
@@ -194,7 +199,7 @@ def _rank_aggregator(spec: str | Aggregator) -> Aggregator:
     """The ranker's aggregator, which orders the frontier's head from its answers; one that
     reads first-token probabilities is refused (the frontier's answers are rankings)."""
     aggregator = resolve(spec)
-    if getattr(aggregator, "uses_probabilities", False):
+    if reads_probabilities(aggregator):
         raise ConfigurationError(
             f"aggregator {spec!r} reads first-token probabilities, which the frontier's rounds "
             "(max_calls below the blocks plan, adaptive m with a top_k, or "

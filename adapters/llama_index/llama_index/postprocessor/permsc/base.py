@@ -38,12 +38,10 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from permsc_integrations import PSCRanker
-from permsc_integrations._checks import at_least
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend, BatchBackend
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.integration._base import psc_metadata, traced
-from permsc_integrations.integration._model import PSCOptionsModel
+from permsc_integrations.integration import PSCOptionsModel, at_least, psc_metadata, traced
 from permsc_integrations.results import RankingResult
 
 from .llm_backend import LlamaIndexLLMBackend, llm_event
@@ -168,7 +166,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
                 backend = traced(backend, llm_event(lambda: self.callback_manager))
             self._one.own(backend)
             options = options.replace(backend_options={})
-        return PSCRanker(backend, options=options)
+        return PSCRanker(backend, options=options, meter=self._one.meter(options))
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

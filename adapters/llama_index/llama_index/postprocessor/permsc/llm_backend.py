@@ -31,16 +31,6 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageR
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.llms import LLM
 
-from permsc_integrations._checks import positive_int
-from permsc_integrations.backends._home_loop import HomeLoop
-from permsc_integrations.backends._http_errors import mapped_errors
-from permsc_integrations.backends._logprobs import (
-    check_labels,
-    label_probabilities,
-    refused_logprobs,
-    top_list,
-)
-from permsc_integrations.backends._redaction import public_settings
 from permsc_integrations.backends.base import (
     Completion,
     GenerationSettings,
@@ -48,7 +38,18 @@ from permsc_integrations.backends.base import (
     Message,
 )
 from permsc_integrations.errors import BackendError
-from permsc_integrations.integration._base import Done, Trace
+from permsc_integrations.integration import (
+    Done,
+    HomeLoop,
+    Trace,
+    check_labels,
+    label_probabilities,
+    mapped_errors,
+    positive_int,
+    public_settings,
+    refused_logprobs,
+    top_list,
+)
 from permsc_integrations.results import Usage
 
 __all__ = ["LlamaIndexLLMBackend", "llm_event"]

@@ -21,7 +21,7 @@ from llama_index.core.base.llms.types import MessageRole
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
 from permsc_integrations.errors import ConfigurationError
-from permsc_integrations.prompts._template import TemplatePrompt
+from permsc_integrations.integration import TemplatePrompt
 
 __all__ = ["DEFAULT_RERANK_PROMPT_TMPL", "to_core_prompt", "default_rerank_prompt"]
 

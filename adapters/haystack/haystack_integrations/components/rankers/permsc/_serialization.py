@@ -20,8 +20,8 @@ from typing import Any
 
 from haystack.utils import Secret
 
-from permsc_integrations.backends._redaction import is_secret_name
 from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.integration import is_secret_name
 
 __all__ = ["options_to_dict", "options_from_dict", "resolved_backend_options"]
 

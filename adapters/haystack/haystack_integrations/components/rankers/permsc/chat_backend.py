@@ -36,11 +36,9 @@ import anyio
 import anyio.to_thread
 from haystack.dataclasses import ChatMessage
 
-from permsc_integrations.backends._home_loop import HomeLoop
-from permsc_integrations.backends._http_errors import mapped_errors
-from permsc_integrations.backends._redaction import public_settings
 from permsc_integrations.backends.base import Completion, GenerationSettings, Message
 from permsc_integrations.errors import BackendError, ConfigurationError
+from permsc_integrations.integration import HomeLoop, mapped_errors, public_settings
 from permsc_integrations.results import Usage
 
 __all__ = ["HaystackChatBackend", "generator_name"]

@@ -38,16 +38,16 @@ from haystack.utils import deserialize_chatgenerator_inplace
 
 from permsc_integrations import PSCRanker as CoreRanker
 from permsc_integrations import RankingOptions
-from permsc_integrations._calls.bridge import run_sync
-from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations.backends import resolve_backend
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import ConfigurationError, PermscError
-from permsc_integrations.integration._base import (
+from permsc_integrations.integration import (
     OneRanker,
+    RankingKeywords,
     check_backend,
     checked_options,
     psc_metadata,
+    run_sync,
 )
 from permsc_integrations.results import RankingResult
 
@@ -114,15 +114,17 @@ class PSCRanker:
         self._one = OneRanker()
 
     def _build(self) -> CoreRanker:
+        meter = self._one.meter(self.options)  # the ranker cap's, kept across rebuilds
         if self._model is not None:
-            return CoreRanker(self._model, options=self.options)
+            return CoreRanker(self._model, options=self.options, meter=meter)
         if isinstance(self.backend, str):
             options = resolved_backend_options(self.options.backend_options)
             backend = resolve_backend(self.backend, **options)
             self._one.own(backend)
-            return CoreRanker(backend, options=self.options.replace(backend_options={}))
+            core = self.options.replace(backend_options={})
+            return CoreRanker(backend, options=core, meter=meter)
         assert self.backend is not None  # checked at construction
-        return CoreRanker(self.backend, options=self.options)
+        return CoreRanker(self.backend, options=self.options, meter=meter)
 
     def core_ranker(self) -> CoreRanker:
         """The core ranker these settings describe (built on first use, shared by all)."""

@@ -60,7 +60,7 @@ def _lines(documents: list[Document]) -> str:
 def ranker_tool(
     ranker: Any, *, name: str = "rerank_documents", description: str = DESCRIPTION
 ) -> ComponentTool:
-    """``ranker`` (a :class:`PSCRanker` not added to a pipeline) as a ``ComponentTool``
+    """``ranker`` (a :class:`~.ranker.PSCRanker` not added to a pipeline) as a ``ComponentTool``
     with :data:`TOOL_PARAMETERS` as its schema and one line per ranked document as its
     result."""
     return ComponentTool(
