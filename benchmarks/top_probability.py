@@ -7,7 +7,7 @@ for its share: 2 slots left among 4 items of that grade: 0.5 each). Bins of the 
 the mean predicted, the share observed, the items; over queries x regimes, per way the
 probability is made (the frontier's rounds under ``max_calls``, its adaptive rounds, or a
 fixed m = 20 run whose samples the list model is fitted to afterwards). Cost: that fit on a
-100-item, m = 20 run, timed alone (``_run/request.py``'s ``_top_probability``).
+100-item, m = 20 run, timed alone (``strategies/_top_probability.py``'s ``_fitted``).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/top_probability.py --queries 20
 """
@@ -29,7 +29,7 @@ import _dl19  # noqa: E402
 from _report import write_section  # noqa: E402
 
 from permsc_integrations import PSCRanker  # noqa: E402
-from permsc_integrations._run.request import _top_probability  # noqa: E402
+from permsc_integrations.strategies._top_probability import _fitted as _top_probability  # noqa: E402
 from permsc_integrations.testing import REGIMES, SimulatedJudge  # noqa: E402
 
 K = 10

@@ -78,7 +78,7 @@ def normalize_items(items: Sequence[object]) -> tuple[list[str], list[str | None
     texts: list[str] = []
     ids: list[str | None] = []
     for position, item in enumerate(items):
-        text, docid = _text_and_id(item)
+        text, docid = (item, None) if isinstance(item, str) else _text_and_id(item)  # fast path
         if text is _MISSING or not isinstance(text, str):
             raise InvalidRankingError(
                 f"item {position} has no text: {_describe(item)}; pass a string, an object with "

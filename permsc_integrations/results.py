@@ -187,6 +187,9 @@ class RankingResult:
     ``"certified"``: the top k was certified; ``"cap"``: adaptive m reached its cap;
     ``"exhausted"``: every distinct prompt was asked, fewer than m). ``ties``: pairs of
     neighbours in the top k whose order the answers do not establish (settled as ties).
+    ``strategy``: the strategy the request ran, as the chooser picked it (``"blocks"``,
+    ``"sliding"``, ``"frontier"``: blocks hands a ``max_calls`` below its plan, or adaptive m
+    with a ``top_k``, to the frontier; docs/strategies.md); None: a result built by hand.
     """
 
     order: tuple[int, ...]
@@ -199,6 +202,7 @@ class RankingResult:
     head: int | None = None
     stopped: StopReason = "complete"
     ties: tuple[tuple[int, int], ...] = ()
+    strategy: str | None = None
 
     @property
     def samples(self) -> tuple[Sample, ...]:

@@ -21,7 +21,7 @@ import pytest
 from permsc_integrations import PSCRanker
 from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.backends.base import Completion
-from permsc_integrations.strategies import Blocks, Calls, available
+from permsc_integrations.strategies import Blocks, CallRange, available
 from permsc_integrations.strategies._adaptive import Adaptive
 from permsc_integrations.testing import oracle_responder
 from permsc_integrations.testing._responders import shown_passages
@@ -152,11 +152,11 @@ def test_adaptive_m_stays_inside_the_planned_range(
 
 def test_adaptive_ranges_have_the_first_stable_wave_as_floor() -> None:
     fixed = RankingOptions(num_permutations=8).plan(100)
-    assert fixed.calls == Calls(8 * 5 + 8, 8 * 5 + 8) and fixed.calls.exact
+    assert fixed.calls == CallRange(8 * 5 + 8, 8 * 5 + 8) and fixed.calls.exact
     waves = RankingOptions(num_permutations=8, adaptive=Adaptive(first_wave=1, wave=3)).plan(100)
-    assert waves.calls == Calls(4 * 5 + 4, 8 * 5 + 8)  # one shuffle cannot prove stability
+    assert waves.calls == CallRange(4 * 5 + 4, 8 * 5 + 8)  # one shuffle cannot prove stability
     needs = RankingOptions(num_permutations=8, adaptive=Adaptive(2, 2), min_successful=5)
-    assert needs.plan(100).calls == Calls(6 * 5 + 6, 8 * 5 + 8)
+    assert needs.plan(100).calls == CallRange(6 * 5 + 6, 8 * 5 + 8)
     small = RankingOptions(num_permutations=3, adaptive=Adaptive(first_wave=4, wave=4))
     assert small.plan(100).calls.exact  # the first wave is the cap
 

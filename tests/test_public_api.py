@@ -94,8 +94,9 @@ PUBLIC = {
     "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
     "scores_from_order",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
-    "strategies": "RankContext Strategy Sliding Blocks Draw Lead Plan Round Calls PlanOptions "
-    "WindowShape register available get",
+    "strategies": "RankContext Strategy StrategyOptions Sliding Blocks Frontier Draw Lead Outcome "
+    "WaveEnd Window Plan Round CallRange PlanOptions WindowShape Choice choose register available "
+    "get",
     "testing": "ScriptedOpenAIServer ScriptedBackend ChatRequest Reply Fault sequence "
     "oracle_responder noisy_responder first_token_responder grade best_first SimulatedJudge "
     "JudgeParams REGIMES hidden_keys recording_spans BackendOpenAIServer AnswerStore StoredBackend "

@@ -77,7 +77,7 @@ def test_a_strategy_draws_any_windows_over_chosen_items_and_reads_every_sample(
             ]
             draws.append(await ctx.draw(0, inside, shown))
             order = await ctx.settle(draws[0])
-            return [*order, *(i for i in range(ctx.n) if i not in set(inside))]
+            return [*order, *(i for i in range(ctx.plan.n) if i not in set(inside))]
 
         def plan(self, n, options):
             return Plan(n, (Round.of(0, 15, (10, 10), 3, options),))
@@ -326,7 +326,7 @@ def test_unknown_strategy_is_refused_with_the_available_ones() -> None:
 
         async def aclose(self) -> None: ...
 
-    with pytest.raises(UnknownNameError, match="blocks, sliding"):
+    with pytest.raises(UnknownNameError, match="blocks, frontier, sliding"):
         PSCRanker(Idle(), strategy="tournament")
 
 

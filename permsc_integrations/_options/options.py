@@ -71,8 +71,7 @@ from permsc_integrations.aggregators import Aggregator
 from permsc_integrations.backends.base import GenerationSettings, ResponseCache
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.prompts import Prompt, first_token_prompt, get_prompt
-from permsc_integrations.strategies import Adaptive, Plan, Strategy
-from permsc_integrations.strategies import get as get_strategy
+from permsc_integrations.strategies import Adaptive, Plan, Strategy, choose
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -333,12 +332,13 @@ class RankingOptions:
 
     def plan(self, n: int) -> Plan:
         """What ranking ``n`` items costs under these options, before it runs: the strategy's
-        rounds and their calls (:mod:`permsc_integrations.strategies._plan`).
+        rounds and their calls (:mod:`permsc_integrations.strategies._plan`), as the chooser
+        makes it (:func:`permsc_integrations.strategies.choose`: the frontier's, where it runs).
 
         >>> [str(RankingOptions(strategy=s).plan(100).calls) for s in ("blocks", "sliding")]
         ['120', '180']
         """
-        return get_strategy(self.strategy).plan(n, self)
+        return choose(self.strategy, n, self).plan
 
     @property
     def generation(self) -> GenerationSettings:

@@ -19,11 +19,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,21 +35,29 @@ from permsc_integrations._events import EventHook
 from permsc_integrations._items import normalize_items
 from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, RankingOptions
+from permsc_integrations._ranker._parts import (
+    _SETTABLE,
+    RankRequest,
+    _as_request,
+    _first_failure,
+    _refusal,
+)
 from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.request import RequestRun
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.backends import check_backend_options, resolve_backend
 from permsc_integrations.backends.base import Backend
-from permsc_integrations.errors import (
-    ConfigurationError,
-    PermscError,
-    SpendingCapError,
-    add_note,
-    grouped,
-)
+from permsc_integrations.errors import ConfigurationError, PermscError, SpendingCapError, add_note
 from permsc_integrations.results import RankingResult, Usage, scores_from_order
-from permsc_integrations.strategies._plan import planned_tokens
+from permsc_integrations.strategies import (
+    Choice,
+    Outcome,
+    choose,
+    planned_tokens,
+    served_k,
+    top_probability,
+)
 from permsc_integrations.tracing import RankingSpan
 
 if sys.version_info >= (3, 11):
@@ -59,15 +66,6 @@ else:  # Python 3.10
     from typing_extensions import Unpack
 
 __all__ = ["PSCRanker", "RankRequest", "RankingKeywords", "DEFAULT_MAX_CONCURRENCY"]
-
-
-@dataclass(frozen=True)
-class RankRequest:
-    """One list to rank: ``items`` are strings, documents or mappings; ``id`` tags events."""
-
-    query: str
-    items: Sequence[Any]
-    id: Any = None
 
 
 class PSCRanker:
@@ -162,16 +160,17 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         hooks = (self.on_event, on_event)
-        plan = self._engine.strategy.plan(len(texts), self.options)
+        choice = choose(self.options.strategy, len(texts), self.options)  # once per request
+        plan = choice.plan
         need = functools.partial(
             planned_tokens, plan, functools.partial(self._engine.prompt.render, query), texts
         )
         try:  # a ranker's cap first holds what the plan needs (_admission.py), or refuses
             async with admitted(self._meter, (plan.calls.low, plan.calls.high), need) as hold:
                 state = self._engine.open(
-                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold
+                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold, plan=plan
                 )
-                return await _run(self._engine, state)
+                return await _run(self._engine, state, choice)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -325,55 +324,39 @@ class PSCRanker:
         self.close()
 
 
-_SETTABLE = frozenset({"on_event"})
-"""What a built ranker reads on every request, so that setting it is honoured: its event hook.
-Its parts (``_engine``, ``_limiter``, ``_breaker``, ``_meter``: the spending meter of
-``ranker_cap``, given to another ranker as ``meter=``) are private."""
-
-
-def _refusal(ranker: PSCRanker, name: str) -> str:
-    """Why ``ranker.name = ...`` is refused, and what to do instead."""
-    if name in RankingOptions.names():
-        return (
-            f"a PSCRanker's options are fixed when it is built (its engine, limiter and breaker "
-            f"are made from them), so setting {name!r} would be ignored; build a new ranker: "
-            f"PSCRanker(backend, options=ranker.options.replace({name}=...))"
-        )
-    if hasattr(type(ranker), name) or name in vars(ranker):
-        return (
-            f"PSCRanker.{name} is fixed when the ranker is built, so setting it would be "
-            "ignored; build a new ranker"
-        )
-    public = [a for a in vars(ranker) if not a.startswith("_")]
-    close = difflib.get_close_matches(name, [*RankingOptions.names(), *public], n=2)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return (
-        f"PSCRanker has no attribute {name!r}{hint}; its options are given when it is built "
-        f"(PSCRanker(backend, num_permutations=...)) and fixed after"
-    )
-
-
-async def _run(engine: Engine, state: RequestState) -> RankingResult:
-    """One request from its ``request_start`` to its ``request_end`` event; an error out of it
-    carries what it spent (a read of its meter)."""
+async def _run(engine: Engine, state: RequestState, choice: Choice) -> RankingResult:
+    """One request from its ``request_start`` to its ``request_end`` event, by the strategy
+    the chooser picked, over its plan; an error out of it carries what it spent (a read of
+    its meter)."""
     n = len(state.texts)
     await state.emit("request_start", n_items=n)
     try:
-        async with RequestRun(engine, state) as req:
-            order = tuple(await engine.strategy(req))
+        async with RequestRun(engine, state, choice.plan) as req:
+            outcome = req.outcome(await choice.strategy(req))
     except Exception as exc:
         spent = state.usage()  # every call the request made, cancelled ones included
         if isinstance(exc, PermscError):
             exc.usage = spent
         await state.emit("request_end", n_items=n, status="error", error=repr(exc), usage=spent)
         raise
-    return await _finished(req, order)
+    return await _finished(req, await _with_top_probability(req, outcome), choice.name)
 
 
-async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
+async def _with_top_probability(req: RequestRun, outcome: Outcome) -> Outcome:
+    """``outcome`` with each item's chance of the top k (:func:`~.strategies.top_probability`
+    on the finished samples): the strategy's own, or for a ranking with a k (``top_k``,
+    adaptive m's, 10 under ``max_calls``) the list model's, fitted in a worker thread."""
+    k, n, given = served_k(req.options), req.plan.n, outcome.top_probability
+    if not given and (k is None or n < 2):
+        return outcome
+    p = await req.offload(lambda: top_probability(outcome.order, req.samples, k or 1, given))
+    return replace(outcome, top_probability=p)
+
+
+async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> RankingResult:
     """The request's result, once its ``request_end`` event is out."""
-    outcome = await req.concluded(order)
-    windows, n, usage = req.windows, req.n, req.state.usage()
+    order = outcome.order
+    windows, n, usage = req.windows, req.plan.n, req.state.usage()
     confidence = sum(w.confidence for w in windows) / len(windows) if windows else 1.0
     await req.state.emit(
         "request_end",
@@ -394,6 +377,7 @@ async def _finished(req: RequestRun, order: tuple[int, ...]) -> RankingResult:
         head=outcome.head,
         stopped=outcome.stopped,
         ties=outcome.ties,
+        strategy=strategy,
     )
 
 
@@ -406,25 +390,6 @@ def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float
             scores[item] = score
         return tuple(scores)
     return scores_from_order(order)
-
-
-def _as_request(request: RankRequest | tuple[str, Sequence[Any]]) -> RankRequest:
-    if isinstance(request, RankRequest):
-        return request
-    try:
-        query, items = request
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            "each request must be a RankRequest or a (query, items) pair, "
-            f"got {type(request).__name__}"
-        ) from None
-    return RankRequest(query, items)
-
-
-def _first_failure(failures: list[BaseException]) -> BaseException:
-    for line in grouped(failures[1:]):  # identical failures once, counted
-        add_note(failures[0], f"other requests also failed: {line}")
-    return failures[0]
 
 
 publish("permsc_integrations", PSCRanker, RankRequest)

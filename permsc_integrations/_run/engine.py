@@ -52,11 +52,10 @@ from permsc_integrations.aggregators import (
 from permsc_integrations.backends.base import Backend
 from permsc_integrations.errors import InsufficientSamplesError, PermscError, add_note
 from permsc_integrations.metrics import consensus_confidence
-from permsc_integrations.prompts._base import Prompt
+from permsc_integrations.prompts import Prompt
 from permsc_integrations.results import ParseStatus, Sample, WindowResult
+from permsc_integrations.strategies import Adaptive, Draw, Plan, Strategy
 from permsc_integrations.strategies import get as get_strategy
-from permsc_integrations.strategies._adaptive import Adaptive
-from permsc_integrations.strategies._base import Draw, Strategy
 
 __all__ = ["Engine", "SAMPLERS"]
 
@@ -105,9 +104,11 @@ class Engine:
         hooks: tuple[EventHook | None, ...] = (),
         request_id: Any = None,
         ranker_meter: Charged | None = None,
+        plan: Plan | None = None,
     ) -> RequestState:
         """A request's state: its meter (``request_cap``, ``max_calls``), its limiter
-        (``request_concurrency``) before the ranker's, its events' total (the plan's rounds)."""
+        (``request_concurrency``) before the ranker's, its events' total (the rounds of
+        ``plan``, the request's: the chooser's; by default the configured strategy's)."""
         o = self.options
         cap = o.request_concurrency
         limiters = [lim for lim in (CallLimiter(cap) if cap else None, self.limiter) if lim]
@@ -115,7 +116,7 @@ class Engine:
         calls = Calls(
             self.backend.name, o.retry, o.timeout, self.breaker, limiters, mine, ranker_meter
         )
-        total = len(self.strategy.plan(len(texts), o).rounds)
+        total = len((plan or self.strategy.plan(len(texts), o)).rounds)
         return RequestState(query, texts, hooks, request_id, o.seed, total, calls)
 
     def good_needed(self, drawn: int, per_unit: int = 1) -> int:

@@ -1,17 +1,20 @@
 """One request while it runs: the rounds a strategy asks for, with their events and results.
 
-:class:`RequestRun` is the :class:`~permsc_integrations.strategies._base.RankContext` the ranker
-hands its strategy (``async with RequestRun(engine, state) as ctx: await strategy(ctx)``). It
-pairs the ranker's :class:`~.engine.Engine` with the request's :class:`~.state.RequestState`
-and keeps each finished round's result (the request's windows, in plan order). ``window``
+:class:`RequestRun` is the :class:`~permsc_integrations.strategies.RankContext` the ranker
+hands its strategy (``async with RequestRun(engine, state, plan) as ctx: await
+strategy(ctx)``). It pairs the ranker's :class:`~.engine.Engine` with the request's
+:class:`~.state.RequestState` and its one plan (the chooser's), and keeps each finished
+round's result (the request's windows, in plan order). ``window``
 runs PSC over a window of the list; ``draw``, ``settle`` and ``lead`` are the parts of a round
 a strategy composes: ``draw`` sends any prompts over chosen items (in waves under adaptive m)
 and returns every sample, ``lead`` picks a round's head at once and computes its consensus
 meanwhile, in the request's task group, while the strategy starts its next round. Each round
 gets its ``window_start``/``window_end`` events and a seed derived from the request; its
 shuffles are distinct (:func:`~permsc_integrations.permutations.distinct_permutations`). A
-strategy that plans its own rounds reads ``spent`` (the request's meter), runs its model with
-``offload`` and reports ``wave_end`` and its :class:`~.strategies._base.Outcome`.
+strategy that plans its own rounds reads what each round had spent (``Draw.spent``), runs its
+model with ``offload`` and reports each round's ``wave_end`` with its ``settle``; the
+:class:`~permsc_integrations.strategies.Outcome` it returns is completed by
+:meth:`RequestRun.outcome`.
 """
 
 from __future__ import annotations
@@ -33,41 +36,35 @@ from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.sampling import WindowRun
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.aggregators import Aggregator
-from permsc_integrations.errors import first_failure
+from permsc_integrations.errors import InvalidRankingError, first_failure
 from permsc_integrations.permutations import distinct_permutations
 from permsc_integrations.results import Sample, StopReason, WindowResult
-from permsc_integrations.strategies._adaptive import Adaptive, waves
-from permsc_integrations.strategies._base import Draw, Lead, Outcome
-from permsc_integrations.strategies._frontier import Answer, fit_list
-from permsc_integrations.strategies._frontier.rounds import served_k
-from permsc_integrations.strategies._window_plan import Window
+from permsc_integrations.strategies import (
+    Adaptive,
+    Draw,
+    Lead,
+    Outcome,
+    Plan,
+    WaveEnd,
+    Window,
+    waves,
+)
 
-__all__ = ["RequestRun", "FIT_LIMIT", "along"]
+__all__ = ["RequestRun"]
 
 T = TypeVar("T")
-
-FIT_LIMIT = 200
-"""The most items a fixed plan's list model is fitted over, for ``top_probability``: the
-top ``FIT_LIMIT`` of its order, from the answers that showed only them (the items below get
-0). 100 items, m = 20: 0.1-0.5 s of CPU in a worker thread (docs/benchmarks.md
-"top-probability"); the fit grows with the cube of the items."""
 
 
 class RequestRun:
     """One request in flight (see the module docstring)."""
 
-    def __init__(self, engine: Engine, state: RequestState) -> None:
+    def __init__(self, engine: Engine, state: RequestState, plan: Plan | None = None) -> None:
+        n = len(state.texts)
+        self.plan = plan or engine.strategy.plan(n, engine.options)  # the chooser's, given
         self.engine, self.state = engine, state
-        self.options = o = engine.options
-        # what a strategy reads (RankContext), as plain attributes
-        self.n = len(state.texts)
-        self.window_size, self.step, self.top_k = o.window_size, o.step, o.top_k
-        self.num_permutations, self.adaptive = o.num_permutations, o.adaptive
-        self.min_successful, self.max_calls = o.min_successful, o.max_calls
+        self.options = engine.options
         self.seed = state.seed_for
-        self.aggregator = engine.aggregator
         self.done: dict[int, WindowResult] = {}
-        self.outcome = Outcome()
         self.cut: set[StopReason] = set()  # what asked for fewer shuffles than m
         self._group: TaskGroup | None = None
 
@@ -97,12 +94,20 @@ class RequestRun:
             raise first_failure(errors) from None
 
     async def window(
-        self, number: int, window: Window, inside: tuple[int, ...], *, shuffles: int | None = None
+        self,
+        number: int,
+        window: Window,
+        inside: tuple[int, ...],
+        *,
+        shuffles: int | None = None,
+        left: int | None = None,
     ) -> Sequence[int]:
         """PSC over one window (``inside``: its items in input order), with its events."""
         where = {"start": window.start, "end": window.end, "pass": window.pass_index}
-        m = self.options.num_permutations
+        m, budget = self.options.num_permutations, self.options.max_calls
         wanted = m if shuffles is None else shuffles
+        if left is not None and budget is not None:  # a share of what the budget has left
+            wanted = min(wanted, max(1, (budget - self.spent) // left))
         perms = distinct_permutations(
             len(inside),
             wanted,
@@ -152,7 +157,7 @@ class RequestRun:
         saved = sum(len(shuffle) for shuffle in shown[drawn:])
         self.state.calls.saved(saved)
         per_unit = len(shown[0]) if shown else 1
-        return Draw(number, inside, tuple(samples), per_unit, saved, start, where)
+        return Draw(number, inside, tuple(samples), per_unit, saved, start, where, self.spent)
 
     async def _waves(
         self,
@@ -183,7 +188,11 @@ class RequestRun:
                 return samples, end
         return samples, cap
 
-    async def settle(self, draw: Draw, order: Sequence[int] | None = None) -> Sequence[int]:
+    async def settle(
+        self, draw: Draw, order: Sequence[int] | None = None, *, wave: WaveEnd | None = None
+    ) -> Sequence[int]:
+        if wave is not None:
+            await self._wave_end(draw, wave)
         result = await self.engine.consensus(draw, order)
         self.done[draw.number] = result
         await self.state.emit(
@@ -196,38 +205,43 @@ class RequestRun:
         )
         return result.order
 
+    async def _wave_end(self, draw: Draw, wave: WaveEnd) -> None:
+        """A round's ``wave_end`` for a strategy that decides its rounds: ``samples`` is the
+        calls spent when the round's answers were in."""
+        cap, stopped = wave.cap, wave.why != "unsettled"
+        await self.state.emit(
+            "wave_end",
+            draw.number,
+            total=cap,
+            wave=0,
+            samples=draw.spent,
+            cap=cap,
+            stopped=stopped,
+            why=wave.why,
+        )
+
     async def offload(self, work: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(work)
 
-    async def wave_end(self, number: int, *, calls: int, cap: int, why: WaveReason) -> None:
-        stopped = why != "unsettled"
-        await self.state.emit(
-            "wave_end", number, total=cap, wave=0, samples=calls, cap=cap, stopped=stopped, why=why
-        )
+    def outcome(self, given: Outcome | Sequence[int]) -> Outcome:
+        """The strategy's :class:`Outcome` (a bare order read as one; an order that is not a
+        reordering of the items raises :class:`InvalidRankingError`) completed: ``head``
+        (all items unless it said fewer) and ``stopped`` (:meth:`_stopped`); the calls it
+        ``saved`` below its cap are counted."""
+        out = given if isinstance(given, Outcome) else Outcome(tuple(given))
+        if sorted(out.order) != list(range(self.plan.n)):  # a strategy's slip, never a result
+            raise InvalidRankingError(
+                f"the strategy returned an order of {len(out.order)} items that is not a "
+                f"reordering of the request's {self.plan.n} items"
+            )
+        self.state.calls.saved(out.saved)
+        head = self.plan.n if out.head is None else out.head
+        return replace(out, order=tuple(out.order), head=head, stopped=self._stopped(out.stopped))
 
-    def conclude(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        self.state.calls.saved(outcome.saved)
-
-    async def concluded(self, order: Sequence[int]) -> Outcome:
-        """What the result says beside the order: the strategy's :class:`Outcome`, with
-        ``head`` (all items unless it said fewer), ``stopped`` (:meth:`_stopped`) and, where
-        the strategy gave none and the ranking has a k
-        (:func:`~.strategies._frontier.rounds.served_k`), ``top_probability`` from the list
-        model fitted to the samples (:data:`FIT_LIMIT`): ``None`` for an item no answer looked
-        at, non-increasing along ``order``."""
-        out, k = self.outcome, served_k(self.options)
-        samples = [s for w in self.done.values() for s in w.samples]
-        head = self.n if out.head is None else out.head
-        out = replace(out, head=head, stopped=self._stopped(out.stopped))
-        good = [s for s in samples if s.ok]
-        if not out.top_probability and k is not None and self.n >= 2:
-            fit = await self.offload(lambda: _top_probability(order, good, k))
-            out = replace(out, top_probability=fit)
-        if out.top_probability:
-            seen = {i for s in good for i in s.permutation}
-            out = replace(out, top_probability=along(order, out.top_probability, seen))
-        return out
+    @property
+    def samples(self) -> list[Sample]:
+        """Every sample of the rounds done so far."""
+        return [s for w in self.done.values() for s in w.samples]
 
     def _stopped(self, said: StopReason) -> StopReason:
         """``"budget"`` when the budget refused a call (a retry or a re-ask included) or made
@@ -274,47 +288,3 @@ class _Soon:
     async def _wait(self) -> Sequence[int]:
         await self._done.wait()
         return self._value
-
-
-def along(
-    order: Sequence[int], p: Sequence[float | None], seen: set[int]
-) -> tuple[float | None, ...]:
-    """``p`` with ``None`` for the items not ``seen`` and the rest made non-increasing along
-    ``order`` (pooled adjacent violators: a run that rises is replaced by its mean).
-
-    >>> along([0, 1, 2], [0.5, 0.9, 0.1], {0, 1, 2})
-    (0.7, 0.7, 0.1)
-    >>> along([0, 1, 2], [0.9, 0.8, 0.1], {0, 1})
-    (0.9, 0.8, None)
-    """
-    kept = [i for i in order if i in seen and p[i] is not None]
-    pools: list[list[float]] = []  # [sum, count] of each run
-    for i in kept:
-        pools.append([float(p[i] or 0.0), 1.0])
-        while len(pools) > 1 and pools[-2][0] * pools[-1][1] < pools[-1][0] * pools[-2][1]:
-            total, count = pools.pop()
-            pools[-1][0] += total
-            pools[-1][1] += count
-    fitted = [total / count for total, count in pools for _ in range(int(count))]
-    out: list[float | None] = [None] * len(p)
-    for i, value in zip(kept, fitted, strict=True):
-        out[i] = value
-    return tuple(out)
-
-
-def _top_probability(order: Sequence[int], samples: Sequence[Sample], k: int) -> tuple[float, ...]:
-    """Each item's probability of the top ``k`` under the list model of the ``samples``
-    that showed only the top :data:`FIT_LIMIT` items of ``order`` (their input order is the
-    first stage); 0 for the items below."""
-    kept = sorted(order[:FIT_LIMIT])
-    at = {item: j for j, item in enumerate(kept)}
-    answers = [
-        Answer(tuple(at[i] for i in s.permutation), tuple(at[i] for i in s.ranking))
-        for s in samples
-        if all(i in at for i in s.permutation)
-    ]
-    p = fit_list(len(kept), answers).top_probabilities(k)
-    out = [0.0] * len(order)
-    for item, j in at.items():
-        out[item] = float(p[j])
-    return tuple(out)

@@ -46,9 +46,11 @@ from permsc_integrations._checks import positive_int
 from permsc_integrations.aggregators import Aggregator, aggregate
 from permsc_integrations.errors import ConfigurationError
 
-__all__ = ["Adaptive", "waves", "sign_test"]
+__all__ = ["Adaptive", "waves", "sign_test", "CONFIDENCE"]
 
-CONFIDENCE = 0.9  # the default level (docs/benchmarks.md "adaptive")
+CONFIDENCE = 0.9
+"""The default level of adaptive m and of the frontier's stop rule, the one declaration
+(measured: docs/benchmarks.md "adaptive")."""
 
 Ranking = Sequence[int]
 _T = TypeVar("_T")
@@ -231,7 +233,7 @@ def sign_test(
     [0.109375, 0.03125]
     """
     # lazy: start-up time (numpy); only adaptive m needs it
-    from permsc_integrations.aggregators._pairwise import pairwise_counts
+    from permsc_integrations.aggregators import pairwise_counts
 
     wins = pairwise_counts(rankings, n_items)
     out = []

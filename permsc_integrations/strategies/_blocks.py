@@ -1,8 +1,8 @@
 """Rounds of blocks, each over the head of the round before (the default strategy; the
 package docstring of :mod:`permsc_integrations.strategies` and docs/strategies.md describe it).
-Under ``max_calls`` below this plan, or adaptive m with a ``top_k``, a list longer than a
-window goes to the frontier policy's rounds instead (:mod:`._frontier.rounds`); a list that
-fits one window gets at most ``max_calls`` shuffles.
+Under ``max_calls`` below this plan, or adaptive m with a ``top_k``, the chooser
+(:func:`permsc_integrations.strategies.choose`) runs a list longer than a window with the
+frontier strategy instead; a list that fits one window gets at most ``max_calls`` shuffles.
 
 Example:
     >>> from permsc_integrations._options.options import RankingOptions
@@ -19,12 +19,7 @@ from dataclasses import dataclass
 from permsc_integrations._checks import positive_int
 from permsc_integrations.aggregators import Aggregator, resolve
 from permsc_integrations.permutations import cut_blocks, distinct_permutations
-from permsc_integrations.strategies._base import RankContext
-from permsc_integrations.strategies._frontier.rounds import (
-    frontier_plan,
-    frontier_settings,
-    run_frontier,
-)
+from permsc_integrations.strategies._base import Outcome, RankContext
 from permsc_integrations.strategies._plan import Plan, PlanOptions, Round
 from permsc_integrations.strategies._window_plan import Window
 
@@ -69,30 +64,27 @@ class Blocks:
             if method is not None:
                 resolve(method)  # an unknown name fails here, not in the middle of a request
 
-    async def __call__(self, ctx: RankContext) -> Sequence[int]:
+    async def __call__(self, ctx: RankContext) -> Outcome:
         """Each round over the head of the one before: a round's head is picked at once
         (:meth:`RankContext.lead`) and the next round starts while the round's consensus is
         computed; the answer is the last round's order, then each earlier round's consensus
-        of the items it did not pass on. Or the frontier policy's rounds (module docstring)."""
-        fixed = self._plan(ctx.n, ctx).calls.high
-        seed = ctx.seed(range(ctx.n), "frontier")
-        settings = frontier_settings(ctx.n, ctx, fixed=fixed, seed=seed)
-        if settings is not None:
-            return await run_frontier(ctx, settings)
-        return await self._rounds(ctx)
+        of the items it did not pass on."""
+        return Outcome(tuple(await self._rounds(ctx)))
 
     async def _rounds(self, ctx: RankContext) -> Sequence[int]:
-        stages = self._shape(ctx.n, ctx.window_size)
-        items = tuple(range(ctx.n))
+        stages = ctx.plan.detail
+        assert isinstance(stages, tuple), "a Blocks plan's detail: its stages"
+        items = tuple(range(ctx.plan.n))
         later: list[Awaitable[Sequence[int]]] = []
         ranked: Sequence[int] = items
         for number, stage in enumerate(stages):
             if stage.window:
-                where, count = Window(0, len(items), pass_index=number), _window_shuffles(ctx)
+                where = Window(0, len(items), pass_index=number)
+                count = _window_shuffles(ctx.options)
                 ranked = await ctx.window(number, where, items, shuffles=count)
                 break
             shuffles = self._shuffles(ctx, items, stage)
-            draw = await ctx.draw(number, items, shuffles, top=ctx.window_size)
+            draw = await ctx.draw(number, items, shuffles, top=ctx.options.window_size)
             if number + 1 == len(stages):
                 ranked = await ctx.settle(draw)
                 break
@@ -110,10 +102,10 @@ class Blocks:
     ) -> list[list[tuple[int, ...]]]:
         """The round's distinct shuffles of ``items`` (``stage.shuffles``, at most m), each
         cut into balanced blocks of at most ``window_size`` positions."""
-        m = ctx.num_permutations
+        m, size = ctx.options.num_permutations, ctx.options.window_size
         count = min(stage.shuffles or m, m)
         perms = distinct_permutations(len(items), count, seed=ctx.seed(items, "blocks"))
-        return [cut_blocks(perm, ctx.window_size) for perm in perms]
+        return [cut_blocks(perm, size) for perm in perms]
 
     def _shape(self, n: int, size: int) -> tuple[_Stage, ...]:
         """The rounds over ``n`` items, the one source of :meth:`__call__` and :meth:`plan`:
@@ -133,20 +125,15 @@ class Blocks:
 
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """The rounds of :meth:`_shape` and their calls (blocks read neither ``step`` nor
-        ``top_k``: the last round settles the top ``window_size``), or the frontier
-        policy's (:func:`._frontier.rounds.frontier_plan`)."""
-        own = self._plan(n, options)
-        settings = frontier_settings(n, options, fixed=own.calls.high)
-        return own if settings is None else frontier_plan(n, settings)
-
-    def _plan(self, n: int, options: PlanOptions) -> Plan:
+        ``top_k``: the last round settles the top ``window_size``). Where the chooser runs
+        the frontier instead, ``RankingOptions.plan`` gives the frontier's plan."""
         m, size = options.num_permutations, options.window_size
-        rounds = []
-        for stage in self._shape(n, size):
+        rounds, stages = [], self._shape(n, size)
+        for stage in stages:
             prompts = (stage.items,) if stage.window else _block_sizes(stage.items, size)
             shuffles = _window_shuffles(options) if stage.window else min(stage.shuffles or m, m)
             rounds.append(Round.of(0, stage.items, prompts, shuffles, options))
-        return Plan(n, tuple(rounds))
+        return Plan(n, tuple(rounds), detail=stages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from permsc_integrations.backends.base import Message
@@ -43,7 +43,7 @@ from permsc_integrations.strategies._adaptive import Adaptive, waves
 __all__ = [
     "Plan",
     "Round",
-    "Calls",
+    "CallRange",
     "PlanOptions",
     "WindowShape",
     "approx_tokens",
@@ -86,7 +86,7 @@ class PlanOptions(WindowShape, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Calls:
+class CallRange:
     """A number of calls, ``low..high`` (equal unless adaptive m may stop early)."""
 
     low: int = 0
@@ -96,8 +96,8 @@ class Calls:
     def exact(self) -> bool:
         return self.low == self.high
 
-    def __add__(self, other: Calls) -> Calls:
-        return Calls(self.low + other.low, self.high + other.high)
+    def __add__(self, other: CallRange) -> CallRange:
+        return CallRange(self.low + other.low, self.high + other.high)
 
     def __str__(self) -> str:
         return str(self.high) if self.exact else f"{self.low}..{self.high}"
@@ -113,7 +113,7 @@ class Round:
     end: int
     prompts: tuple[int, ...]
     shuffles: int
-    calls: Calls
+    calls: CallRange
 
     @classmethod
     def of(
@@ -123,7 +123,7 @@ class Round:
         distinct orders of its ``n`` items) of ``prompts`` each."""
         shuffles = distinct_count(end - start, shuffles)
         low, high = _drawn(shuffles, options)
-        calls = Calls(low * len(prompts), high * len(prompts))
+        calls = CallRange(low * len(prompts), high * len(prompts))
         return cls(start, end, prompts, shuffles, calls)
 
     @property
@@ -134,6 +134,8 @@ class Round:
 def _drawn(shuffles: int, options: PlanOptions) -> tuple[int, int]:
     """How many of ``shuffles`` a round draws, ``(low, high)``: all of them, or under adaptive m
     from the end of the first wave that can stop it (see the module docstring) up to all."""
+    if options.adaptive is None:
+        return shuffles, shuffles
     floor = max(2, options.min_successful or 1)  # a stability check needs two shuffles
     low = next((end for _, end in waves(options.adaptive, shuffles) if end >= floor), shuffles)
     return low, shuffles
@@ -141,14 +143,21 @@ def _drawn(shuffles: int, options: PlanOptions) -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """A request's rounds, in the order they start, and what they cost together."""
+    """A request's rounds, in the order they start, and what they cost together (``calls``,
+    summed once, when the plan is made). ``detail``: what the strategy decided when it
+    planned, for it to read back when it runs (the frontier's settings), so that nothing
+    plans twice."""
 
     n: int
     rounds: tuple[Round, ...]
+    calls: CallRange = field(init=False, compare=False)
+    detail: object = field(default=None, compare=False)
 
-    @property
-    def calls(self) -> Calls:
-        return sum((r.calls for r in self.rounds), Calls())
+    def __post_init__(self) -> None:
+        low = high = 0
+        for r in self.rounds:
+            low, high = low + r.calls.low, high + r.calls.high
+        object.__setattr__(self, "calls", CallRange(low, high))
 
 
 def approx_tokens(messages: Sequence[Message]) -> int:

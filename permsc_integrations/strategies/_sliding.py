@@ -23,8 +23,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from permsc_integrations.errors import InvalidRankingError
+from permsc_integrations.results import StopReason
 from permsc_integrations.strategies._base import Outcome, RankContext
 from permsc_integrations.strategies._plan import Plan, PlanOptions, Round, WindowShape
 from permsc_integrations.strategies._window_plan import Window, plan_windows
@@ -35,30 +37,41 @@ __all__ = ["Sliding", "run_windows", "RankWindow"]
 class Sliding:
     """RankGPT's sliding windows, back to front (see the module docstring)."""
 
-    async def __call__(self, ctx: RankContext) -> Sequence[int]:
-        head, windows, planned = _budgeted(ctx.n, ctx)
-        m = ctx.num_permutations
+    async def __call__(self, ctx: RankContext) -> Outcome:
+        """The plan's windows (``ctx.plan.detail``), one after another."""
+        laid = ctx.plan.detail
+        assert isinstance(laid, _Laid), "a Sliding plan's detail: its windows"
+        count = len(laid.windows)
 
         async def rank(number: int, window: Window, inside: tuple[int, ...]) -> Sequence[int]:
-            shuffles = planned[number]
-            if ctx.max_calls is not None:  # re-asks and retries spent more: share what is left
-                left = ctx.max_calls - ctx.spent
-                shuffles = min(shuffles, max(1, left // (len(windows) - number)))
-            return await ctx.window(number, window, inside, shuffles=shuffles)
+            shuffles, left = laid.shuffles[number], count - number  # left: share what is left
+            return await ctx.window(number, window, inside, shuffles=shuffles, left=left)
 
-        order = await run_windows(range(ctx.n), windows, rank)
-        budgeted = ctx.max_calls is not None and ctx.max_calls < m * len(_windows(ctx.n, ctx))
-        ctx.conclude(Outcome(head=head, stopped="budget" if budgeted else "complete"))
-        return order
+        order = await run_windows(range(ctx.plan.n), laid.windows, rank)
+        return Outcome(tuple(order), head=laid.head, stopped=laid.stopped)
 
     def plan(self, n: int, options: PlanOptions) -> Plan:
         """One round per window of the plan, m calls each (under ``max_calls``: its share)."""
-        _, windows, planned = _budgeted(n, options)
+        head, windows, planned = _budgeted(n, options)
         rounds = (
             Round.of(w.start, w.end, (w.size,), shuffles, options)
             for w, shuffles in zip(windows, planned, strict=True)
         )
-        return Plan(n, tuple(rounds))
+        m, budget = options.num_permutations, options.max_calls
+        budgeted = budget is not None and budget < m * len(_windows(n, options))
+        laid = _Laid(head, tuple(windows), tuple(planned), "budget" if budgeted else "complete")
+        return Plan(n, tuple(rounds), detail=laid)
+
+
+@dataclass(frozen=True, slots=True)
+class _Laid:
+    """What :meth:`Sliding.plan` decided, for its run: the items ranked (the first ``head``),
+    the windows, each one's shuffles, and why sampling will have ended."""
+
+    head: int
+    windows: tuple[Window, ...]
+    shuffles: tuple[int, ...]
+    stopped: StopReason
 
 
 def _windows(n: int, shape: WindowShape) -> list[Window]:

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Answer", "ListFit", "fit_list", "is_echo", "position_effects"]
+__all__ = ["Answer", "ListFit", "fit_list", "is_echo", "position_effects", "POSTERIOR_DRAWS"]
 
-DEGREE = 4  # position effects: Legendre polynomials 1..4 of the relative position
-PRIOR_POSITION = 1.0  # prior sd of each position coefficient
-PRIOR_SLOPE = 3.0  # prior sd of a, the weight of the first-stage order
+DEGREE = 4  # position effects: Legendre polynomials 1..4 of the relative position (untuned)
+PRIOR_POSITION = 1.0  # prior sd of each position coefficient (untuned)
+PRIOR_SLOPE = 3.0  # prior sd of a, the weight of the first-stage order (untuned)
+POSTERIOR_DRAWS = 400  # draws of the posterior per estimate: top-k chances, the stop rule (untuned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +87,16 @@ class ListFit:
         """Items by posterior mean, best first; ties by index (the first-stage order)."""
         return tuple(int(i) for i in np.lexsort((np.arange(len(self.mean)), -self.mean)))
 
-    def draws(self, count: int, seed: int) -> np.ndarray:
+    def draws(self, count: int = POSTERIOR_DRAWS, seed: int = 0) -> np.ndarray:
         """``count`` draws of u from the posterior (rows)."""
         rng = np.random.default_rng(seed)
         jitter = 1e-9 * np.eye(len(self.mean))
         chol = np.linalg.cholesky(self.cov + jitter)
         return self.mean + rng.standard_normal((count, len(self.mean))) @ chol.T
 
-    def top_probabilities(self, k: int, *, count: int = 400, seed: int = 0) -> np.ndarray:
+    def top_probabilities(
+        self, k: int, *, count: int = POSTERIOR_DRAWS, seed: int = 0
+    ) -> np.ndarray:
         """Each item's posterior probability of being among the top ``k``."""
         draws = self.draws(count, seed)
         k = min(k, draws.shape[1])
@@ -183,9 +186,8 @@ def _pairwise(
 
 READINGS: dict[str, Reading] = {"plackett-luce": _plackett_luce, "pairs": _pairwise}
 """How an answer is read: a chain of choices, or each pair alike (docs/benchmarks.md
-"frontier-replay")."""
-READING = "plackett-luce"
-TAU_FLOOR, TAU_CEILING = 0.2, 5.0  # the fitted spread of the utilities is kept within
+"frontier-replay": the reading is :func:`fit_list`'s ``reading``, Plackett-Luce by default)."""
+TAU_FLOOR, TAU_CEILING = 0.2, 5.0  # the fitted spread of the utilities is kept within (untuned)
 
 
 def fit_list(
@@ -195,17 +197,20 @@ def fit_list(
     iterations: int = 30,
     em_steps: int = 3,
     tau: float | None = None,
+    reading: str = "plackett-luce",
 ) -> ListFit:
     """The model of module docstring, fitted to ``answers`` about items ``0..n-1`` (in the
-    first-stage order). ``tau``: fix the prior's spread instead of fitting it."""
+    first-stage order). ``tau``: fix the prior's spread instead of fitting it; ``reading``:
+    how an answer is read (:data:`READINGS`)."""
+    read = READINGS[reading]
     kept = [a for a in answers if len(a.ranking) >= 1 and len(a.shown) >= 2 and not is_echo(a)]
     f = -np.log1p(np.arange(n, dtype=float))
     f -= f.mean()
     groups = _groups(n, kept)
-    theta, cov_full, spread = _em(n, groups, f, tau, em_steps, iterations, 0.0)
+    theta, cov_full, spread = _em(n, groups, f, tau, (em_steps, iterations), 0.0, read)
     left_out = _left_out(groups, theta[:n])
     if left_out > 0.0:
-        theta, cov_full, spread = _em(n, groups, f, tau, em_steps, iterations, left_out)
+        theta, cov_full, spread = _em(n, groups, f, tau, (em_steps, iterations), left_out, read)
     seen = np.zeros(n, dtype=bool)
     for a in kept:
         seen[list(a.shown)] = True
@@ -224,15 +229,17 @@ def _em(
     groups: Sequence[_Group],
     f: np.ndarray,
     tau: float | None,
-    em_steps: int,
-    iterations: int,
+    steps: tuple[int, int],
     left_out: float,
+    read: Reading,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The posterior mode, its covariance and the prior's spread (fitted unless ``tau``)."""
+    """The posterior mode, its covariance and the prior's spread (fitted unless ``tau``), in
+    ``steps``: (EM steps, Newton iterations in each)."""
+    em_steps, iterations = steps
     spread = 1.0 if tau is None else tau
     theta = np.zeros(n + DEGREE + 1)
     for _ in range(em_steps if tau is None else 1):
-        theta, hess = _newton(n, groups, f, spread, theta, iterations, left_out)
+        theta, hess = _newton(n, groups, (f, spread, theta), iterations, left_out, read)
         cov_full = np.linalg.inv(-hess)
         if tau is None:
             resid = theta[:n] - theta[-1] * f
@@ -268,14 +275,14 @@ def _prior(n: int, f: np.ndarray, tau: float) -> np.ndarray:
 
 
 def _gradient(
-    n: int, groups: Sequence[_Group], theta: np.ndarray, left_out: float
+    n: int, groups: Sequence[_Group], theta: np.ndarray, left_out: float, read: Reading
 ) -> tuple[np.ndarray, np.ndarray]:
     """The answers' log-likelihood gradient and Hessian at ``theta``."""
     size, pos = n + DEGREE + 1, slice(n, n + DEGREE)
     grad, hess = np.zeros(size), np.zeros((size, size))
     uu = np.zeros(n * n)
     for g in groups:
-        _, gr, h = READINGS[READING](theta[g.items] + g.basis @ theta[pos], g.named, left_out)
+        _, gr, h = read(theta[g.items] + g.basis @ theta[pos], g.named, left_out)
         flat = g.items.ravel()
         grad[:n] += np.bincount(flat, gr.ravel(), n)
         grad[pos] += np.einsum("aw,awd->d", gr, g.basis)
@@ -292,16 +299,17 @@ def _gradient(
 def _newton(
     n: int,
     groups: Sequence[_Group],
-    f: np.ndarray,
-    tau: float,
-    theta: np.ndarray,
+    start: tuple[np.ndarray, float, np.ndarray],
     iterations: int,
     left_out: float,
+    read: Reading,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The posterior mode by (damped) Newton's method from ``theta``; the Hessian there."""
+    """The posterior mode by (damped) Newton's method from ``start``: (the first-stage
+    scores f, the prior's spread, theta); the Hessian there."""
+    f, tau, theta = start
     prior = _prior(n, f, tau)
     for step_number in range(iterations + 1):
-        grad, hess = _gradient(n, groups, theta, left_out)
+        grad, hess = _gradient(n, groups, theta, left_out, read)
         grad, hess = grad - prior @ theta, hess - prior
         if step_number == iterations:
             break

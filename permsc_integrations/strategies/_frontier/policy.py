@@ -45,18 +45,21 @@ __all__ = ["Frontier", "Settings", "FrontierResult"]
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The policy's knobs (measured in benchmarks/frontier_sim.py, docs/benchmarks.md)."""
+    """The policy's knobs. The policy as a whole, with these values, is measured in
+    docs/benchmarks.md "frontier" (benchmarks/frontier_sim.py); a knob marked "untuned" was
+    not varied there."""
 
-    k: int = 10  # the top k that matters
-    window: int = 20
+    k: int = 10  # the top k that matters (the request's; 10 by default: docs/scores.md)
+    window: int = 20  # the request's window_size
     budget: int | None = None  # the most calls; None: adaptive, up to ``cap``
-    cap: int = 120
-    max_rounds: int = 4  # with a budget
-    later_share: float = 1 / 3  # at least this share of a budget goes to later rounds
-    floor: float = 0.02  # an item with less chance of the top k is left out of a round
-    zone: float = ZONE  # a share of the contenders' spread near the k-th place (zone_width)
-    confidence: float = CONFIDENCE
-    adaptive_round: int = 6  # calls per later round without a budget
+    cap: int = 120  # without a budget: the fixed plan's calls (the request's)
+    max_rounds: int = 4  # with a budget (untuned)
+    later_share: float = 1 / 3  # at least this share of a budget goes to later rounds (untuned)
+    floor: float = 0.02  # an item with less chance of the top k is left out of a round (untuned)
+    zone: float = ZONE  # of the contenders' spread (zone_width): benchmarks/fine_grades.py
+    confidence: float = CONFIDENCE  # adaptive m's level: docs/benchmarks.md "adaptive"
+    adaptive_round: int = 6  # calls per later round without a budget (untuned)
+    reading: str = "plackett-luce"  # how an answer is read: docs/benchmarks.md "frontier-replay"
     seed: int = 0
 
 
@@ -157,7 +160,7 @@ class Frontier:
     def model(self) -> ListFit:
         """The list model of the head, fitted to every answer so far."""
         if self._fit is None:
-            self._fit = fit_list(self.head, self.answers)
+            self._fit = fit_list(self.head, self.answers, reading=self.settings.reading)
         return self._fit
 
     def _unsettled(self, fit: ListFit) -> list[tuple[int, int]]:

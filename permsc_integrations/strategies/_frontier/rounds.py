@@ -1,20 +1,22 @@
-"""The frontier policy's rounds: calls where the top k is uncertain, within a budget or until
-it is certified (issue 31; :mod:`permsc_integrations.strategies._frontier`).
+"""The frontier strategy (issue 31): calls where the top k is uncertain, within a budget or
+until it is certified (:mod:`permsc_integrations.strategies._frontier`).
 
-The blocks strategy hands a list longer than a window to
-:class:`~.policy.Frontier` when ``max_calls`` is below its own plan, or
-when adaptive m has a ``top_k`` (:func:`frontier_settings`). A first parallel round of shuffled
-blocks shows every item it can afford (below one pass, the first items of the input: the rest
-keep their input order, and the result's ``head`` says so); each later round shows the items
-whose top-k membership is still uncertain under one list model of every answer, in windows
-whose positions balance each item's exposure to the fitted position bias, never a prompt twice.
-With a budget, at most four rounds, planned up front; under adaptive m, rounds of six calls
-until the top k is certified (near-even neighbours settled as ties) or the cap (the fixed-m
-plan's calls, or ``max_calls`` below it) is spent. The list model decides where the calls go
-and gives each item its probability of the top k; the ranker's aggregator orders the head from
-the same answers (:func:`final_order`: the model only breaks the aggregator's ties and orders
-the pairs no answer compared), so a budget never returns a worse order than the consensus of
-its answers.
+:class:`Frontier` is registered as ``"frontier"``. The chooser
+(:func:`permsc_integrations.strategies.choose`) also picks it for a blocks request whose
+``max_calls`` is below the blocks plan, or under adaptive m with a ``top_k``
+(:meth:`Frontier.within`). A first parallel round of shuffled blocks shows every item it can
+afford (below one pass, the first items of the input: the rest keep their input order, and
+the result's ``head`` says so); each later round shows the items whose top-k membership is
+still uncertain under one list model of every answer, in windows whose positions balance
+each item's exposure to the fitted position bias, never a prompt twice. With a budget, at
+most ``max_rounds`` rounds, planned up front; under adaptive m, rounds of ``adaptive_round``
+calls until the top k is certified (near-even neighbours settled as ties) or the cap (the
+fixed-m plan's calls, or ``max_calls`` below it) is spent. The list model decides where the
+calls go and gives each item its probability of the top k; the ranker's aggregator orders
+the head from the same answers (:func:`final_order`: the model only orders the pairs no
+answer compared), so a budget never returns a worse order than the consensus of its answers.
+An aggregator that reads first-token probabilities has nothing to read in these answers: it
+is refused (:class:`~permsc_integrations.errors.ConfigurationError`, before any call).
 
 Example:
     >>> from permsc_integrations._options.options import RankingOptions
@@ -28,29 +30,39 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from permsc_integrations.aggregators import Aggregator, aggregate
-from permsc_integrations.aggregators._pairwise import pairwise_counts
+from permsc_integrations._checks import positive_int
+from permsc_integrations.aggregators import (
+    Aggregator,
+    aggregate,
+    pairwise_counts,
+    reads_probabilities,
+    resolve,
+)
+from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.permutations import cut_blocks
-from permsc_integrations.strategies._base import Draw, Outcome, RankContext
-from permsc_integrations.strategies._frontier import Answer, Frontier, FrontierResult, Settings
-from permsc_integrations.strategies._plan import Calls, Plan, PlanOptions, Round
+from permsc_integrations.strategies._base import Draw, Outcome, RankContext, WaveEnd
+from permsc_integrations.strategies._blocks import Blocks
+from permsc_integrations.strategies._frontier import Answer, FrontierResult, Settings
+from permsc_integrations.strategies._frontier import Frontier as Policy
+from permsc_integrations.strategies._plan import CallRange, Plan, PlanOptions, Round
 
 __all__ = [
+    "Frontier",
     "DEFAULT_TOP_K",
     "served_k",
     "frontier_settings",
     "frontier_plan",
-    "run_frontier",
     "final_order",
     "CONSENSUS_TOP",
     "MODEL_BELOW",
 ]
 
 DEFAULT_TOP_K = 10
-"""The k a ranking under ``max_calls`` serves when ``top_k`` is not set."""
+"""The k a ranking under ``max_calls`` serves when ``top_k`` is not set (docs/scores.md)."""
 
 MODEL_BELOW = 1
 """The list model decides a pair that fewer than ``MODEL_BELOW`` answers compared (1: only the
@@ -64,6 +76,75 @@ CONSENSUS_TOP = 4
 rest keep the model's order): 40 items for k = 10 keep exact Kemeny over a complete tournament
 to milliseconds, where the whole head of 100 took seconds and hit its time limit (untuned
 beyond that: on the judge 4k and the whole head differed by 0.01-0.02 nDCG either way)."""
+
+_WHOLE = Blocks()  # the fixed plan whose calls cap an explicit frontier without a budget
+
+
+@dataclass(frozen=True, slots=True)
+class Frontier:
+    """The frontier strategy (module docstring), with its knobs: ``k`` (None: ``top_k``,
+    adaptive m's ``top_k``, else :data:`DEFAULT_TOP_K`), ``max_rounds`` (with a budget),
+    ``adaptive_round`` (calls per later round without one), ``consensus_top`` (the aggregator
+    orders the model's top ``consensus_top * k``) and ``reading`` (how the list model reads
+    an answer: ``"plackett-luce"`` or ``"pairs"``). Asked for by name, it runs on any list
+    longer than a window: where the chooser's rule would pick it, as then; otherwise with
+    the blocks plan's calls as its budget (``max_calls`` when lower).
+    A list that fits one window is one PSC window, as under blocks."""
+
+    k: int | None = None
+    max_rounds: int = 4
+    adaptive_round: int = 6
+    consensus_top: int = CONSENSUS_TOP
+    reading: str = "plackett-luce"
+
+    def __post_init__(self) -> None:
+        for name in ("max_rounds", "adaptive_round", "consensus_top"):
+            positive_int(name, getattr(self, name))
+        if self.k is not None:
+            positive_int("k", self.k)
+        if self.reading not in ("plackett-luce", "pairs"):
+            raise ConfigurationError(
+                f"reading must be 'plackett-luce' or 'pairs', got {self.reading!r}"
+            )
+
+    def within(self, n: int, options: PlanOptions, fixed: Plan) -> Plan | None:
+        """The chooser's rule for a blocks request over ``n`` items (``fixed``: the blocks
+        plan): this strategy's plan when its budget is below ``fixed`` or adaptive m has a
+        ``top_k`` (:func:`frontier_settings`), else None (blocks runs)."""
+        settings = frontier_settings(n, options, fixed=fixed.calls.high)
+        return None if settings is None else self._planned(n, self._knobs(settings))
+
+    def plan(self, n: int, options: PlanOptions) -> Plan:
+        """Asked for by name: the rule's plan, or else the blocks plan's calls as its budget
+        (``max_calls`` when lower); a list of one window: that window (the blocks plan)."""
+        fixed = _WHOLE.plan(n, options)
+        if n <= options.window_size:
+            return fixed
+        settings = frontier_settings(n, options, fixed=fixed.calls.high) or _forced(
+            n, options, fixed.calls.high
+        )
+        return self._planned(n, self._knobs(settings))
+
+    def _knobs(self, settings: Settings) -> Settings:
+        return replace(
+            settings,
+            k=self.k or settings.k,
+            max_rounds=self.max_rounds,
+            adaptive_round=self.adaptive_round,
+            reading=self.reading,
+        )
+
+    def _planned(self, n: int, settings: Settings) -> Plan:
+        return replace(frontier_plan(n, settings), detail=settings)
+
+    async def __call__(self, ctx: RankContext) -> Outcome:
+        """The rounds the plan's settings say (``ctx.plan.detail``), or its one window."""
+        settings, n = ctx.plan.detail, ctx.plan.n
+        if not isinstance(settings, Settings):  # a list that fits one window
+            return await _WHOLE(ctx)
+        aggregator = _rank_aggregator(ctx.options.aggregator)
+        seeded = replace(settings, seed=ctx.seed(range(n), "frontier"))
+        return await _run(ctx, seeded, aggregator, self.consensus_top * seeded.k)
 
 
 def served_k(options: PlanOptions) -> int | None:
@@ -96,42 +177,64 @@ def frontier_plan(n: int, settings: Settings) -> Plan:
     """The policy's rounds over ``n`` items, each at its most calls (a budget's are exact
     unless every order of a few items runs out; adaptive ones may not run after the first);
     each round is over the head, its prompts at most a window."""
-    policy = Frontier(n, settings)
+    policy = Policy(n, settings)
     head, size = policy.head, settings.window
     first = tuple(len(b) for b in cut_blocks(range(head), size))
     rounds = []
     for number, calls in enumerate(policy.planned()):
         prompts = first[:calls] if number == 0 else (min(size, head),) * calls
         low = calls if number == 0 or settings.budget is not None else 0
-        rounds.append(Round(0, head, prompts, 1, Calls(low, calls)))
+        rounds.append(Round(0, head, prompts, 1, CallRange(low, calls)))
     return Plan(n, tuple(rounds))
 
 
-async def run_frontier(ctx: RankContext, settings: Settings) -> list[int]:
+def _forced(n: int, options: PlanOptions, fixed: int) -> Settings:
+    """Asked for by name where the rule would run blocks: the ``fixed`` plan's calls
+    (``max_calls`` when lower) as the budget."""
+    cap = min(fixed, options.max_calls or fixed)
+    return Settings(k=served_k(options) or DEFAULT_TOP_K, window=options.window_size, budget=cap)
+
+
+def _rank_aggregator(spec: str | Aggregator) -> Aggregator:
+    """The ranker's aggregator, which orders the frontier's head from its answers; one that
+    reads first-token probabilities is refused (the frontier's answers are rankings)."""
+    aggregator = resolve(spec)
+    if reads_probabilities(aggregator):
+        raise ConfigurationError(
+            f"aggregator {spec!r} reads first-token probabilities, which the frontier's rounds "
+            "(max_calls below the blocks plan, adaptive m with a top_k, or "
+            "strategy='frontier') do not use: its order comes from the answers' rankings. "
+            "Use a rank aggregator (kemeny, borda, copeland, rrf) or drop max_calls"
+        )
+    return aggregator
+
+
+async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, keep: int) -> Outcome:
     """Drive the policy round by round through ``ctx``: each round's windows all at once,
     every answer to the list model, the round kept with the model's order of the head; then
-    the outcome (``head``, ``stopped``, ``ties``, ``top_probability``)."""
-    policy = Frontier(ctx.n, settings)
+    the order (``aggregator`` over the model's top ``keep``) and what stands behind it."""
+    policy = Policy(ctx.plan.n, settings)
     head = tuple(range(policy.head))
     windows = await ctx.offload(policy.next_round)
     result: FrontierResult | None = None
-    number = 0
+    number = spent = 0
     while windows is not None:
         draw = await ctx.draw(number, head, [[w] for w in windows], waves=False)
-        policy.observe(_answers(draw), spent=ctx.spent)
+        spent = draw.spent
+        policy.observe(_answers(draw), spent=spent)
         windows = await ctx.offload(policy.next_round)
         result = await ctx.offload(policy.result)
-        why = policy.stopped or "unsettled"
-        await ctx.wave_end(number, calls=ctx.spent, cap=policy.limit, why=why)
-        await ctx.settle(draw, result.order[: policy.head])
+        wave = WaveEnd(policy.limit, policy.stopped or "unsettled")
+        await ctx.settle(draw, result.order[: policy.head], wave=wave)
         number += 1
     if result is None:
         result = policy.result()
-    saved = max(0, policy.limit - ctx.spent) if settings.budget is None else 0
-    ctx.conclude(Outcome(policy.head, result.stopped, result.ties, result.top_probability, saved))
-    model, keep = result.order[: policy.head], CONSENSUS_TOP * settings.k
-    ranked = await ctx.offload(lambda: final_order(ctx.aggregator, policy.answers, model, keep))
-    return [*ranked, *result.order[policy.head :]]
+    saved = max(0, policy.limit - spent) if settings.budget is None else 0
+    model = result.order[: policy.head]
+    ranked = await ctx.offload(lambda: final_order(aggregator, policy.answers, model, keep))
+    order = (*ranked, *result.order[policy.head :])
+    ties, p = result.ties, result.top_probability
+    return Outcome(order, policy.head, result.stopped, ties, p, saved)
 
 
 def final_order(

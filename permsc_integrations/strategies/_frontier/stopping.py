@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from permsc_integrations.strategies._adaptive import CONFIDENCE
 from permsc_integrations.strategies._frontier.model import ListFit
 
 __all__ = ["ZONE", "CONFIDENCE", "CONTENDERS", "RESOLVED", "zone_width", "unsettled", "ties"]
 
 ZONE = 0.5  # the indifference zone, a share of the utilities' spread (benchmarks/frontier_sim.py)
-CONFIDENCE = 0.9
-CONTENDERS = 10  # with top_k: the spread of the top max(2k, CONTENDERS) sets the zone
-RESOLVED = 1.5  # ... where it is at least this many of their posterior sds
+CONTENDERS = 10  # with top_k: the spread of the top max(2k, CONTENDERS) sets the zone (untuned)
+RESOLVED = 1.5  # ... where it is this many of their posterior sds: benchmarks/fine_grades.py
 
 
 def _pairs(fit: ListFit, top_k: int | None) -> list[tuple[int, int]]:
@@ -86,7 +86,7 @@ def unsettled(
 ) -> list[tuple[int, int]]:
     """The neighbour pairs (of the top ``top_k`` and across its cut, or all) not yet
     settled: nothing left means stop."""
-    draws = fit.draws(400, seed)
+    draws = fit.draws(seed=seed)
     margin = -zone_width(fit, top_k=top_k, zone=zone)
     return [
         (a, b)
@@ -101,6 +101,6 @@ def ties(
     """The neighbour pairs inside the top ``top_k`` (or all) whose order the posterior does
     not establish at ``confidence``: near even, settled as ties (when :func:`unsettled` has
     nothing left)."""
-    draws = fit.draws(400, seed)
+    draws = fit.draws(seed=seed)
     inside = _pairs(fit, None if top_k is None else max(top_k - 1, 0))
     return [(a, b) for a, b in inside if np.mean(draws[:, a] > draws[:, b]) < confidence]
