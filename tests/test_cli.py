@@ -436,6 +436,24 @@ def test_max_calls_bounds_estimate_and_rank(oracle, tmp_path, capsys):
     assert "max_calls must be an int >= 1" in capsys.readouterr().err
 
 
+def test_estimate_names_the_strategy_the_chooser_picks(tmp_path, capsys):
+    """Under a --max-calls below the blocks plan, rank runs the frontier (strategies.choose):
+    estimate says so, per query where the lists differ (a one-window list stays blocks)."""
+    path, _ = big_input(tmp_path)
+    assert main(["estimate", "-i", str(path), "--max-calls", "12", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"] == "frontier"
+    assert main(["estimate", "-i", str(path), "--max-calls", "12"]) == 0
+    assert "strategy:          frontier\n" in capsys.readouterr().out
+    assert main(["estimate", "-i", str(path), "--json"]) == 0  # within budget: blocks
+    assert json.loads(capsys.readouterr().out)["strategy"] == "blocks"
+    mixed = tmp_path / "mixed.jsonl"
+    rows = [query_line("a", list(range(250))), query_line("b", list(range(10)))]
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["estimate", "-i", str(mixed), "--max-calls", "12", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["strategy"] == "frontier (1 query), blocks (1 query)"
+
+
 @pytest.mark.parametrize("answer", ["500", "prose"])
 def test_an_outage_under_max_calls_exits_2_not_a_ranking(
     scripted_server, tmp_path, capsys, answer

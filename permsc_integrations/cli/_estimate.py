@@ -4,10 +4,12 @@ Calls come from the strategy's plan (``RankingOptions.plan``: its rounds, each w
 and calls). They count the prompts sent when every answer is read the first time: re-asks and
 retries come on top and cache hits are not calls, so the count is exact only for a fixed m and
 a model that always answers well; with adaptive m it is a range (each round stops between its
-first stable wave and m). With ``--max-calls`` it is the strategy's plan within the budget, an
-upper bound: re-asks and retries never take a query past it, they leave prompts unsent.
-Tokens are approximate: characters / 4 of the rendered prompts, no tokenizer needed, counted
-at the most calls, as are the cost and the caps. With ``--prices``
+first stable wave and m). The strategy printed is the one each query would run, as the chooser
+picks it (:func:`~permsc_integrations.strategies.choose`: blocks hands a long list to the
+frontier under a ``--max-calls`` below its plan). With ``--max-calls`` it is the strategy's
+plan within the budget, an upper bound: re-asks and retries never take a query past it, they
+leave prompts unsent. Tokens are approximate: characters / 4 of the rendered prompts, no
+tokenizer needed, counted at the most calls, as are the cost and the caps. With ``--prices``
 the cost is estimated too; with ``--request-cap``/``--ranker-cap`` it says how many queries a
 cap would stop (request) or allow (ranker).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TypedDict
 
@@ -30,7 +33,7 @@ from permsc_integrations.cli._common import (
     say,
 )
 from permsc_integrations.results import Usage
-from permsc_integrations.strategies import approx_tokens, planned_tokens
+from permsc_integrations.strategies import approx_tokens, choose, planned_tokens
 
 if TYPE_CHECKING:
     from permsc_integrations._calls.caps import Prices, SpendingCap
@@ -39,7 +42,15 @@ if TYPE_CHECKING:
     from permsc_integrations.prompts import Prompt
     from permsc_integrations.strategies import Plan
 
-__all__ = ["add_parser", "run", "Estimate", "estimate_query", "approx_tokens", "cap_report"]
+__all__ = [
+    "add_parser",
+    "run",
+    "Estimate",
+    "estimate_query",
+    "approx_tokens",
+    "cap_report",
+    "chosen_strategies",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +151,12 @@ def run(args: argparse.Namespace) -> int:
     options = cli_options(args)  # a bad option fails here, as it would in 'rank'
     prompt = options.build_prompt()
     queries, bad = load_queries(args.input)
-    per_query = [estimate_query(q, prompt, options.plan(len(q.texts))) for q in queries]
+    choices = [choose(options.strategy, len(q.texts), options) for q in queries]
+    per_query = [estimate_query(q, prompt, c.plan) for q, c in zip(queries, choices, strict=True)]
     total = sum(per_query, Estimate())
     cost = options.prices.cost(total.usage) if options.prices is not None else None
     caps = cap_report(per_query, options)
-    strategy = options.strategy if isinstance(options.strategy, str) else repr(options.strategy)
+    strategy = chosen_strategies([c.name for c in choices], options)
     exact = total.min_calls == total.calls
     if args.json:
         extra = {"cost": cost} if cost is not None else {}
@@ -170,6 +182,21 @@ def run(args: argparse.Namespace) -> int:
             say(f"cost:              ~{cost:.4g} (at --prices, per million tokens)")
         _say_caps(caps, total.queries)
     return 2 if bad else 0
+
+
+def chosen_strategies(names: list[str], options: RankingOptions) -> str:
+    """The strategy the chooser picks for each query (``strategies.choose``, as ``rank`` runs
+    it), with the query count where they differ: ``"frontier"``, or
+    ``"frontier (1 query), blocks (1 query)"``; with no query, the configured one."""
+    counts = Counter(names)
+    if not counts:
+        configured = options.strategy
+        return configured if isinstance(configured, str) else type(configured).__name__.lower()
+    if len(counts) == 1:
+        return names[0]
+    return ", ".join(
+        f"{name} ({k} quer{'y' if k == 1 else 'ies'})" for name, k in counts.most_common()
+    )
 
 
 def _say_caps(caps: CapReport, queries: int) -> None:
