@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 __all__ = [
     "StopReason",
@@ -197,7 +197,7 @@ class RankingResult:
     windows: tuple[WindowResult, ...] = ()
     confidence: float = 1.0
     usage: Usage = field(default_factory=Usage)
-    request: Any = None
+    request: object = None
     top_probability: tuple[float | None, ...] = ()
     head: int | None = None
     stopped: StopReason = "complete"

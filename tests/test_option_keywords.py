@@ -11,7 +11,6 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -55,7 +54,7 @@ def test_both_views_hold_every_option_in_order_with_what_it_accepts() -> None:
         accepts = field.metadata["accepts"]
         assert keywords[field.name] == (kept[field.name] if accepts is None else accepts)
     # where a caller gives more than is kept, the view takes it and the check normalises it
-    assert keywords["adaptive"] == bool | str | Adaptive | Mapping[str, Any] | None
+    assert keywords["adaptive"] == bool | str | Adaptive | Mapping[str, object] | None
     assert kept["adaptive"] == Adaptive | None
     given = {"adaptive": "5,5", "request_cap": "calls=9", "prices": "1,2", "retry": None}
     options = RankingOptions(**given)

@@ -25,11 +25,15 @@ from permsc_integrations.results import Usage
 __all__ = ["SpendingCap", "Prices", "parse_cap", "parse_prices"]
 
 
-def _positive(name: str, value: Any, kind: type) -> Any:
+def _positive(name: str, value: object, kind: type) -> float | None:
     if value is None:
         return None
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or (kind is int and not isinstance(value, int)) or not value > 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (kind is int and not isinstance(value, int))
+        or not value > 0
+    ):
         raise ConfigurationError(f"cap {name} must be a {kind.__name__} > 0 or None, got {value!r}")
     if not math.isfinite(value):
         raise ConfigurationError(f"cap {name} must be finite, got {value!r}")
@@ -106,7 +110,7 @@ class Prices:
         return replace(usage, cost=self.cost(usage))
 
 
-def parse_cap(name: str, value: Any) -> SpendingCap | None:
+def parse_cap(name: str, value: object) -> SpendingCap | None:
     """An option's value as a cap: None, a SpendingCap, its string or a mapping (to_dict)."""
     if value is None or isinstance(value, SpendingCap):
         return value
@@ -122,7 +126,7 @@ def parse_cap(name: str, value: Any) -> SpendingCap | None:
     )
 
 
-def parse_prices(name: str, value: Any) -> Prices | None:
+def parse_prices(name: str, value: object) -> Prices | None:
     """An option's value as prices: None, Prices, ``"PROMPT,COMPLETION"`` or a mapping."""
     if value is None or isinstance(value, Prices):
         return value

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from permsc_integrations._calls.admission import Admission, Amount, Hold, Ticket
 from permsc_integrations._calls.caps import Prices, SpendingCap
@@ -239,7 +239,7 @@ async def admitted(
             hold.close()
 
 
-def prompt_chars(messages: Any) -> int:
+def prompt_chars(messages: Sequence[Mapping[str, str]]) -> int:
     """A prompt's size in characters, what :func:`charged` estimates its tokens from."""
     return sum(len(m["content"]) for m in messages)
 

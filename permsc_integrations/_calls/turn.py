@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
-from typing import Any
 
 __all__ = ["Turn"]
 
@@ -36,7 +35,7 @@ class Turn:
         self.loop = asyncio.get_running_loop()
         self.future: asyncio.Future[None] = self.loop.create_future()
 
-    def __await__(self) -> Generator[Any, None, None]:
+    def __await__(self) -> Generator[object, None, None]:
         return self.future.__await__()
 
     def wake(self, gone: Callable[[], None] | None = None) -> bool:

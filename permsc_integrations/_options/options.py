@@ -279,7 +279,7 @@ class RankingOptions:
         cli_help="'PROMPT,COMPLETION' prices per million tokens: records report their cost, "
         "and a cap may set cost=",
     )
-    backend_options: dict[str, Any] = _option(
+    backend_options: dict[str, object] = _option(
         {},
         "options for a spec-string backend (base_url=, api_key=, device=, ...)",
         check_mapping,

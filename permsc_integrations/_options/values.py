@@ -57,11 +57,11 @@ Scoring = Literal["generate", "first_token"]
 
 SCORINGS: tuple[Scoring, ...] = get_args(Scoring)
 
-AdaptiveGiven = bool | str | Adaptive | Mapping[str, Any] | None
+AdaptiveGiven = bool | str | Adaptive | Mapping[str, object] | None
 """``adaptive=``: True (the default waves), ``'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'``, an
 :class:`Adaptive` or its mapping (an adapter's ``to_dict``); None or False: fixed m."""
 
-RetryGiven = RetryPolicy | Mapping[str, Any] | None
+RetryGiven = RetryPolicy | Mapping[str, object] | None
 """``retry=``: a :class:`RetryPolicy`, its mapping, or None (the default policy)."""
 
 CapGiven = str | SpendingCap | None
@@ -70,7 +70,7 @@ CapGiven = str | SpendingCap | None
 PricesGiven = str | Prices | None
 """``prices=``: ``'PROMPT,COMPLETION'`` per million tokens, or :class:`Prices`."""
 
-BackendOptionsGiven = Mapping[str, Any]
+BackendOptionsGiven = Mapping[str, object]
 """``backend_options=``: keywords of a spec-string backend's factory (kept as a dict)."""
 
 _T = TypeVar("_T")
@@ -201,7 +201,7 @@ def check_cache(name: str, value: object) -> ResponseCache | None:
     )
 
 
-def check_mapping(name: str, value: object) -> dict[str, Any]:
+def check_mapping(name: str, value: object) -> dict[str, object]:
     if value is None:
         return {}
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):

@@ -21,11 +21,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from permsc_integrations._calls.breaker import Breaker
 from permsc_integrations._calls.bridge import run_sync
@@ -41,6 +39,8 @@ from permsc_integrations._ranker._parts import (
     _as_request,
     _first_failure,
     _refusal,
+    collect_requests,
+    stream_requests,
 )
 from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
@@ -48,8 +48,8 @@ from permsc_integrations._run.request import RequestRun
 from permsc_integrations._run.state import RequestState
 from permsc_integrations.backends import check_backend_options, resolve_backend
 from permsc_integrations.backends.base import Backend
-from permsc_integrations.errors import ConfigurationError, PermscError, SpendingCapError, add_note
-from permsc_integrations.results import RankingResult, Usage, scores_from_order
+from permsc_integrations.errors import ConfigurationError, PermscError, SpendingCapError
+from permsc_integrations.results import RankingResult, Usage, WindowResult, scores_from_order
 from permsc_integrations.strategies import (
     Choice,
     Outcome,
@@ -136,10 +136,10 @@ class PSCRanker:
     async def arank(
         self,
         query: str,
-        items: Sequence[Any],
+        items: Sequence[object],
         *,
         on_event: EventHook | None = None,
-        request_id: Any = None,
+        request_id: object = None,
     ) -> RankingResult:
         """Rank ``items`` for ``query``; ``result.order`` indexes ``items``, best first.
 
@@ -154,7 +154,7 @@ class PSCRanker:
             return await self._arank(query, items, span.hooked(on_event), request_id)
 
     async def _arank(
-        self, query: str, items: Sequence[Any], on_event: EventHook | None, request_id: Any
+        self, query: str, items: Sequence[object], on_event: EventHook | None, request_id: object
     ) -> RankingResult:
         if not isinstance(query, str):
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
@@ -183,14 +183,14 @@ class PSCRanker:
         return self._meter.spent if self._meter is not None else None
 
     def rank(
-        self, query: str, items: Sequence[Any], *, on_event: EventHook | None = None
+        self, query: str, items: Sequence[object], *, on_event: EventHook | None = None
     ) -> RankingResult:
         """Sync :meth:`arank`, through the one bridge (works inside a running event loop)."""
         return run_sync(self.arank, query, items, on_event=on_event)
 
     async def arank_many(
         self,
-        requests: Iterable[RankRequest | tuple[str, Sequence[Any]]],
+        requests: Iterable[RankRequest | tuple[str, Sequence[object]]],
         *,
         on_event: EventHook | None = None,
         return_exceptions: bool = False,
@@ -206,7 +206,8 @@ class PSCRanker:
         the requests still under way.
         """
         failures: list[BaseException] = []
-        stream = self._stream([_as_request(r) for r in requests], on_event)
+        todo = [_as_request(r) for r in requests]
+        stream = stream_requests(self.arank, todo, on_event, self.options.max_concurrency)
         async with contextlib.aclosing(stream):
             async for _, outcome in stream:
                 if isinstance(outcome, BaseException) and not return_exceptions:
@@ -216,68 +217,17 @@ class PSCRanker:
         if failures:
             raise _first_failure(failures)
 
-    async def _stream(
-        self, todo: list[RankRequest], on_event: EventHook | None
-    ) -> AsyncGenerator[tuple[int, Any], None]:
-        """``(position, result or exception)`` for every request, as each completes."""
-        send, receive = anyio.create_memory_object_stream[Any](len(todo) or 1)
-        active = anyio.CapacityLimiter(self.options.max_concurrency)  # requests started at once
-        async with anyio.create_task_group() as tg:
-            for number, request in enumerate(todo):
-                tg.start_soon(self._one_of_many, request, number, on_event, send.clone(), active)
-            send.close()
-            try:
-                async with receive:
-                    async for item in receive:
-                        yield item
-            except GeneratorExit:  # the consumer stopped early: cancel what is left
-                tg.cancel_scope.cancel()
-
-    async def _one_of_many(
-        self,
-        request: RankRequest,
-        number: int,
-        on_event: EventHook | None,
-        send: Any,
-        active: anyio.CapacityLimiter,
-    ) -> None:
-        async with send, active:
-            rid = request.id if request.id is not None else number
-            try:
-                result = await self.arank(
-                    request.query, request.items, on_event=on_event, request_id=rid
-                )
-            except Exception as exc:
-                try:  # declared on PermscError; set on any other exception that takes it
-                    exc.request = request  # type: ignore[attr-defined]
-                except AttributeError:
-                    add_note(exc, f"while ranking request {rid!r}")
-                await send.send((number, exc))
-            else:
-                await send.send((number, replace(result, request=request)))
-
     def rank_many(
         self,
-        requests: Iterable[RankRequest | tuple[str, Sequence[Any]]],
+        requests: Iterable[RankRequest | tuple[str, Sequence[object]]],
         *,
         on_event: EventHook | None = None,
         return_exceptions: bool = False,
-    ) -> list[Any]:
+    ) -> list[RankingResult | BaseException]:
         """Sync :meth:`arank_many`; results in request order (see there for failures)."""
         todo = [_as_request(r) for r in requests]
-        return run_sync(self._collect, todo, on_event, return_exceptions)
-
-    async def _collect(
-        self, todo: list[RankRequest], on_event: EventHook | None, return_exceptions: bool
-    ) -> list[Any]:
-        out: list[Any] = [None] * len(todo)
-        async with contextlib.aclosing(self._stream(todo, on_event)) as stream:
-            async for number, outcome in stream:
-                out[number] = outcome
-        errors = [o for o in out if isinstance(o, BaseException)]
-        if errors and not return_exceptions:
-            raise _first_failure(errors)
-        return out
+        limit = self.options.max_concurrency
+        return run_sync(collect_requests, self.arank, todo, on_event, limit, return_exceptions)
 
     def reset_breaker(self) -> None:
         """Let calls go out again after a fatal error (a bad key, say) has been fixed; a
@@ -381,7 +331,7 @@ async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> Ranking
     )
 
 
-def _scores(order: Sequence[int], windows: Sequence[Any], n: int) -> tuple[float, ...]:
+def _scores(order: Sequence[int], windows: Sequence[WindowResult], n: int) -> tuple[float, ...]:
     """A probability aggregator's scores when one window ranked every item (first-token
     scoring: each item's mean probability), else :func:`scores_from_order`."""
     if len(windows) == 1 and windows[0].scores and len(windows[0].indices) == n:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import anyio
 
@@ -102,7 +101,7 @@ class Engine:
         texts: Sequence[str],
         *,
         hooks: tuple[EventHook | None, ...] = (),
-        request_id: Any = None,
+        request_id: object = None,
         ranker_meter: Charged | None = None,
         plan: Plan | None = None,
     ) -> RequestState:
@@ -240,7 +239,9 @@ class Engine:
         )
 
 
-def _probabilities(method: Any, samples: Sequence[Sample]) -> dict[str, Any]:
+def _probabilities(
+    method: str | Aggregator, samples: Sequence[Sample]
+) -> dict[str, list[dict[int, float]]]:
     """``{"probabilities": [{item: p}, ...]}`` of the good samples (window positions) for an
     aggregator that reads first-token probabilities, else ``{}``."""
     if not reads_probabilities(resolve(method)):

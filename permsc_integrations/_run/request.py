@@ -20,10 +20,11 @@ model with ``offload`` and reports each round's ``wave_end`` with its ``settle``
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from itertools import accumulate
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -85,11 +86,16 @@ class RequestRun:
         await self._group.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         group, self._group = self._group, None
         assert group is not None
         try:
-            return await group.__aexit__(*exc)
+            return await group.__aexit__(kind, exc, tb)
         except BaseExceptionGroup as errors:  # surface the failure itself
             raise first_failure(errors) from None
 
@@ -138,7 +144,7 @@ class RequestRun:
         number: int,
         inside: tuple[int, ...],
         shown: Sequence[Sequence[tuple[int, ...]]],
-        where: dict[str, Any],
+        where: Mapping[str, int],
         top: int | None,
         start: int = 0,
         *,
@@ -282,7 +288,7 @@ class _Soon:
         self._value = await work()
         self._done.set()
 
-    def __await__(self) -> Generator[Any, None, Sequence[int]]:
+    def __await__(self) -> Generator[object, None, Sequence[int]]:
         return self._wait().__await__()
 
     async def _wait(self) -> Sequence[int]:

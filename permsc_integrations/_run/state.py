@@ -20,7 +20,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from permsc_integrations._calls.calls import Calls
 from permsc_integrations._events import Event, EventHook, EventKind, emit
@@ -29,7 +28,7 @@ from permsc_integrations.results import Usage
 __all__ = ["RequestState", "derive_seed"]
 
 
-def derive_seed(seed: int, query: str, texts: Sequence[str], window: Any = 0) -> int:
+def derive_seed(seed: int, query: str, texts: Sequence[str], window: object = 0) -> int:
     """A 63-bit seed from the ranker's seed, the request and the window (stable across runs)."""
     blob = json.dumps([seed, query, list(texts), repr(window)], ensure_ascii=False)
     return int.from_bytes(hashlib.blake2b(blob.encode("utf-8"), digest_size=8).digest(), "big") >> 1
@@ -43,7 +42,7 @@ class RequestState:
     query: str
     texts: Sequence[str]
     hooks: tuple[EventHook | None, ...]
-    request_id: Any
+    request_id: object
     seed: int
     total: int
     calls: Calls
@@ -52,7 +51,7 @@ class RequestState:
         """What the request has spent so far (a read of its meter, priced when it can be)."""
         return self.calls.meter.spent
 
-    def seed_for(self, inside: Sequence[int], where: Any) -> int:
+    def seed_for(self, inside: Sequence[int], where: object) -> int:
         """The seed of the permutations over the items ``inside`` at ``where`` in the plan."""
         return derive_seed(self.seed, self.query, [self.texts[i] for i in inside], where)
 
@@ -68,7 +67,7 @@ class RequestState:
         *,
         sample: int | None = None,
         total: int | None = None,
-        **detail: Any,
+        **detail: object,
     ) -> None:
         """Send an event of this request to its hooks (``total``: the plan's rounds unless
         given, as a sample event gives its window's samples)."""

@@ -170,7 +170,7 @@ async def _rank_all(
     async with contextlib.aclosing(outcomes):
         async for outcome in outcomes:
             request: RankRequest = getattr(outcome, "request")  # noqa: B009 - set on both kinds
-            position = request.id
+            position = cast(int, request.id)  # this command numbers its requests
             if isinstance(outcome, SpendingCapError) and outcome.needed is not None:
                 refused.append(outcome)
                 writer.put(position, None)

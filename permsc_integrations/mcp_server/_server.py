@@ -29,11 +29,12 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field, ValidationError
 
 from permsc_integrations import __version__
@@ -107,8 +108,11 @@ class _Server(MCPServer):
         self.arguments = arguments
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> Any:
+        self,
+        name: str,
+        arguments: dict[str, object],
+        context: Context[object, object] | None = None,
+    ) -> CallToolResult | InputRequiredResult:
         unknown = [a for a in arguments if a not in self.arguments]
         if name == "rerank" and unknown:
             said = "; ".join(

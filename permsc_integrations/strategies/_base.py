@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from permsc_integrations._events import WaveReason
 from permsc_integrations.aggregators import Aggregator
@@ -50,7 +50,7 @@ class Draw:
     per_unit: int = 1
     saved: int = 0
     start: int = 0
-    where: Mapping[str, Any] = field(default_factory=dict)
+    where: Mapping[str, int] = field(default_factory=dict)
     spent: int = 0
 
     def items(self, positions: Sequence[int]) -> tuple[int, ...]:
@@ -116,7 +116,7 @@ class RankContext(Protocol):
     @property
     def options(self) -> StrategyOptions: ...
 
-    def seed(self, inside: Sequence[int], where: Any) -> int:
+    def seed(self, inside: Sequence[int], where: object) -> int:
         """The request's seed for permutations of the items ``inside`` at ``where``."""
         ...
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.callbacks.manager import (
@@ -55,7 +55,7 @@ from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
-Input = dict[str, Any]
+Input = dict[str, object]
 """What a ranking runnable is invoked with: ``{"query": ..., "items" or "documents": [...]}``
 (LangChain types a runnable's input as it is declared; the values are the caller's)."""
 
@@ -66,7 +66,7 @@ OPTIONS = frozenset(RankingOptions.names())
 class RankedItem(TypedDict):
     """One output row of :class:`PSCListwiseRanker`: ``rank`` is 1-based, ``index`` the input's."""
 
-    item: Any
+    item: object
     index: int
     score: float
     rank: int
@@ -90,7 +90,7 @@ class PSCRankingSettings(PSCOptionsModel):
     also be a ``PromptTemplate``/``ChatPromptTemplate`` (``{query}``, ``{items}``, ``{num}``).
     """
 
-    backend: Any = Field(
+    backend: object = Field(
         description="spec string ('openai:gpt-4o-mini'), core backend object, or LangChain "
         "chat model (or a Runnable around one)"
     )
@@ -103,8 +103,10 @@ class PSCRankingSettings(PSCOptionsModel):
             )
         return self.backend
 
-    def _core_values(self, values: dict[str, Any]) -> dict[str, Any]:
-        return {**values, "prompt": core_prompt(values["prompt"], values["max_words"])}
+    def _core_values(self, values: dict[str, object]) -> dict[str, object]:
+        words = values["max_words"]  # an int or None, as the options checked it
+        limit = words if isinstance(words, int) else None
+        return {**values, "prompt": core_prompt(values["prompt"], limit)}
 
     def configurable_fields(self, **kwargs: AnyConfigurableField) -> RunnableSerializable[Any, Any]:
         """LangChain's, where an option's config schema is its typed statement: LangChain
@@ -127,7 +129,7 @@ class PSCRankingSettings(PSCOptionsModel):
             return PSCRanker(wrapped, options=options.replace(backend_options={}), meter=meter)
         if isinstance(self.backend, Runnable):
             return PSCRanker(ChatModelBackend(self.backend), options=options, meter=meter)
-        return PSCRanker(self.backend, options=options, meter=meter)
+        return PSCRanker(cast(Backend, self.backend), options=options, meter=meter)
 
     async def _arank(
         self,

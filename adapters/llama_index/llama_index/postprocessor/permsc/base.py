@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from llama_index.core.bridge.pydantic import Field, SerializeAsAny, field_serializer
 from llama_index.core.callbacks import CBEventType, EventPayload
@@ -73,7 +73,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
     _ranker_fields: ClassVar[frozenset[str]] = frozenset({"backend", "llm", "top_n", PROMPT_KEY})
     _shared_on_copy: ClassVar[frozenset[str]] = frozenset({"backend", "llm", "callback_manager"})
 
-    backend: Any = Field(default=None, description="Core spec string or backend object.")
+    backend: object = Field(default=None, description="Core spec string or backend object.")
     llm: SerializeAsAny[LLM] | None = Field(
         default=None, exclude=True, description="The LlamaIndex LLM that ranks."
     )
@@ -87,7 +87,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
         description="LlamaIndex template with {query_str}, {context_str}, {num}; None: prompt.",
     )
 
-    def _init(self, backend: Any = None, **fields: Any) -> None:
+    def _init(self, backend: object = None, **fields: Any) -> None:
         super().__init__(**{"backend": backend, **fields})
         if not self.model_name:
             self.model_name = self._backend().name
@@ -157,8 +157,7 @@ class PSCRerank(PSCOptionsModel, BaseNodePostprocessor, PromptMixin):
             return LlamaIndexLLMBackend(self.llm)
         if isinstance(self.backend, str):
             return resolve_backend(self.backend, **self.backend_options)
-        given: Backend = self.backend  # a pydantic field, typed Any there
-        return given
+        return cast(Backend, self.backend)  # a Backend: _checked_model refused anything else
 
     def _build(self) -> PSCRanker:
         options = self._check()
