@@ -58,8 +58,9 @@ def items(n: int) -> list[str]:
     return [f"d{(k * 7919) % 1009}" for k in range(n)]  # distinct, shuffled
 
 
+SLOW = {"frontier"}  # its sweeps take ~40 s of the default suite: run in CI's slow stage
 STRATEGIES = [
-    *available(),
+    *(pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in available()),
     Blocks(head_windows=2),
     Blocks(screen_to=3, screen_shuffles=3, head_windows=2),
 ]

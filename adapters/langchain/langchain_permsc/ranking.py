@@ -55,9 +55,11 @@ from .prompts import core_prompt
 
 __all__ = ["PSCRankingSettings", "PSCListwiseRanker", "RankedItem"]
 
-Input = dict[str, object]
+Input = dict[str, Any]
 """What a ranking runnable is invoked with: ``{"query": ..., "items" or "documents": [...]}``
-(LangChain types a runnable's input as it is declared; the values are the caller's)."""
+(LangChain types a runnable's input as it is declared; the values are the caller's, so
+``Any``: a ``dict`` is invariant, and ``dict[str, object]`` refuses the dict literal a user
+writes, ``{"query": "q", "documents": docs}``; tests/test_typed_guides.py checks it)."""
 
 EVENT_PREFIX = "psc_"
 OPTIONS = frozenset(RankingOptions.names())
