@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 # (folder that holds the top-level package, the package's folder)
 SOURCES = [
@@ -264,7 +266,14 @@ def broken(refs: list[Ref]) -> list[str]:
     return out
 
 
+# What importing every module of the core and the adapters needs (the README's environment has
+# all of it; a floors stage, which installs one distribution on its oldest versions, does not).
+NEEDED = ("mcp", "langchain_core", "llama_index.core", "haystack", "langchain_permsc")
+
+
 def test_every_docstring_reference_resolves() -> None:
+    for dependency in NEEDED:
+        pytest.importorskip(dependency)
     refs = all_refs()
     assert len(refs) > 500  # the scan reads the docstrings (585 roles when this test was written)
     failures = broken(refs)

@@ -22,6 +22,7 @@ MODULES = sorted(
 NEEDS = {
     "permsc_integrations.backends.local.transformers": ("torch", "transformers"),
     "permsc_integrations.backends.local._logits": ("torch",),
+    "permsc_integrations.backends.local._loading": ("torch",),
 }
 
 
