@@ -28,28 +28,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _child import PRELUDE
 from _report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r"""
-import asyncio, json, sys, time
-from permsc_integrations import PSCRanker
-from permsc_integrations.backends.base import Completion
-
-class Instant:
-    name = "instant"
-    async def acomplete(self, messages, settings):
-        shown = sum(1 for m in messages if m["role"] == "user" and m["content"].startswith("["))
-        await asyncio.sleep(0)
-        return Completion(text=" > ".join(f"[{i}]" for i in range(1, shown + 1)))
-    async def aclose(self):
-        pass
-
-def texts(n, seed):
-    return [f"passage {k} of list {seed} about the topic, grade {(k * 37 + seed) % 101}"
-            for k in range(n)]
-
+CHILD = PRELUDE + r"""
 async def cpu(fn):
     began = time.thread_time()
     calls = await fn()

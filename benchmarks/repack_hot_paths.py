@@ -35,30 +35,14 @@ import sys
 import time
 from pathlib import Path
 
+from _child import PRELUDE
 from _report import write_section
 from request_path import figures, trace
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "0c52f86"
 
-ENGINE = r"""
-import asyncio, json, time
-from permsc_integrations import PSCRanker
-from permsc_integrations.backends.base import Completion
-
-class Instant:
-    name = "instant"
-    async def acomplete(self, messages, settings):
-        shown = sum(1 for m in messages if m["role"] == "user" and m["content"].startswith("["))
-        await asyncio.sleep(0)
-        return Completion(text=" > ".join(f"[{i}]" for i in range(1, shown + 1)))
-    async def aclose(self):
-        pass
-
-def texts(n, seed):
-    return [f"passage {k} of list {seed} about the topic, grade {(k * 37 + seed) % 101}"
-            for k in range(n)]
-
+ENGINE = PRELUDE + r"""
 async def cpu(fn):
     began = time.process_time()
     calls = await fn()
@@ -117,7 +101,7 @@ print(json.dumps(out))
 """
 
 COUNTS = (
-    ENGINE.split("async def cpu(fn):")[0]
+    PRELUDE
     + AGGREGATE.split("instances = ")[0].replace(", statistics, time", "")
     + r"""
 import cProfile, io, pstats

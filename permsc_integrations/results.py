@@ -22,11 +22,34 @@ __all__ = [
     "WindowResult",
     "RankingResult",
     "scores_from_order",
+    "Defect",
+    "answer_defect",
 ]
 
 
 StopReason = Literal["complete", "budget", "certified", "cap", "exhausted"]
 """Why a ranking's sampling ended (:attr:`RankingResult.stopped`)."""
+
+Defect = Literal["echo", "sparse"]
+"""What makes an answer degenerate (:func:`answer_defect`)."""
+
+
+def answer_defect(shown: Sequence[int], ranking: Sequence[int]) -> Defect | None:
+    """``"echo"``: a ranking of 4 or more items that names them in the order shown (by
+    chance one time in 24 or fewer, in a shuffled prompt); else ``"sparse"``: a window of 4 or
+    more answered with fewer than half its items (an answer that repeats one item, stops early or
+    names others); None: neither. The one rule the frontier, the result and the benchmarks
+    read (:attr:`RankingResult.degenerate`).
+
+    >>> answer_defect((2, 0, 1, 3), (2, 0, 1, 3)), answer_defect((2, 0, 1, 3), (0, 2, 1, 3))
+    ('echo', None)
+    >>> answer_defect((5, 6, 7, 8, 9), (7, 5))
+    'sparse'
+    """
+    named = set(ranking)
+    if len(ranking) >= 4 and list(ranking) == [i for i in shown if i in named]:
+        return "echo"
+    return "sparse" if len(shown) >= 4 and 2 * len(ranking) < len(shown) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +163,14 @@ class Sample:
     def ok(self) -> bool:
         return self.status in (ParseStatus.OK, ParseStatus.PARTIAL)
 
+    @property
+    def defect(self) -> Defect | None:
+        """What makes this answer degenerate (:func:`answer_defect`); None for a sound
+        answer, a failed one (see ``ok``) or a first-token reading (it cannot echo)."""
+        if not self.ok or self.probabilities:
+            return None
+        return answer_defect(self.permutation, self.ranking)
+
     def item_probabilities(self) -> dict[int, float]:
         """``{item: probability}`` of a first-token sample (empty for a generated one)."""
         return dict(zip(self.permutation, self.probabilities, strict=False))
@@ -212,6 +243,31 @@ class RankingResult:
     def failures(self) -> tuple[Sample, ...]:
         """The samples that failed (not those skipped for want of budget)."""
         return tuple(s for w in self.windows for s in w.failed)
+
+    @property
+    def degenerate(self) -> tuple[Sample, ...]:
+        """The answers that read as degenerate (:attr:`Sample.defect`): echoes of the order
+        shown, and windows answered with fewer than half their items. Many of them say the
+        model cannot answer windows this long (try a smaller ``window_size``): see
+        :attr:`degenerate_note`."""
+        return tuple(s for s in self.samples if s.defect is not None)
+
+    @property
+    def degenerate_note(self) -> str | None:
+        """What the ranking stands on, when a third of its answers or more (3 at least) are
+        :attr:`degenerate`: the ranker logs it as a warning, ``permsc serve`` adds it to
+        ``meta.warnings``; None otherwise."""
+        answered = sum(1 for s in self.samples if s.ok)
+        bad = [s.defect for s in self.degenerate]
+        if answered < 3 or 3 * len(bad) < answered:
+            return None
+        window = max(len(s.permutation) for s in self.samples)
+        return (
+            f"{len(bad)} of {answered} answers were degenerate ({bad.count('echo')} echoed the "
+            f"order shown, {bad.count('sparse')} named fewer than half of their window): the "
+            f"model may not answer windows of {window} items; a smaller window_size, or a "
+            "stronger model, may serve better (result.degenerate has them)"
+        )
 
     def top(self, k: int) -> tuple[int, ...]:
         return self.order[:k]

@@ -92,7 +92,7 @@ PUBLIC = {
     "RankVicunaPrompt MathSortPrompt WordSortPrompt GSM8KSortPrompt TemplatePrompt",
     "ray": "rank_dataset rank_rows",
     "results": "StopReason Usage ParseStatus ParsedAnswer Sample WindowResult RankingResult "
-    "scores_from_order",
+    "scores_from_order Defect answer_defect",
     "serve": "ModelConfig ServeConfig Limits load_models create_app serve relevance_scores",
     "strategies": "RankContext Strategy StrategyOptions Sliding Blocks Frontier Draw Lead Outcome "
     "WaveEnd Window Plan Round CallRange PlanOptions WindowShape Choice choose register available "

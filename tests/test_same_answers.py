@@ -2,11 +2,16 @@
 frontier and adaptive ``top_k`` give the orders, calls and stop reasons recorded on the code
 before it (``tests/data/orders_before_repack.json``, written by ``python
 tests/test_same_answers.py`` on commit 0c52f86). Against the simulated judge, in process.
+
+Changed on purpose since, and so left out here: the frontier's consensus leaves frequent
+echoes out (issue 39; ``ECHO_SHARE``, tested in tests/test_degenerate.py); the "noisy" judge
+echoes 30 % of its answers, so ``budget-30-top10-w10`` ranks otherwise with that rule on.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -14,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from permsc_integrations import PSCRanker
+from permsc_integrations.strategies._frontier import rounds
 from permsc_integrations.testing import REGIMES, SimulatedJudge
 
 RECORD = Path(__file__).parent / "data" / "orders_before_repack.json"
@@ -71,7 +77,10 @@ def run(name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_same_seeds_give_the_orders_recorded_before_the_repack(name: str) -> None:
+def test_the_same_seeds_give_the_orders_recorded_before_the_repack(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rounds, "ECHO_SHARE", math.inf)  # the rule added since (docstring)
     recorded = json.loads(RECORD.read_text())[name]
     assert run(name) == recorded
 

@@ -16,7 +16,8 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("prometheus_client")
 pytest.importorskip("pydantic")
 
-from permsc_integrations.testing import oracle_responder  # noqa: E402
+from permsc_integrations.testing import Reply, oracle_responder  # noqa: E402
+from permsc_integrations.testing._responders import shown_passages  # noqa: E402
 
 BODY = {"model": "permsc", "query": "goldfish", "documents": ["Goldfish grow.", "Cats purr."]}
 
@@ -152,6 +153,25 @@ def test_the_answer_says_how_far_the_ranking_went(
     parsed = client.rerank(model="permsc", query="goldfish", documents=docs)
     assert [r.index for r in parsed.results] == [r["index"] for r in results]
     assert parsed.meta.billed_units.search_units == 1
+
+
+def test_the_answer_warns_when_the_model_only_copies_the_order_shown(
+    scripted_server, serve_process, serve_case
+) -> None:
+    """An upstream that answers every prompt with the order it was shown: the ranking stands,
+    and ``meta.warnings`` says what it stands on (issue 39)."""
+
+    def copy(request: Any) -> Reply:
+        return Reply(" > ".join(f"[{p + 1}]" for p in range(len(shown_passages(request.messages)))))
+
+    upstream = scripted_server(copy)
+    proc = serve_process(*serve_case.flags(upstream, "-m", "3"))
+    docs = [f"goldfish doc {k}" for k in range(8)]
+    answer = httpx.post(f"{proc.url}/v2/rerank", json={**BODY, "documents": docs}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    [warning] = answer.json()["meta"]["warnings"]
+    assert warning.startswith("3 of 3 answers were degenerate (3 echoed the order shown"), warning
+    assert sorted(r["index"] for r in answer.json()["results"]) == list(range(8))
 
 
 def test_top_probability_scores_never_tie(scripted_server, serve_process, serve_case) -> None:

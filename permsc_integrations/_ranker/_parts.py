@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -147,3 +148,11 @@ async def collect_requests(
     if errors and not return_exceptions:
         raise _first_failure(errors)
     return done
+
+
+def warn_degenerate(result: RankingResult) -> None:
+    """Log :attr:`RankingResult.degenerate_note` as a warning, if there is one: the ranking
+    stands; the warning says what it stands on."""
+    note = result.degenerate_note
+    if note is not None:
+        logging.getLogger("permsc_integrations").warning("%s", note)

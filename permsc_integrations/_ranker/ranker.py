@@ -41,6 +41,7 @@ from permsc_integrations._ranker._parts import (
     _refusal,
     collect_requests,
     stream_requests,
+    warn_degenerate,
 )
 from permsc_integrations._registry import publish
 from permsc_integrations._run.engine import Engine
@@ -317,7 +318,7 @@ async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> Ranking
         stopped=outcome.stopped,
     )
     scores = _scores(order, windows, n)
-    return RankingResult(
+    result = RankingResult(
         order,
         scores,
         tuple(windows),
@@ -329,6 +330,8 @@ async def _finished(req: RequestRun, outcome: Outcome, strategy: str) -> Ranking
         ties=outcome.ties,
         strategy=strategy,
     )
+    warn_degenerate(result)
+    return result
 
 
 def _scores(order: Sequence[int], windows: Sequence[WindowResult], n: int) -> tuple[float, ...]:

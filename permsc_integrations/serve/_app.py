@@ -247,8 +247,9 @@ def _answer(
 
 
 def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
-    """Cohere's ``meta``, with the ranking's ``head`` and ``stopped``, and a warning when
-    ``unseen`` of the ``n`` documents were never shown to the model."""
+    """Cohere's ``meta``, with the ranking's ``head`` and ``stopped``, and warnings: when
+    ``unseen`` of the ``n`` documents were never shown to the model, and when many answers
+    were degenerate (:attr:`~permsc_integrations.results.RankingResult.degenerate_note`)."""
     u = result.usage
     meta: dict[str, object] = {
         "api_version": {"version": "2", "is_experimental": False},
@@ -261,12 +262,12 @@ def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
         "head": result.head,
         "stopped": result.stopped,
     }
-    if unseen:
-        meta["warnings"] = [
-            f"{unseen} of {n} documents were never shown to the model (blank ones, and those "
-            "past meta.head under a call budget): they follow in the order sent, with shown "
-            "false"
-        ]
+    unseen_note = (
+        f"{unseen} of {n} documents were never shown to the model (blank ones, and those past "
+        "meta.head under a call budget): they follow in the order sent, with shown false"
+    )
+    warnings = [w for w in (unseen and unseen_note, result.degenerate_note) if w]
+    meta |= {"warnings": warnings} if warnings else {}
     return meta
 
 

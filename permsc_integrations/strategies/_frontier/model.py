@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from permsc_integrations.results import answer_defect
+
 __all__ = ["Answer", "ListFit", "fit_list", "is_echo", "position_effects", "POSTERIOR_DRAWS"]
 
 DEGREE = 4  # position effects: Legendre polynomials 1..4 of the relative position (untuned)
@@ -47,15 +49,13 @@ class Answer:
 
 def is_echo(answer: Answer) -> bool:
     """An answer that names its items in the order shown (4 or more items: by chance one
-    time in 24 or fewer) tells nothing about them.
+    time in 24 or fewer) tells nothing about them
+    (:func:`~permsc_integrations.results.answer_defect`).
 
     >>> is_echo(Answer((2, 0, 1, 3), (2, 0, 1, 3))), is_echo(Answer((2, 0, 1, 3), (0, 2, 1, 3)))
     (True, False)
     """
-    named = set(answer.ranking)
-    return len(answer.ranking) >= 4 and list(answer.ranking) == [
-        i for i in answer.shown if i in named
-    ]
+    return answer_defect(answer.shown, answer.ranking) == "echo"
 
 
 @functools.lru_cache(maxsize=256)
@@ -82,6 +82,7 @@ class ListFit:
     slope: float  # a
     tau: float
     seen: np.ndarray  # bool: the item was in an answer that counted
+    slope_sd: float = 0.0  # the posterior sd of a (0: a known, as in a fit built by hand)
 
     def order(self) -> tuple[int, ...]:
         """Items by posterior mean, best first; ties by index (the first-stage order)."""
@@ -221,6 +222,7 @@ def fit_list(
         float(theta[-1]),
         spread,
         seen,
+        float(np.sqrt(max(cov_full[-1, -1], 0.0))),
     )
 
 
