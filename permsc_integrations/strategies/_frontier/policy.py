@@ -48,8 +48,9 @@ __all__ = ["Frontier", "Settings", "FrontierResult", "DEGENERATE_SHARE", "MIN_WI
 
 DEGENERATE_SHARE = 1 / 3
 """A round with this share of its windows answered with fewer than half their items, or not
-read at all, shrinks the later windows (untuned: the embedded 1.5B model failed this way on
-0-4 % of its 10-item windows and on most 20-item windows of similar words)."""
+read at all, shrinks the later windows (untuned: the embedded 1.5B model's WordSort answers
+did so at 0 % of its 10-item windows, 38 % at 15 and 50 % at 20: docs/benchmarks.md "window
+sizes")."""
 
 MIN_WINDOW = 4
 """The smallest window a shrink leaves (an echo of fewer items could be chance)."""
@@ -62,8 +63,8 @@ likely a top-k item as a seen one (a shuffled list, as in the real-answer benchm
 tail of one window, with a call left after it: on the judge's tuned regimes (100 items,
 window 20, budget 6: a tail of 20) the rule showed the tail in 84 of 192 lists and changed
 nDCG@10 by +0.000 on average (-0.046 to +0.035 a regime); a tail of three windows at window
-10 lost 0.029 (benchmarks/frontier_sim.py's lists, docs/benchmarks.md "real answers")."""
-"""The smallest window a shrink leaves (an echo of fewer items could be chance)."""
+10 lost 0.029 (benchmarks/frontier_sim.py's lists; docs/strategies.md "What real answers
+changed")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,18 +204,16 @@ class Frontier:
         the first-stage order tells nothing (:data:`COVER_Z`), the tail fits one window and a
         call is left after it; the head is then the whole list. Else none."""
         tail, left = list(range(self.head, self.n)), self.limit - self.calls
-        blocks = cut_blocks(tail, self.window)
-        if not tail or len(blocks) > 1 or left < 2 or fit.slope > COVER_Z * fit.slope_sd:
+        if not tail or len(tail) > self.window or left < 2:
+            return []
+        if fit.slope > COVER_Z * fit.slope_sd:
             return []
         p = fit.top_probabilities(self.settings.k, seed=self.settings.seed + self.rounds)
         likeliest = sorted(range(self.head), key=lambda i: (-p[i], -fit.mean[i]))
-        windows = []
-        for block in blocks:
-            items = [*block, *likeliest[: self.window - len(block)]]
-            self._rng.shuffle(items)
-            windows.append(tuple(items))
+        window = [*tail, *likeliest[: self.window - len(tail)]]
+        self._rng.shuffle(window)
         self.head, self._fit = self.n, None
-        return windows
+        return [tuple(window)]
 
     def _unsettled(self, fit: ListFit) -> list[tuple[int, int]]:
         s = self.settings
