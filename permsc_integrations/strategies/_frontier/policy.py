@@ -119,6 +119,15 @@ class Frontier:
         self.head = self._head()
 
     @property
+    def reach(self) -> int:
+        """The items the later rounds are over: the head, or the whole list where its tail
+        fits one window and a budget leaves later calls to show it (:meth:`_cover`)."""
+        s, tail = self.settings, self.n - self.head
+        first = -(-self.head // s.window)
+        may = s.budget is not None and 0 < tail <= s.window and self.limit - first >= 2
+        return self.n if may else self.head
+
+    @property
     def limit(self) -> int:
         s = self.settings
         return s.budget if s.budget is not None else s.cap

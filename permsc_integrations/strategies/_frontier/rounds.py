@@ -197,15 +197,17 @@ def frontier_settings(
 def frontier_plan(n: int, settings: Settings) -> Plan:
     """The policy's rounds over ``n`` items, each at its most calls (a budget's are exact
     unless every order of a few items runs out; adaptive ones may not run after the first);
-    each round is over the head, its prompts at most a window."""
+    each round is over the head (a later one over the whole list where the tail may be shown:
+    :attr:`~.policy.Frontier.reach`), its prompts at most a window."""
     policy = Policy(n, settings)
     head, size = policy.head, settings.window
     first = tuple(len(b) for b in cut_blocks(range(head), size))
     rounds = []
     for number, calls in enumerate(policy.planned()):
-        prompts = first[:calls] if number == 0 else (min(size, head),) * calls
+        prompts = first[:calls] if number == 0 else (min(size, policy.reach),) * calls
         low = calls if number == 0 or settings.budget is not None else 0
-        rounds.append(Round(0, head, prompts, 1, CallRange(low, calls)))
+        over = head if number == 0 else policy.reach  # later: the tail too, where it may show
+        rounds.append(Round(0, over, prompts, 1, CallRange(low, calls)))
     return Plan(n, tuple(rounds))
 
 
@@ -239,7 +241,7 @@ async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, kee
     result: FrontierResult | None = None
     number = spent = 0
     while windows is not None:
-        head = tuple(range(policy.head))  # it grows to the whole list where the tail is shown
+        head = tuple(range(policy.head if number == 0 else policy.reach))
         draw = await ctx.draw(number, head, [[w] for w in windows], waves=False)
         spent = draw.spent
         unread = sum(1 for s in draw.samples if s.status is ParseStatus.INVALID)
