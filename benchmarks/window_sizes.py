@@ -20,6 +20,7 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _real_lists as lists  # noqa: E402
@@ -44,14 +45,15 @@ def answers(server: BackendOpenAIServer, item: lists.RealList, size: int, shuffl
         return ranker.rank("", list(item.items[:size])).samples
 
 
-def row(task: str, size: int, samples: list, keys: list) -> dict:
-    """One table row: shares of sound, echoed, sparse and unread answers; named; tau."""
+def row(task: str, size: int, answered: list[tuple[Any, tuple]]) -> dict:
+    """One table row over ``answered`` (each sample with its own list's keys): the shares of
+    sound, echoed, sparse and unread answers; the share of the window named; tau."""
+    samples = [s for s, _ in answered]
     n = len(samples)
-    sound = [s for s in samples if s.ok and s.defect is None]
-    taus = [_tau(s.ranking, keys) for s in samples if s.ok and len(s.ranking) >= 2]
+    taus = [_tau(s.ranking, keys) for s, keys in answered if s.ok and len(s.ranking) >= 2]
     return {
         "task": task, "size": size, "answers": n,
-        "sound": len(sound) / n,
+        "sound": sum(1 for s in samples if s.ok and s.defect is None) / n,
         "echo": sum(1 for s in samples if s.defect == "echo") / n,
         "sparse": sum(1 for s in samples if s.defect == "sparse") / n,
         "unread": sum(1 for s in samples if not s.ok) / n,
@@ -93,24 +95,13 @@ def main() -> None:
         for task in args.tasks.split(","):
             drawn = lists.draw(task, args.lists, seed=0, start=500, min_items=20, max_items=20)
             for size in SIZES:
-                samples, keys = [], []
-                for index, item in enumerate(drawn):
-                    got = answers(server, item, size, args.shuffles, 500 + index)
-                    samples += got
-                    keys += [item.keys] * len(got)
-                rows.append(_pooled(task, size, samples, keys))
+                answered = [
+                    (sample, item.keys)
+                    for index, item in enumerate(drawn)
+                    for sample in answers(server, item, size, args.shuffles, 500 + index)
+                ]
+                rows.append(row(task, size, answered))
     write_section("window sizes", _table(rows, args))
-
-
-def _pooled(task: str, size: int, samples: list, keys: list) -> dict:
-    """:func:`row` over samples of several lists (each sample with its own list's keys)."""
-    parts = [row(task, size, [s], k) for s, k in zip(samples, keys, strict=True)]
-    out = {"task": task, "size": size, "answers": len(parts)}
-    for field in ("sound", "echo", "sparse", "unread", "named"):
-        out[field] = statistics.fmean(p[field] for p in parts)
-    taus = [p["tau"] for p in parts if p["tau"] == p["tau"]]
-    out["tau"] = statistics.fmean(taus) if taus else float("nan")
-    return out
 
 
 def _table(rows: list[dict], args: argparse.Namespace) -> str:
