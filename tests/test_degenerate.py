@@ -15,7 +15,7 @@ import pytest
 from permsc_integrations.results import answer_defect
 from permsc_integrations.strategies._frontier import Answer, rounds
 from permsc_integrations.strategies._frontier.policy import Frontier, Settings
-from permsc_integrations.testing import ChatRequest, Reply
+from permsc_integrations.testing import ChatRequest, Reply, oracle_responder
 from permsc_integrations.testing._responders import shown_passages
 
 pytest.importorskip("openai")
@@ -163,7 +163,7 @@ def test_a_budget_shows_the_tail_where_the_input_order_tells_nothing(scripted_se
     for later), its answers show the input order tells nothing, so the last 5 (the best) are
     shown next rather than left in input order behind the head (issue 39)."""
     texts = TEXTS[:35][::-1]  # the best last: the first-stage order is no evidence
-    server = scripted_server(echoing(0.0))
+    server = scripted_server(oracle_responder(lambda text: -_rank_of(text)))
     with server.ranker(max_calls=5, top_k=5, window_size=10, seed=4) as ranker:
         result = ranker.rank("which item is best?", texts)
     assert result.usage.calls == 5 and result.head == 35
