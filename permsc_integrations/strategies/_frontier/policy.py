@@ -209,11 +209,12 @@ class Frontier:
         return self._fit
 
     def _cover(self, fit: ListFit) -> list[tuple[int, ...]]:
-        """The unseen tail's window (filled up with the likeliest head items), once, where
-        the first-stage order tells nothing (:data:`COVER_Z`), the tail fits one window and a
-        call is left after it; the head is then the whole list. Else none."""
+        """The unseen tail's window (filled up with the likeliest head items), once, where the
+        plan lets the later rounds reach it (:attr:`reach`), the first-stage order tells nothing
+        (:data:`COVER_Z`), and the tail still fits the (maybe shrunk) window with a call left
+        after it; the head is then the whole list. Else none."""
         tail, left = list(range(self.head, self.n)), self.limit - self.calls
-        if not tail or len(tail) > self.window or left < 2:
+        if self.reach == self.head or len(tail) > self.window or left < 2:  # as planned, now
             return []
         if fit.slope > COVER_Z * fit.slope_sd:
             return []
