@@ -247,9 +247,8 @@ def _answer(
 
 
 def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
-    """Cohere's ``meta``, with the ranking's ``head`` and ``stopped``, and warnings: when
-    ``unseen`` of the ``n`` documents were never shown to the model, and when many answers
-    were degenerate (:attr:`~permsc_integrations.results.RankingResult.degenerate_note`)."""
+    """Cohere's ``meta``, with ``head``, ``stopped`` and warnings: ``unseen`` of the ``n``
+    documents never shown, many answers degenerate (``RankingResult.degenerate_note``)."""
     u = result.usage
     meta: dict[str, object] = {
         "api_version": {"version": "2", "is_experimental": False},
@@ -266,8 +265,9 @@ def _meta(result: RankingResult, n: int, unseen: int) -> dict[str, object]:
         f"{unseen} of {n} documents were never shown to the model (blank ones, and those past "
         "meta.head under a call budget): they follow in the order sent, with shown false"
     )
-    warnings = [w for w in (unseen and unseen_note, result.degenerate_note) if w]
-    meta |= {"warnings": warnings} if warnings else {}
+    notes = (unseen_note if unseen else None, result.degenerate_note)
+    if any(notes):
+        meta["warnings"] = [note for note in notes if note]
     return meta
 
 
