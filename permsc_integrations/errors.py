@@ -301,16 +301,17 @@ class SpendingCapError(PermscError):
 
 
 class BudgetSpentError(PermscError):
-    """The request's call budget (``max_calls``) is spent: this call was not sent.
+    """The request's budget (``max_calls``, ``max_total_tokens`` or ``max_cost``: ``option``)
+    is spent: this call was not sent.
 
     Not a failure of the request: the engine catches it, the sample that needed the call is
     *skipped* (``ParseStatus.SKIPPED``) and the strategy ranks with the answers it has. It
     reaches a caller only through :class:`~permsc_integrations._calls.calls.Calls` used directly.
     """
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        super().__init__(f"max_calls={budget} spent: the call was not sent")
+    def __init__(self, budget: float, option: str = "max_calls") -> None:
+        self.budget, self.option = budget, option
+        super().__init__(f"{option}={budget:g} spent: the call was not sent")
 
 
 class ClusterCapacityError(PermscError):

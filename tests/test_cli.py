@@ -297,6 +297,25 @@ def test_estimate_gives_a_range_under_adaptive_m(tmp_path, capsys):
     assert "exact" not in out
 
 
+def test_a_token_budget_is_each_querys_calls_in_estimate_and_rank(oracle, tmp_path, capsys):
+    """--max-total-tokens: estimate plans each query within it (the frontier, at the calls
+    whose tokens fit), and rank sends those calls at most, within the budget."""
+    path, _ = big_input(tmp_path)
+    budget = ["-m", "5", "--max-total-tokens", "6000"]
+    assert main(["estimate", "-i", str(path), *budget, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["strategy"] == "frontier" and 2 <= got["calls"] < 30 + 95
+    assert got["prompt_tokens"] + got["completion_tokens"] <= 2 * 6000
+    out = tmp_path / "ranked.jsonl"
+    args = ["rank", "-i", str(path), "-o", str(out), *budget, "--no-progress"]
+    assert main([*args, *remote(oracle)]) == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sum(r["usage"]["calls"] for r in records) == oracle.request_count <= got["calls"]
+    used = [r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in records]
+    assert max(used) <= 6000
+    assert [len({d["docid"] for d in r["ranking"]}) for r in records] == [100, 250]
+
+
 def test_step_equal_to_the_window_works_with_blocks(oracle, tmp_path, capsys):
     """Blocks read no step: --step 20 with the default window is accepted by rank and estimate
     (both crashed: the sliding planner refused it), and rank's progress total is the calls
@@ -455,9 +474,7 @@ def test_estimate_names_the_strategy_the_chooser_picks(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("answer", ["500", "prose"])
-def test_an_outage_under_max_calls_exits_2_not_a_ranking(
-    scripted_server, tmp_path, capsys, answer
-):
+def test_an_outage_under_max_calls_exits_2_not_a_ranking(scripted_server, tmp_path, capsys, answer):
     from permsc_integrations.testing import Fault
 
     server = scripted_server(

@@ -109,10 +109,10 @@ class Calls:
                     except BackendError as exc:  # a timeout too (raised leaving ``attempts``)
                         failed = exc
                         raise
-        except BudgetSpentError:
+        except BudgetSpentError as spent:
             if failed is None:  # never sent: the caller skips it
                 raise
-            add_note(failed, f"its retry was not sent: max_calls={self.meter.budget} was spent")
+            add_note(failed, f"its retry was not sent: {spent.option}={spent.budget:g} was spent")
             raise failed from None  # sent and failed: a failure, never a skip
         return result
 

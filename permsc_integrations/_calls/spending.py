@@ -70,7 +70,9 @@ class Meter:
     A request's ``budget`` (``max_calls``) is the most calls it may send: past it
     :meth:`reserve` raises :class:`~.errors.BudgetSpentError` (the call is not sent, the
     request goes on with the answers it has), where a cap raises :class:`SpendingCapError`;
-    ``refused`` counts the times it refused (the request's ``stopped="budget"``).
+    ``spend`` (``max_total_tokens``, ``max_cost``) is the same for tokens and cost, counted as
+    a cap counts them (what finished calls reported, an estimate for those in flight);
+    ``refused`` counts the times either refused (the request's ``stopped="budget"``).
 
     Thread-safe: a ranker's meter is shared by every thread and event loop that uses it."""
 
@@ -81,8 +83,10 @@ class Meter:
         prices: Prices | None = None,
         *,
         budget: int | None = None,
+        spend: SpendingCap | None = None,
     ) -> None:
         self.cap, self.scope, self.prices, self.budget = cap, scope, prices, budget
+        self.spend = spend
         self._lock = threading.Lock()
         self._spent = Usage()
         self._flight: list[Ticket] = []
@@ -120,7 +124,7 @@ class Meter:
         the cap (:class:`~.errors.BudgetSpentError` the budget): then nothing is counted and
         the call must not be sent. A call of an admitted request (``hold``) is paid from what
         is held for it while that lasts."""
-        if self.cap is None:  # nothing in flight to track
+        if self.cap is None and self.spend is None:  # nothing in flight to track
             with self._lock:
                 self._take(1)
             return _NOTHING
@@ -138,6 +142,11 @@ class Meter:
             if over is not None:
                 self._undo(est)
                 raise SpendingCapError(self.scope, *over, self._priced(self._spent))
+            spent = passed(self.spend, self.committed(holds=False))
+            if spent is not None:
+                self._undo(est)
+                self.refused += 1
+                raise BudgetSpentError(spent[1], _BUDGETS[spent[0]])
             return est
 
     def take(self, calls: int) -> None:
@@ -165,7 +174,7 @@ class Meter:
         left = self._left()
         if left is not None and left < calls:
             self.refused += 1
-            raise BudgetSpentError(self.budget or 0)
+            raise BudgetSpentError(self.budget or 0, "max_calls")
         self._spent += Usage(calls=calls)
 
     def _use(self, ticket: Ticket, amount: Amount) -> None:
@@ -179,17 +188,8 @@ class Meter:
         self._spent += Usage(calls=-1)
 
     def over(self, amount: Amount) -> tuple[str, float] | None:
-        """The limit ``amount`` passes, with its value, or None."""
-        c = self.cap
-        if c is None:
-            return None
-        if c.calls is not None and amount.calls > c.calls:
-            return "calls", c.calls
-        if c.tokens is not None and amount.tokens > c.tokens:
-            return "tokens", c.tokens
-        if c.cost is not None and amount.cost > c.cost:
-            return "cost", c.cost
-        return None
+        """The limit of the cap ``amount`` passes, with its value, or None."""
+        return passed(self.cap, amount)
 
     def release(self, ticket: Ticket) -> None:
         """Undo :meth:`reserve`: the call was not sent after all."""
@@ -221,6 +221,21 @@ class Meter:
         return self.prices.cost(usage) if self.prices else 0.0
 
 
+def passed(limits: SpendingCap | None, amount: Amount) -> tuple[str, float] | None:
+    """The limit of ``limits`` (a cap, or a request's ``spend``) that ``amount`` passes,
+    with its value, or None."""
+    if limits is None:
+        return None
+    if limits.calls is not None and amount.calls > limits.calls:
+        return "calls", limits.calls
+    if limits.tokens is not None and amount.tokens > limits.tokens:
+        return "tokens", limits.tokens
+    if limits.cost is not None and amount.cost > limits.cost:
+        return "cost", limits.cost
+    return None
+
+
+_BUDGETS = {"calls": "max_calls", "tokens": "max_total_tokens", "cost": "max_cost"}
 _NOTHING = Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
 
 
@@ -265,5 +280,3 @@ def charged(meters: Sequence[Charged], prompt_chars: int) -> Iterator[list[Usage
         total = sum(reported, Usage())
         for meter, ticket in tickets:
             meter.settle(ticket, total)
-
-

@@ -115,6 +115,12 @@ class RankingKeywords(TypedDict, total=False):
     """model calls per request at most, re-asks and retries included: the strategy plans within
     it (blocks: rounds where the top k is uncertain; below one pass, the first items of the
     input, the rest in input order); docs/strategies.md"""
+    max_total_tokens: int | None
+    """prompt + completion tokens per request at most, as the backend reports them: the strategy
+    plans within it (the most calls whose estimated tokens fit, characters / 4) and no call is
+    sent once it is spent; docs/strategies.md"""
+    max_cost: float | None
+    """cost per request at most, at prices= (needed): planned and spent as max_total_tokens"""
     cache: ResponseCache | None
     """response cache: MemoryCache(), SQLiteCache(path) or None"""
     request_cap: CapGiven
@@ -160,6 +166,8 @@ class OptionFields:
     min_coverage: float = _DECLARED
     adaptive: AdaptiveGiven = _DECLARED
     max_calls: int | None = _DECLARED
+    max_total_tokens: int | None = _DECLARED
+    max_cost: float | None = _DECLARED
     cache: ResponseCache | None = _DECLARED
     request_cap: CapGiven = _DECLARED
     ranker_cap: CapGiven = _DECLARED

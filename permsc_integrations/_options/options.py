@@ -245,6 +245,20 @@ class RankingOptions:
         cli_help="model calls per query at most, re-asks and retries included: the strategy "
         "plans within it (docs/strategies.md)",
     )
+    max_total_tokens: int | None = _option(
+        None,
+        "prompt + completion tokens per request at most, as the backend reports them: the "
+        "strategy plans within it (the most calls whose estimated tokens fit, characters / 4) "
+        "and no call is sent once it is spent; docs/strategies.md",
+        at_least(1, optional=True),
+        cli=int,
+    )
+    max_cost: float | None = _option(
+        None,
+        "cost per request at most, at prices= (needed): planned and spent as max_total_tokens",
+        number(positive=True, optional=True),
+        cli=float,
+    )
     cache: ResponseCache | None = _option(
         None, "response cache: MemoryCache(), SQLiteCache(path) or None", check_cache
     )
@@ -297,7 +311,7 @@ class RankingOptions:
             object.__setattr__(self, f.name, value)
         if slides(self.strategy):
             sliding_step(self.step, self.window_size)
-        priced(self.request_cap, self.ranker_cap, prices=self.prices)
+        priced(self.request_cap, self.ranker_cap, prices=self.prices, cost=self.max_cost)
         successes_needed(self.min_successful, self.num_permutations)
         scored_with(self.scoring, self.aggregator, self.calibrate, self.cache)
         if self.scoring == "first_token":
@@ -346,6 +360,14 @@ class RankingOptions:
         return GenerationSettings(
             temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout
         )
+
+    @property
+    def spend(self) -> SpendingCap | None:
+        """``max_total_tokens`` and ``max_cost``, the limits a request's meter stops at
+        (:mod:`._options.spend` plans within them); None: neither is set."""
+        if self.max_total_tokens is None and self.max_cost is None:
+            return None
+        return SpendingCap(tokens=self.max_total_tokens, cost=self.max_cost)
 
     def build_prompt(self) -> Prompt:
         """The prompt object; a prompt given by name gets ``max_words`` when it takes it.

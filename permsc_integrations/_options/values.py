@@ -156,9 +156,13 @@ def labelled(window_size: int, labels: Sequence[str]) -> None:
         )
 
 
-def priced(*caps: SpendingCap | None, prices: Prices | None) -> None:
-    """A cap on cost needs prices."""
-    if prices is None and any(cap is not None and cap.cost is not None for cap in caps):
+def priced(*caps: SpendingCap | None, prices: Prices | None, cost: float | None = None) -> None:
+    """A cap on cost, or a ``max_cost``, needs prices."""
+    if prices is not None:
+        return
+    if cost is not None:
+        raise ConfigurationError("max_cost needs prices= ('PROMPT,COMPLETION' per million tokens)")
+    if any(cap is not None and cap.cost is not None for cap in caps):
         raise ConfigurationError(
             "a cap with cost= needs prices= ('PROMPT,COMPLETION' per million tokens)"
         )

@@ -33,6 +33,7 @@ from permsc_integrations._events import EventHook
 from permsc_integrations._items import normalize_items
 from permsc_integrations._options.keywords import RankingKeywords
 from permsc_integrations._options.options import DEFAULT_MAX_CONCURRENCY, RankingOptions
+from permsc_integrations._options.spend import within_spend
 from permsc_integrations._ranker._parts import (
     _SETTABLE,
     RankRequest,
@@ -161,17 +162,23 @@ class PSCRanker:
             raise ConfigurationError(f"query must be a str, got {type(query).__name__}")
         texts, _ = normalize_items(items)
         hooks = (self.on_event, on_event)
-        choice = choose(self.options.strategy, len(texts), self.options)  # once per request
+        render = functools.partial(self._engine.prompt.render, query)
+        options = within_spend(self.options, render, texts)  # a token budget's max_calls
+        choice = choose(options.strategy, len(texts), options)  # once per request
         plan = choice.plan
-        need = functools.partial(
-            planned_tokens, plan, functools.partial(self._engine.prompt.render, query), texts
-        )
+        need = functools.partial(planned_tokens, plan, render, texts)
         try:  # a ranker's cap first holds what the plan needs (_admission.py), or refuses
             async with admitted(self._meter, (plan.calls.low, plan.calls.high), need) as hold:
                 state = self._engine.open(
-                    query, texts, hooks=hooks, request_id=request_id, ranker_meter=hold, plan=plan
+                    query,
+                    texts,
+                    hooks=hooks,
+                    request_id=request_id,
+                    ranker_meter=hold,
+                    plan=plan,
+                    options=options,
                 )
-                return await _run(self._engine, state, choice)
+                return await _run(self._engine, state, choice, options)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -275,14 +282,16 @@ class PSCRanker:
         self.close()
 
 
-async def _run(engine: Engine, state: RequestState, choice: Choice) -> RankingResult:
+async def _run(
+    engine: Engine, state: RequestState, choice: Choice, options: RankingOptions
+) -> RankingResult:
     """One request from its ``request_start`` to its ``request_end`` event, by the strategy
     the chooser picked, over its plan; an error out of it carries what it spent (a read of
     its meter)."""
     n = len(state.texts)
     await state.emit("request_start", n_items=n)
     try:
-        async with RequestRun(engine, state, choice.plan) as req:
+        async with RequestRun(engine, state, choice.plan, options) as req:
             outcome = req.outcome(await choice.strategy(req))
     except Exception as exc:
         spent = state.usage()  # every call the request made, cancelled ones included

@@ -104,14 +104,17 @@ class Engine:
         request_id: object = None,
         ranker_meter: Charged | None = None,
         plan: Plan | None = None,
+        options: RankingOptions | None = None,
     ) -> RequestState:
-        """A request's state: its meter (``request_cap``, ``max_calls``), its limiter
-        (``request_concurrency``) before the ranker's, its events' total (the rounds of
-        ``plan``, the request's: the chooser's; by default the configured strategy's)."""
-        o = self.options
+        """A request's state: its meter (``request_cap``, ``max_calls``, ``max_total_tokens``,
+        ``max_cost``), its limiter (``request_concurrency``) before the ranker's, its events'
+        total (the rounds of ``plan``, the request's: the chooser's; by default the configured
+        strategy's). ``options``: the request's (a token budget's ``max_calls``,
+        :func:`~permsc_integrations._options.spend.within_spend`), else the engine's."""
+        o = options or self.options
         cap = o.request_concurrency
         limiters = [lim for lim in (CallLimiter(cap) if cap else None, self.limiter) if lim]
-        mine = Meter(o.request_cap, "request", o.prices, budget=o.max_calls)
+        mine = Meter(o.request_cap, "request", o.prices, budget=o.max_calls, spend=o.spend)
         calls = Calls(
             self.backend.name, o.retry, o.timeout, self.breaker, limiters, mine, ranker_meter
         )

@@ -6,7 +6,9 @@ retries come on top and cache hits are not calls, so the count is exact only for
 a model that always answers well; with adaptive m it is a range (each round stops between its
 first stable wave and m). The strategy printed is the one each query would run, as the chooser
 picks it (:func:`~permsc_integrations.strategies.choose`: blocks hands a long list to the
-frontier under a ``--max-calls`` below its plan). With ``--max-calls`` it is the strategy's
+frontier under a ``--max-calls`` below its plan; ``--max-total-tokens`` and ``--max-cost``
+are turned into each query's calls as ``rank`` turns them, :mod:`._options.spend`). With
+``--max-calls`` it is the strategy's
 plan within the budget, an upper bound: re-asks and retries never take a query past it, they
 leave prompts unsent. Tokens are approximate: characters / 4 of the rendered prompts, no
 tokenizer needed, counted at the most calls, as are the cost and the caps. With ``--prices``
@@ -20,11 +22,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TypedDict
 
+from permsc_integrations._options.spend import within_spend
 from permsc_integrations.cli._common import (
     Query,
     add_ranking_arguments,
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
     from permsc_integrations._options.options import RankingOptions
     from permsc_integrations.cli._common import Subparsers
     from permsc_integrations.prompts import Prompt
-    from permsc_integrations.strategies import Plan
+    from permsc_integrations.strategies import Choice, Plan
 
 __all__ = [
     "add_parser",
@@ -151,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     options = cli_options(args)  # a bad option fails here, as it would in 'rank'
     prompt = options.build_prompt()
     queries, bad = load_queries(args.input)
-    choices = [choose(options.strategy, len(q.texts), options) for q in queries]
+    choices = [_chosen(options, prompt, q) for q in queries]
     per_query = [estimate_query(q, prompt, c.plan) for q, c in zip(queries, choices, strict=True)]
     total = sum(per_query, Estimate())
     cost = options.prices.cost(total.usage) if options.prices is not None else None
@@ -166,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         calls = f"{total.calls}" if exact else f"{total.min_calls}..{total.calls}"
         stops = "" if exact else "adaptive m: a round stops between its first stable wave and m; "
-        budget = "" if options.max_calls is None else f", max_calls={options.max_calls}: at most"
+        budget = _budget(options)
         say(f"queries:           {total.queries} ({bad} bad lines skipped)")
         say(f"items:             {total.items}")
         say(f"strategy:          {strategy}")
@@ -182,6 +186,19 @@ def run(args: argparse.Namespace) -> int:
             say(f"cost:              ~{cost:.4g} (at --prices, per million tokens)")
         _say_caps(caps, total.queries)
     return 2 if bad else 0
+
+
+def _budget(options: RankingOptions) -> str:
+    given = {k: getattr(options, k) for k in ("max_calls", "max_total_tokens", "max_cost")}
+    named = ", ".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
+    return f", {named}: at most" if named else ""
+
+
+def _chosen(options: RankingOptions, prompt: Prompt, query: Query) -> Choice:
+    """The chooser's pick for ``query``, within its token or cost budget (as ``rank``)."""
+    render = functools.partial(prompt.render, query.query)
+    within = within_spend(options, render, query.texts)
+    return choose(within.strategy, len(query.texts), within)
 
 
 def chosen_strategies(names: list[str], options: RankingOptions) -> str:

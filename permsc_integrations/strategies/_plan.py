@@ -181,6 +181,8 @@ def planned_tokens(
     for r in plan.rounds:
         at = r.start
         for size in r.prompts:
+            if at + size > r.end:  # a round whose prompts show its items again (the frontier's)
+                at = r.start
             prompt += approx_tokens(render(list(texts[at : at + size]))) * r.shuffles
             completion += ANSWER_TOKENS_PER_ITEM * size * r.shuffles
             at += size

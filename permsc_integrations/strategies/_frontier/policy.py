@@ -172,15 +172,24 @@ class Frontier:
         return windows
 
     def observe(
-        self, answers: Sequence[Answer], *, spent: int | None = None, unread: int = 0
+        self,
+        answers: Sequence[Answer],
+        *,
+        spent: int | None = None,
+        unread: int = 0,
+        refused: bool = False,
     ) -> None:
         """Every answer of the round (failed windows may be left out); ``spent``: the calls
         really spent so far, re-asks and retries included (cache hits not), when the caller
         counts them: the budget left is the budget less these; ``unread``: the round's
-        windows whose answers could not be read at all (not a backend's errors)."""
+        windows whose answers could not be read at all (not a backend's errors);
+        ``refused``: the request's budget refused some of its calls (a token or cost budget
+        spent before the calls were): no round follows."""
         self.answers.extend(answers)
         if spent is not None:
             self.calls = spent
+        if refused:
+            self.stopped = "budget"
         self._fit = None
         self._fit_window(answers, unread)
 

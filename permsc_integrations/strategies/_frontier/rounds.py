@@ -245,7 +245,8 @@ async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, kee
         draw = await ctx.draw(number, head, [[w] for w in windows], waves=False)
         spent = draw.spent
         unread = sum(1 for s in draw.samples if s.status is ParseStatus.INVALID)
-        policy.observe(_answers(draw), spent=spent, unread=unread)
+        refused = any(s.status is ParseStatus.SKIPPED for s in draw.samples)
+        policy.observe(_answers(draw), spent=spent, unread=unread, refused=refused)
         windows = await ctx.offload(policy.next_round)
         result = await ctx.offload(policy.result)
         wave = WaveEnd(policy.limit, policy.stopped or "unsettled")
@@ -257,7 +258,8 @@ async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, kee
         log.warning(
             "the model answered windows of %d items degenerately or not at all: the frontier "
             "asked its later rounds in windows of %d (a smaller window_size may serve better)",
-            settings.window, policy.window,
+            settings.window,
+            policy.window,
         )
     saved = max(0, policy.limit - spent) if settings.budget is None else 0
     model = result.order[: policy.head]

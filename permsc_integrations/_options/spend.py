@@ -1,0 +1,77 @@
+"""A budget in tokens or money (``max_total_tokens``, ``max_cost``) as the calls one request plans.
+
+The strategies plan in calls. For one request, a token or cost budget becomes the most calls
+whose plan (the chooser's, :func:`~permsc_integrations.strategies.choose`) fits it at the
+estimate ``permsc estimate`` makes (:func:`~permsc_integrations.strategies.planned_tokens`:
+each prompt rendered on the items it shows when the ranking starts, characters / 4, answers at
+6 tokens an item). Those calls are the request's ``max_calls`` (its own, where lower, stays);
+its meter then also stops at the budget itself, in the tokens the backend reports
+(:class:`~permsc_integrations._calls.spending.Meter`'s ``spend``): a model whose tokenizer
+counts more than the estimate gets fewer calls, not a larger bill. A budget that pays for the
+whole plan changes nothing; one that cannot pay for a single call is refused before any call.
+
+Example:
+    >>> from permsc_integrations._options.options import RankingOptions
+    >>> render = lambda shown: [{"role": "user", "content": " ".join(shown)}]
+    >>> texts = [f"passage number {i} " * 10 for i in range(100)]
+    >>> within_spend(RankingOptions(max_total_tokens=30_000), render, texts).max_calls
+    29
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from permsc_integrations._calls.admission import Amount
+from permsc_integrations._calls.spending import passed
+from permsc_integrations._options.options import RankingOptions
+from permsc_integrations.backends.base import Message
+from permsc_integrations.errors import ConfigurationError
+from permsc_integrations.results import Usage
+from permsc_integrations.strategies import Plan, choose, planned_tokens
+
+__all__ = ["within_spend"]
+
+Render = Callable[[list[str]], Sequence[Message]]
+
+
+def within_spend(options: RankingOptions, render: Render, texts: Sequence[str]) -> RankingOptions:
+    """``options`` for ranking ``texts`` (``render``: a window's prompt) with ``max_calls`` the
+    most calls whose plan fits ``max_total_tokens`` and ``max_cost`` (module docstring);
+    ``options`` themselves where neither is set or the whole plan fits."""
+    if options.spend is None:
+        return options
+    n = len(texts)
+    whole = choose(options.strategy, n, options).plan
+    if _fits(options, whole, render, texts):
+        return options
+    low, high = 0, whole.calls.high  # low fits (no call), high does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        planned = choose(options.strategy, n, options.replace(max_calls=mid)).plan
+        low, high = (mid, high) if _fits(options, planned, render, texts) else (low, mid)
+    if low == 0:
+        one = _usage(options.replace(max_calls=1), render, texts)
+        raise ConfigurationError(
+            f"{_named(options)} does not pay for one call over these {n} items (one is "
+            f"~{one.total_tokens:,} tokens, characters / 4): raise it, or show fewer or shorter "
+            "items a prompt (window_size, max_words)"
+        )
+    return options.replace(max_calls=low)
+
+
+def _fits(options: RankingOptions, plan: Plan, render: Render, texts: Sequence[str]) -> bool:
+    prompt, completion = planned_tokens(plan, render, texts)
+    usage = Usage(prompt, completion, plan.calls.high)
+    cost = options.prices.cost(usage) if options.prices is not None else 0.0
+    return passed(options.spend, Amount(usage.calls, usage.total_tokens, cost)) is None
+
+
+def _usage(options: RankingOptions, render: Render, texts: Sequence[str]) -> Usage:
+    plan = choose(options.strategy, len(texts), options).plan
+    return Usage(*planned_tokens(plan, render, texts), plan.calls.high)
+
+
+def _named(options: RankingOptions) -> str:
+    given = {"max_total_tokens": options.max_total_tokens, "max_cost": options.max_cost}
+    return " and ".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
