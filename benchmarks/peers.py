@@ -13,7 +13,14 @@ Methods:
   B = floor(the peer's mean calls) in that regime (issue 31: the frontier policy's rounds);
 - ``PSC adaptive``: ``PSCRanker(adaptive=True, top_k=10)`` (cap: m = 20's 120 calls);
 - ``PSC sliding max_calls=B``: ``strategy="sliding"`` sharing B over its windows (B = 4: the
-  first-stage top 50, as RankGPT's ``rank_end=50``; 9: one pass; 18: two shuffles a window).
+  first-stage top 50, as RankGPT's ``rank_end=50``; 9: one pass; 18: two shuffles a window);
+- ``PSC max_total_tokens=T``: ``PSCRanker(top_k=10, max_total_tokens=T)`` at each peer's own
+  mean tokens (floor; prompt + completion, as the judge counts them), and ``PSC w=10
+  max_total_tokens=T`` the same with ``window_size=10`` (issue 39: equal tokens).
+
+Regimes: the judge's three (``testing.REGIMES``) and ``window-noisy`` (mild, but its noise
+grows with the prompt's length: ``window_noise=1.5``, twice as noisy at 16 documents as at 10;
+written down before any run, never tuned on).
 
 PairWise (heapsort, 318-445 sequential calls a query) is left out: m = 20 is above it
 (docs/benchmarks.md "frontier-sim"). Results are cached per (regime, seed, method, query) in
@@ -50,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "docs" / "results" / "frontier.jsonl"
 PLOT = ROOT / "docs" / "img" / "frontier.png"
 LEFT_OUT = ("PairWise",)
+JUDGES = {**REGIMES, "window-noisy": REGIMES["mild"].but(noise=0.7, window_noise=1.5)}
 
 Ranker = Callable[[str, str, list[str], int], list[int]]  # (base_url, query, texts, seed)
 
@@ -91,13 +99,14 @@ def fixed_methods(with_peers: bool) -> dict[str, tuple[Ranker, bool]]:
     return out
 
 
-def peer_budgets(rows: list[dict], regime: str) -> dict[str, int]:
-    """Each peer's budget in ``regime``: the floor of its mean calls a query."""
-    calls: dict[str, list[int]] = {}
+def peer_budgets(rows: list[dict], regime: str, of: str = "calls") -> dict[str, int]:
+    """Each peer's budget in ``regime``: the floor of its mean calls (``of``: or tokens) a
+    query."""
+    spent: dict[str, list[int]] = {}
     for row in rows:
         if row["key"][0] == regime and not row["key"][2].startswith("PSC"):
-            calls.setdefault(row["key"][2], []).append(row["calls"])
-    return {name: math.floor(statistics.fmean(c)) for name, c in calls.items()}
+            spent.setdefault(row["key"][2], []).append(row[of])
+    return {name: math.floor(statistics.fmean(c)) for name, c in spent.items()}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -115,7 +124,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _run_regime(args: argparse.Namespace, queries: list, table: dict, regime: str, seed: int):
-    judge = SimulatedJudge(REGIMES[regime], seed=seed)
+    judge = SimulatedJudge(JUDGES[regime], seed=seed)
     docs = {q.qid: judge.documents(q.texts, q.grades, group=q.qid) for q in queries}
     with judge.serve() as server, args.cache.open("a") as out:
         os.environ["OPENAI_BASE_URL"] = server.base_url  # LiteLLM's way there
@@ -123,6 +132,10 @@ def _run_regime(args: argparse.Namespace, queries: list, table: dict, regime: st
         rows = [json.loads(line) for line in args.cache.open()]
         budgets = sorted(set(peer_budgets(rows, regime).values()))
         more = {f"PSC max_calls={b}": (psc(top_k=10, max_calls=b), True) for b in budgets}
+        for t in sorted(set(peer_budgets(rows, regime, "tokens").values())):
+            more[f"PSC max_total_tokens={t}"] = (psc(top_k=10, max_total_tokens=t), True)
+            at10 = psc(top_k=10, window_size=10, max_total_tokens=t)
+            more[f"PSC w=10 max_total_tokens={t}"] = (at10, True)
         _methods(args, queries, judge, server, docs, more, regime, seed, out)
 
 
@@ -165,6 +178,27 @@ def summary(cache: Path, queries: int) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
+def versus_tokens(by_method: dict[str, dict[str, float]]) -> list[str]:
+    """Each peer against PSC at its mean tokens (target: PSC >= peer - 0.005)."""
+    lines = [
+        "| peer | peer tokens | peer nDCG@10 | PSC tokens (w=20) | PSC nDCG@10 | "
+        "PSC w=10 tokens | PSC w=10 nDCG@10 | |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    peers = {n: r for n, r in by_method.items() if not n.startswith("PSC")}
+    for name, p in sorted(peers.items(), key=lambda kv: kv[1]["tokens"]):
+        t = math.floor(p["tokens"])
+        ours, at10 = (by_method.get(f"PSC{w} max_total_tokens={t}") for w in ("", " w=10"))
+        if ours is None or at10 is None:
+            continue
+        verdict = "ok" if ours["ndcg"] >= p["ndcg"] - 0.005 else "SHORT"
+        lines.append(
+            f"| {name} | {p['tokens']:.0f} | {p['ndcg']:.3f} | {ours['tokens']:.0f} | "
+            f"{ours['ndcg']:.3f} | {at10['tokens']:.0f} | {at10['ndcg']:.3f} | {verdict} |"
+        )
+    return lines
+
+
 def versus(by_method: dict[str, dict[str, float]]) -> list[str]:
     """Each peer against PSC at its budget (target: PSC >= peer - 0.005)."""
     lines = [
@@ -195,13 +229,15 @@ def report(results: dict[str, dict[str, dict[str, float]]], args: argparse.Names
         "rounds a query, means. PSC max_calls=B: `PSCRanker(top_k=10, max_calls=B)` at each "
         "peer's own budget B = floor(its mean calls) (the frontier policy's rounds, at most "
         "4); PSC adaptive: `PSCRanker(adaptive=True, top_k=10)` (the frontier's adaptive "
-        "rounds, cap 120 calls: blocks at m = 20); PSC blocks m=M: `num_permutations=M`. A "
+        "rounds, cap 120 calls: blocks at m = 20); PSC blocks m=M: `num_permutations=M`; PSC "
+        "max_total_tokens=T: `PSCRanker(top_k=10, max_total_tokens=T)` at each peer's own mean "
+        "tokens T (floor), at the default window of 20 and at `window_size=10`. A "
         "peer's calls are sequential (rounds = calls). Target: PSC >= peer - 0.005. The plot: "
         "docs/img/frontier.png.",
         "",
     ]
     for regime, by_method in results.items():
-        lines += [f"**{regime}**", "", *versus(by_method), ""]
+        lines += [f"**{regime}**", "", *versus(by_method), "", *versus_tokens(by_method), ""]
         lines += [
             "| method | calls | rounds | tokens | nDCG@10 | runs |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -257,7 +293,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--regimes", default=",".join(REGIMES))
+    ap.add_argument("--regimes", default=",".join(JUDGES))
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--latency", type=float, default=0.2, help="seconds per PSC call")
     ap.add_argument("--cache", type=Path, default=CACHE)

@@ -70,6 +70,7 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
         "top_n",
         "num_permutations",
         "max_calls",
+        "max_total_tokens",
         "return_documents",
     ]
     assert tool.input_schema["required"] == ["query", "documents"]
@@ -77,7 +78,7 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
     assert properties["num_permutations"]["anyOf"][0]["maximum"] == 4  # the server's -m
     assert "maximum" not in properties["max_calls"]["anyOf"][0]  # the server sets no budget
     assert set(tool.output_schema["properties"]) == {
-        *("model", "results", "confidence", "usage", "head", "stopped")
+        *("model", "results", "confidence", "usage", "head", "stopped", "warnings")
     }
     arguments = {"query": case.query, "documents": list(case.docs), "top_n": 3}
     result = await client.call_tool("rerank", {**arguments, "return_documents": True})
@@ -95,6 +96,13 @@ async def check_tool_and_ranking(client: Client, upstream: Any, case: Any, model
     assert "text" not in cheaper.structured_content["results"][0]
     budget = await client.call_tool("rerank", {**arguments, "max_calls": 3})
     assert budget.structured_content["usage"]["calls"] == 3
+    assert budget.structured_content["warnings"] == []
+    usage = answer["usage"]
+    per_call = (usage["input_tokens"] + usage["output_tokens"]) / usage["calls"]
+    within = {**arguments, "max_total_tokens": int(2.5 * per_call)}
+    spent = (await client.call_tool("rerank", within)).structured_content["usage"]
+    assert spent["input_tokens"] + spent["output_tokens"] <= 2.5 * per_call
+    assert 1 <= spent["calls"] <= 2
 
 
 async def check_bad_calls(client: Client, upstream: Any) -> None:

@@ -23,6 +23,7 @@ httpx = pytest.importorskip("httpx")
 
 from mcp import Client  # noqa: E402
 
+from permsc_integrations import PSCRanker  # noqa: E402
 from permsc_integrations.testing import Reply, oracle_responder  # noqa: E402
 
 CALL = {"query": "goldfish", "documents": ["Goldfish grow.", "Cats purr.", "Goldfish goldfish."]}
@@ -216,6 +217,26 @@ async def test_the_answer_says_what_the_model_never_saw() -> None:
     assert [r["index"] for r in unseen] == list(range(20, 30))
     assert all(r["top_probability"] is None for r in unseen)
     assert all(isinstance(r["top_probability"], float) for r in answer["results"] if r["shown"])
+
+
+async def test_the_answer_warns_when_the_model_only_copies_the_order_shown() -> None:
+    """A model that answers every prompt with the order it was shown: the answer says so
+    (serve's meta.warnings says the same). Before: nothing told the agent."""
+    from permsc_integrations.mcp_server import RerankTool
+    from permsc_integrations.mcp_server._server import build_server
+    from permsc_integrations.serve._config import Limits
+    from permsc_integrations.testing import ScriptedBackend
+    from permsc_integrations.testing._responders import shown_passages
+
+    def copies(request):
+        return " > ".join(f"[{k + 1}]" for k in range(len(shown_passages(request.messages))))
+
+    tool = RerankTool(PSCRanker(ScriptedBackend(copies), num_permutations=4), "psc")
+    documents = [f"doc {'x' * k}" for k in range(8)]
+    async with Client(build_server(tool, Limits())) as client:
+        result = await client.call_tool("rerank", {"query": "q", "documents": documents})
+    (warning,) = result.structured_content["warnings"]
+    assert warning.startswith("4 of 4 answers were degenerate (4 echoed the order shown"), warning
 
 
 async def test_budgets_share_the_servers_cap_and_a_spent_cap_says_so() -> None:

@@ -32,6 +32,9 @@ def graded(request) -> str:
 
 
 def test_a_token_budget_plans_the_calls_it_pays_for(scripted_server) -> None:
+    """The plan's estimate (characters / 4) is above what this server counts (a word a
+    token): after the first round the request spends at the rate it measured, and uses the
+    budget, not only what the estimate said it would pay for."""
     server = scripted_server(graded)
     texts, query = docs(100), "which grade is highest?"
     with server.ranker(max_total_tokens=20_000) as r:
@@ -40,8 +43,8 @@ def test_a_token_budget_plans_the_calls_it_pays_for(scripted_server) -> None:
     with server.ranker() as whole:
         assert whole.options.plan(100).calls.high == 120  # unbudgeted: 5 blocks x m = 20
     assert planned.max_calls is not None and 4 < planned.max_calls < 120
-    assert result.usage.calls == server.request_count <= planned.max_calls
-    assert result.usage.total_tokens <= 20_000
+    assert result.usage.calls == server.request_count > planned.max_calls
+    assert 0.8 * 20_000 <= result.usage.total_tokens <= 20_000
     assert sorted(result.order) == list(range(100))
     best = sorted(range(100), key=lambda i: -int(texts[i].split()[1]))[:10]
     assert set(result.order[:10]) == set(best)  # an oracle model: the true top 10

@@ -149,6 +149,21 @@ class Meter:
                 raise BudgetSpentError(spent[1], _BUDGETS[spent[0]])
             return est
 
+    def affordable(self, cap: int | None = None) -> int | None:
+        """The calls in all that ``spend`` pays for at what a call has cost so far (the calls
+        spent, and what is left at their mean tokens and cost), at most ``cap``; the request's
+        ``budget`` becomes that. None without a ``spend``, before any call has reported or
+        while one is in flight."""
+        with self._lock:
+            spent, limits = self._spent, self.spend
+            if limits is None or spent.calls == 0 or self._flight or not spent.total_tokens:
+                return None
+            per = [(limits.tokens, spent.total_tokens), (limits.cost, self.cost_of(spent))]
+            more = [int((lim - used) * spent.calls // used) for lim, used in per if lim and used]
+            calls = spent.calls + max(0, min(more, default=0))
+            self.budget = calls if cap is None else min(cap, calls)
+            return self.budget
+
     def take(self, calls: int) -> None:
         """Count ``calls`` more calls at once (the other prompts of a batch, each a call), or
         refuse them all with :class:`~.errors.BudgetSpentError` if the budget cannot pay."""

@@ -170,7 +170,10 @@ class RequestRun:
         saved = sum(len(shuffle) for shuffle in shown[drawn:])
         self.state.calls.saved(saved)
         per_unit = len(shown[0]) if shown else 1
-        return Draw(number, inside, tuple(samples), per_unit, saved, start, where, self.spent)
+        afford = self.state.calls.meter.affordable(self.engine.options.max_calls)
+        return Draw(
+            number, inside, tuple(samples), per_unit, saved, start, where, self.spent, afford
+        )
 
     async def _waves(
         self,

@@ -60,6 +60,11 @@ BUDGETS: tuple[Budget, ...] = (
         "plans within it (below one pass it ranks the first documents, the rest in the order "
         "sent); at most the server's value",
     ),
+    Budget(
+        "max_total_tokens",
+        "prompt + completion tokens at most for this ranking, as the model reports them: the "
+        "ranking plans within it and stops there; at most the server's value",
+    ),
 )
 
 
@@ -85,7 +90,8 @@ class Usage(TypedDict):
 class RerankResult(TypedDict):
     """The tool's structured answer: documents best first, the agreement, the cost, and
     how far the ranking went (``head``: the documents it ranked, None: all; ``stopped``: why
-    sampling ended, RankingResult's words)."""
+    sampling ended, RankingResult's words); ``warnings``: what the caller should know of the
+    answers (many degenerate: ``RankingResult.degenerate_note``), empty when nothing."""
 
     model: str
     results: list[Document]
@@ -93,6 +99,7 @@ class RerankResult(TypedDict):
     usage: Usage
     head: int | None
     stopped: str
+    warnings: list[str]
 
 
 def _secrets(ranker_keys: Sequence[str | None]) -> tuple[str | None, ...]:
@@ -177,6 +184,7 @@ class RerankTool:
             "usage": _usage(result),
             "head": result.head,
             "stopped": result.stopped,
+            "warnings": [result.degenerate_note] if result.degenerate_note else [],
         }
 
     async def _rank(

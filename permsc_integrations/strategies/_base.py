@@ -42,7 +42,9 @@ class Draw:
     ``per_unit`` is the prompts of one shuffle, ``saved`` the prompts adaptive m did not send;
     ``number``, ``start`` and ``where`` place the round in the request (its events);
     ``spent``: the calls the request had sent when the round's answers were in, re-asks and
-    retries included (its meter, which never lets them pass ``max_calls``)."""
+    retries included (its meter, which never lets them pass ``max_calls``); ``affordable``:
+    under a token or cost budget, the calls it pays for in all at what a call has cost so far
+    (the request's ``max_calls`` from then on), else None."""
 
     number: int
     inside: tuple[int, ...]
@@ -52,6 +54,7 @@ class Draw:
     start: int = 0
     where: Mapping[str, int] = field(default_factory=dict)
     spent: int = 0
+    affordable: int | None = None
 
     def items(self, positions: Sequence[int]) -> tuple[int, ...]:
         """Positions in the round to the caller's item indices."""

@@ -17,7 +17,10 @@ For the prompt's documents in positions ``p = 0..w-1`` the judge draws a score p
   shuffle removes it, so even infinite votes disagree with the grades;
 - ``bias``: U-shaped in the relative position (``primacy`` at the first, ``recency`` at the
   last, least in the middle, "lost in the middle"; ``curve`` sets how fast it falls);
-- ``echo``: the chance that an answer merely copies the order shown.
+- ``echo``: the chance that an answer merely copies the order shown;
+- ``window_noise``: how the noise grows with the prompt's length, as real models' does: its
+  scale is ``noise * (w / 10) ** window_noise`` for ``w`` documents shown (0: the same at
+  every length).
 
 Answers are seeded by the judge's ``seed`` and the prompt's text: one prompt always gets the
 same answer, in any order and from any client. The judge counts calls, prompt and completion
@@ -69,12 +72,13 @@ class JudgeParams:
     recency: float = 0.1
     curve: float = 2.0
     echo: float = 0.0
+    window_noise: float = 0.0
     name: str = "custom"
 
     REGIMES: ClassVar[tuple[str, ...]] = ("mild", "position-biased", "noisy")
 
     def __post_init__(self) -> None:
-        for name in ("gain", "noise", "doc_error", "curve"):
+        for name in ("gain", "noise", "doc_error", "curve", "window_noise"):
             if getattr(self, name) < 0:
                 raise ValueError(f"JudgeParams.{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.echo <= 1:
@@ -194,8 +198,9 @@ class SimulatedJudge:
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         p, w = self.params, len(keys)
         echo = rng.random() < p.echo
+        noise = p.noise * (w / 10) ** p.window_noise
         scores = [
-            self.utility(k) + p.bias(i, w) + p.noise * rng.gauss(0.0, 1.0)
+            self.utility(k) + p.bias(i, w) + noise * rng.gauss(0.0, 1.0)
             for i, k in enumerate(keys)
         ]
         if echo:  # the order shown, as if it were the model's

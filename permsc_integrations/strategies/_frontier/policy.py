@@ -32,7 +32,7 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.results import StopReason, answer_defect
@@ -178,18 +178,23 @@ class Frontier:
         spent: int | None = None,
         unread: int = 0,
         refused: bool = False,
+        affordable: int | None = None,
     ) -> None:
         """Every answer of the round (failed windows may be left out); ``spent``: the calls
         really spent so far, re-asks and retries included (cache hits not), when the caller
         counts them: the budget left is the budget less these; ``unread``: the round's
         windows whose answers could not be read at all (not a backend's errors);
         ``refused``: the request's budget refused some of its calls (a token or cost budget
-        spent before the calls were): no round follows."""
+        spent before the calls were): no round follows; ``affordable``: the calls a token or
+        cost budget pays for in all at what a call has cost so far: the budget from now on
+        (the head stays)."""
         self.answers.extend(answers)
         if spent is not None:
             self.calls = spent
         if refused:
             self.stopped = "budget"
+        if affordable is not None and self.settings.budget is not None:
+            self.settings = replace(self.settings, budget=affordable)
         self._fit = None
         self._fit_window(answers, unread)
 

@@ -246,7 +246,9 @@ async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, kee
         spent = draw.spent
         unread = sum(1 for s in draw.samples if s.status is ParseStatus.INVALID)
         refused = any(s.status is ParseStatus.SKIPPED for s in draw.samples)
-        policy.observe(_answers(draw), spent=spent, unread=unread, refused=refused)
+        policy.observe(
+            _answers(draw), spent=spent, unread=unread, refused=refused, affordable=draw.affordable
+        )
         windows = await ctx.offload(policy.next_round)
         result = await ctx.offload(policy.result)
         wave = WaveEnd(policy.limit, policy.stopped or "unsettled")
