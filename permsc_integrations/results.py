@@ -64,6 +64,7 @@ class Usage:
     latency_s: float = 0.0
     saved_calls: int = 0  # samples adaptive m did not need to draw
     cost: float | None = None  # with prices set (spending.Prices); None: not known
+    batches: int = 0  # backend calls that carried the calls: fewer where prompts were batched
 
     COUNTS: ClassVar[tuple[str, ...]] = (
         "calls",
@@ -79,14 +80,20 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict[str, int | float]:
-        """The counts as plain data, and ``cost`` when known.
+        """The counts as plain data, ``cost`` when known, and ``batches`` where a backend
+        answered prompts in batches (a call is one prompt answered, batched or not: then the
+        batches are fewer than the calls).
 
-        >>> Usage(prompt_tokens=5, calls=1).as_dict()
+        >>> Usage(prompt_tokens=5, calls=1, batches=1).as_dict()
         {'calls': 1, 'prompt_tokens': 5, 'completion_tokens': 0, 'retries': 0, 'cached_calls': 0}
+        >>> Usage(calls=6, batches=1).as_dict()["batches"]
+        1
         """
         out: dict[str, int | float] = {name: getattr(self, name) for name in self.COUNTS}
         if self.cost is not None:
             out["cost"] = self.cost
+        if 0 < self.batches < self.calls:
+            out["batches"] = self.batches
         return out
 
     def __add__(self, other: Usage) -> Usage:
@@ -99,6 +106,7 @@ class Usage:
             self.latency_s + other.latency_s,
             self.saved_calls + other.saved_calls,
             None if self.cost is None and other.cost is None else _cost(self) + _cost(other),
+            self.batches + other.batches,
         )
 
 

@@ -24,6 +24,10 @@ EXACT = JudgeParams(noise=0.0, doc_error=0.0, primacy=0.0, recency=0.0)
 RANKGPT = get_prompt("rankgpt")
 
 
+def joined(messages: list[dict]) -> str:  # what the judge counts: the contents, one a line
+    return "\n".join(str(m["content"]) for m in messages)
+
+
 def rankgpt(texts: list[str], query: str = "goldfish") -> list[dict]:
     return [dict(m) for m in RANKGPT.render(query, texts)]
 
@@ -119,6 +123,9 @@ async def test_served_and_in_process_answers_agree(scripted_server) -> None:
     async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as c:
         served = await c.chat.completions.create(model="judge", messages=messages)
     assert served.choices[0].message.content == local.text == judge.answer(messages)
+    counted = (count_tokens(joined(messages)), count_tokens(local.text))
+    assert (served.usage.prompt_tokens, served.usage.completion_tokens) == counted
+    assert (local.usage.prompt_tokens, local.usage.completion_tokens) == counted
 
 
 def shuffled_answers(params: JudgeParams, grades: list[int], prompts: int) -> list[list[int]]:
@@ -207,8 +214,33 @@ def test_psc_ranks_through_the_judge_and_the_counts_agree() -> None:
     with PSCRanker(judge.backend(), num_permutations=4, aggregator="borda", seed=0) as ranker:
         result = ranker.rank("goldfish", texts)
     assert judge.stats("q").calls == result.usage.calls == 4 * 2 + 4
+    stats = judge.stats("q")  # what the answers report is what the judge counted
+    assert stats.prompt_tokens + stats.completion_tokens == result.usage.total_tokens > 0
     top = [grades[i] for i in result.order[:5]]
     assert statistics.mean(top) > statistics.mean(grades) + 1.0, top
+
+
+def test_window_noise_grows_the_noise_with_the_prompts_length() -> None:
+    """At 10 documents the scale is the noise itself (the same answers); longer prompts are
+    answered worse: fewer pairs in the grades' order."""
+    grades = [k % 5 for k in range(20)]
+    params = JudgeParams(noise=0.6, doc_error=0.0, primacy=0.0, recency=0.0)
+
+    def agreement(p: JudgeParams, n: int) -> float:
+        pairs = [
+            grades[perm[a]] > grades[perm[b]]
+            for perm, ranking in shuffled_answers(p, grades[:n], 60)
+            for i, a in enumerate(ranking)
+            for b in ranking[i + 1 :]
+            if grades[perm[a]] != grades[perm[b]]
+        ]
+        return sum(pairs) / len(pairs)
+
+    growing = params.but(window_noise=1.5)
+    assert shuffled_answers(growing, grades[:10], 20) == shuffled_answers(params, grades[:10], 20)
+    assert agreement(growing, 20) < agreement(params, 20) - 0.05
+    with pytest.raises(ValueError, match="window_noise must be >= 0"):
+        JudgeParams(window_noise=-1.0)
 
 
 def test_params_are_checked_and_regimes_named() -> None:

@@ -136,7 +136,7 @@ class Calls:
         share = Usage(
             calls=whole.usage.calls // len(tabs), latency_s=whole.usage.latency_s / len(tabs)
         )
-        tabs[0].usage += Usage(retries=whole.usage.retries)
+        tabs[0].usage += Usage(retries=whole.usage.retries, batches=whole.usage.batches)
         for tab, answer in zip(tabs, answers, strict=True):
             tab.usage += share + _tokens_of(answer)
         return answers
@@ -187,7 +187,7 @@ class Calls:
             return answer
         finally:
             took = time.perf_counter() - began
-            spent = Usage(retries=int(retry), latency_s=took) + _tokens_of(answer)
+            spent = Usage(retries=int(retry), latency_s=took, batches=1) + _tokens_of(answer)
             reported.append(spent)  # the meters counted the call itself when reserving
             tab.usage += Usage(calls=prompts) + spent
 

@@ -98,7 +98,8 @@ def _print_result(query: Query, result: RankingResult, spec: str, m: int, second
 
 def calls_line(result: RankingResult) -> str:
     """What the model was asked: its calls, one a prompt it answered, batched or not (asks,
-    re-asks and retries; cache hits left out), and the retries apart.
+    re-asks and retries; cache hits left out), the batches that carried them where fewer,
+    and the retries apart.
 
     >>> from permsc_integrations.results import ParseStatus, Usage, WindowResult
     >>> def ranked(calls, asks):
@@ -110,11 +111,12 @@ def calls_line(result: RankingResult) -> str:
     Model calls: 6
     Model calls: 7 (6 prompts, retries included)
     """
-    calls = result.usage.calls
+    calls, batches = result.usage.calls, result.usage.batches
     prompts = sum(s.attempts for s in result.samples) - result.usage.cached_calls
+    carried = f" in {batches} batch{'es' * (batches > 1)}" if 0 < batches < calls else ""
     if calls > prompts:
-        return f"Model calls: {calls} ({prompts} prompts, retries included)"
-    return f"Model calls: {calls}"
+        return f"Model calls: {calls}{carried} ({prompts} prompts, retries included)"
+    return f"Model calls: {calls}{carried}"
 
 
 def run(args: argparse.Namespace) -> int:

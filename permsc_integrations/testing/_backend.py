@@ -151,7 +151,6 @@ def _completion(request: ChatRequest, reply: object) -> Completion:
         raise ConfigurationError(
             "Reply.fields change the JSON on the wire: use ScriptedOpenAIServer for them"
         )
-    usage = Usage(
-        prompt_tokens=len(request.text.split()), completion_tokens=len(reply.text.split())
-    )
+    prompt, completion = reply.tokens or (len(request.text.split()), len(reply.text.split()))
+    usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
     return Completion(reply.text, usage, request.model, reply.finish_reason)

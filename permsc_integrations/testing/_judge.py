@@ -228,14 +228,16 @@ class SimulatedJudge:
         return reply.text
 
     async def respond(self, request: ChatRequest) -> Reply | Fault:
-        """The responder behind :meth:`serve` and :meth:`backend`: answers and counts."""
-        keys = [s.key for s in read_prompt(request.messages)]
-        ledgers, completion = self._arrive(keys, count_tokens(request.text)), 0
+        """The responder behind :meth:`serve` and :meth:`backend`: answers and counts (and
+        reports in the answer's usage the tokens it counted)."""
+        keys, prompt = [s.key for s in read_prompt(request.messages)], count_tokens(request.text)
+        ledgers, completion = self._arrive(keys, prompt), 0
         try:
             await anyio.sleep(self.latency)
             reply = self.reply(request.messages)
             if isinstance(reply, Reply):
                 completion = count_tokens(reply.text)
+                reply = replace(reply, tokens=(prompt, completion))
         finally:
             self._answered(ledgers, completion)
         return reply

@@ -62,7 +62,8 @@ class Reply:
     ``top_tokens``: the first token's candidates and their probabilities; the server sends the
     request's ``top_logprobs`` most likely of them in OpenAI's shape when the request asks for
     ``logprobs`` (a reply without them answers ``"logprobs": null``). Made by
-    :meth:`first_token`.
+    :meth:`first_token`. ``tokens``: the (prompt, completion) tokens the answer reports (None:
+    whitespace words of each; the simulated judge reports its own count).
     """
 
     text: str
@@ -70,6 +71,7 @@ class Reply:
     finish_reason: str = "stop"
     fields: Mapping[str, object] = field(default_factory=dict)
     top_tokens: tuple[tuple[str, float], ...] | None = None
+    tokens: tuple[int, int] | None = None
 
     @classmethod
     def first_token(

@@ -131,7 +131,7 @@ class _ChatEndpoint:
             await send_json(send, reply.status_code, body, reply.headers)
 
     def _completion(self, request: ChatRequest, reply: Reply) -> dict[str, object]:
-        prompt, completion = _tokens(request.text), _tokens(reply.text)
+        prompt, completion = reply.tokens or (_tokens(request.text), _tokens(reply.text))
         if reply.top_tokens is not None:  # a one-token answer, whitespace or not
             completion = 1
         message = {"role": "assistant", "content": reply.text}
