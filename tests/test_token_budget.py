@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from permsc_integrations import ConfigurationError, RankingOptions
+from permsc_integrations import ConfigurationError, RankingOptions, SpendingCap
+from permsc_integrations._calls.spending import Meter, charged
 from permsc_integrations._options.spend import within_spend
+from permsc_integrations.errors import BudgetSpentError
+from permsc_integrations.results import Usage
 from permsc_integrations.testing import best_first
 from permsc_integrations.testing._responders import shown_passages
 
@@ -106,3 +109,23 @@ def test_max_calls_below_the_token_budget_stays(scripted_server) -> None:
     with server.ranker(max_total_tokens=1_000_000, max_calls=7) as r:
         result = r.rank("which grade is highest?", docs(100))
     assert result.usage.calls == server.request_count <= 7
+
+
+def test_the_meter_refuses_past_the_budget_and_measures_what_it_affords() -> None:
+    """The request's meter, alone: a call is refused once what was spent and its estimate
+    (the largest call so far) would pass the budget; ``affordable`` is the calls spent plus
+    what is left at their mean tokens, at most a cap, and becomes the meter's call budget."""
+    meter = Meter(None, "request", budget=10, spend=SpendingCap(tokens=1000))
+    for _ in range(4):  # 250 tokens each: the fourth reaches the budget exactly
+        with charged([meter], prompt_chars=400) as reported:
+            reported.append(Usage(prompt_tokens=200, completion_tokens=50))
+    with pytest.raises(BudgetSpentError, match=r"max_total_tokens=1000 spent"):
+        with charged([meter], prompt_chars=400):
+            pass
+    assert (meter.spent.calls, meter.spent.total_tokens, meter.refused) == (4, 1000, 1)
+    wide = Meter(None, "request", budget=2, spend=SpendingCap(tokens=1000))
+    assert wide.affordable() is None  # nothing reported yet
+    with charged([wide], prompt_chars=400) as reported:
+        reported.append(Usage(prompt_tokens=150, completion_tokens=50))
+    assert (wide.affordable(), wide.budget) == (5, 5)  # 1 spent + 800 left at 200 a call
+    assert (wide.affordable(cap=3), wide.budget) == (3, 3)
