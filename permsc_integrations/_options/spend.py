@@ -30,7 +30,7 @@ from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.results import Usage
 from permsc_integrations.strategies import Plan, choose, planned_tokens
 
-__all__ = ["within_spend"]
+__all__ = ["within_spend", "named_budgets", "BUDGETS"]
 
 Render = Callable[[list[str]], Sequence[Message]]
 
@@ -51,10 +51,10 @@ def within_spend(options: RankingOptions, render: Render, texts: Sequence[str]) 
         planned = choose(options.strategy, n, options.replace(max_calls=mid)).plan
         low, high = (mid, high) if _fits(options, planned, render, texts) else (low, mid)
     if low == 0:
-        one = _usage(options.replace(max_calls=1), render, texts)
+        one, named = _usage(options.replace(max_calls=1), render, texts), named_budgets(options)
         raise ConfigurationError(
-            f"{_named(options)} does not pay for one call over these {n} items (one is "
-            f"~{one.total_tokens:,} tokens, characters / 4): raise it, or show fewer or shorter "
+            f"{named} does not pay for one call over these {n} items (one is ~"
+            f"{one.total_tokens:,} tokens, characters / 4): raise it, or show fewer or shorter "
             "items a prompt (window_size, max_words)"
         )
     return options.replace(max_calls=low)
@@ -72,6 +72,11 @@ def _usage(options: RankingOptions, render: Render, texts: Sequence[str]) -> Usa
     return Usage(*planned_tokens(plan, render, texts), plan.calls.high)
 
 
-def _named(options: RankingOptions) -> str:
-    given = {"max_total_tokens": options.max_total_tokens, "max_cost": options.max_cost}
-    return " and ".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
+BUDGETS = ("max_calls", "max_total_tokens", "max_cost")
+"""The options a request plans within (the first in calls, the others turned into calls)."""
+
+
+def named_budgets(options: RankingOptions, names: Sequence[str] = BUDGETS) -> str:
+    """The budgets among ``names`` that ``options`` set, as ``"max_calls=12, max_cost=0.01"``."""
+    given = ((name, getattr(options, name)) for name in names)
+    return ", ".join(f"{name}={value:g}" for name, value in given if value is not None)

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from permsc_integrations._options.spend import within_spend
+from permsc_integrations._options.spend import named_budgets, within_spend
 from permsc_integrations.cli._common import (
     Query,
     add_ranking_arguments,
@@ -189,8 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _budget(options: RankingOptions) -> str:
-    given = {k: getattr(options, k) for k in ("max_calls", "max_total_tokens", "max_cost")}
-    named = ", ".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
+    named = named_budgets(options)
     return f", {named}: at most" if named else ""
 
 
