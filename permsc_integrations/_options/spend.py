@@ -4,11 +4,13 @@ The strategies plan in calls. For one request, a token or cost budget becomes th
 whose plan (the chooser's, :func:`~permsc_integrations.strategies.choose`) fits it at the
 estimate ``permsc estimate`` makes (:func:`~permsc_integrations.strategies.planned_tokens`:
 each prompt rendered on the items it shows when the ranking starts, characters / 4, answers at
-6 tokens an item). Those calls are the request's ``max_calls`` (its own, where lower, stays);
-its meter then also stops at the budget itself, in the tokens the backend reports
-(:class:`~permsc_integrations._calls.spending.Meter`'s ``spend``): a model whose tokenizer
-counts more than the estimate gets fewer calls, not a larger bill. A budget that pays for the
-whole plan changes nothing; one that cannot pay for a single call is refused before any call.
+6 tokens an item). Those calls are the request's ``max_calls`` (its own, where lower, stays)
+until the first answers report their tokens: after each round the calls are planned again at
+what a call has cost (:meth:`~permsc_integrations._calls.spending.Meter.affordable`), and the
+meter stops at the budget itself (its ``spend``): a tokenizer that counts more than the
+estimate gets fewer calls, one that counts fewer gets more, never a larger bill. A budget that
+pays for the whole plan changes nothing; one that cannot pay for a single call is refused
+before any call.
 
 Example:
     >>> from permsc_integrations._options.options import RankingOptions
