@@ -178,7 +178,7 @@ class PSCRanker:
                     plan=plan,
                     options=options,
                 )
-                return await _run(self._engine, state, choice, options)
+                return await _run(self._engine, state, choice)
         except SpendingCapError as exc:
             if exc.usage is None:  # refused before it started: it spent nothing
                 exc.usage = Usage()
@@ -282,16 +282,14 @@ class PSCRanker:
         self.close()
 
 
-async def _run(
-    engine: Engine, state: RequestState, choice: Choice, options: RankingOptions
-) -> RankingResult:
+async def _run(engine: Engine, state: RequestState, choice: Choice) -> RankingResult:
     """One request from its ``request_start`` to its ``request_end`` event, by the strategy
     the chooser picked, over its plan; an error out of it carries what it spent (a read of
     its meter)."""
     n = len(state.texts)
     await state.emit("request_start", n_items=n)
     try:
-        async with RequestRun(engine, state, choice.plan, options) as req:
+        async with RequestRun(engine, state, choice.plan) as req:
             outcome = req.outcome(await choice.strategy(req))
     except Exception as exc:
         spent = state.usage()  # every call the request made, cancelled ones included

@@ -119,7 +119,7 @@ class Engine:
             self.backend.name, o.retry, o.timeout, self.breaker, limiters, mine, ranker_meter
         )
         total = len((plan or self.strategy.plan(len(texts), o)).rounds)
-        return RequestState(query, texts, hooks, request_id, o.seed, total, calls)
+        return RequestState(query, texts, hooks, request_id, o.seed, total, calls, o)
 
     def good_needed(self, drawn: int, per_unit: int = 1) -> int:
         """Good samples a round needs among the ``drawn`` ones (blocks: ``per_unit`` answers

@@ -33,7 +33,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 from permsc_integrations._events import WaveReason
-from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.engine import Engine
 from permsc_integrations._run.sampling import WindowRun
 from permsc_integrations._run.state import RequestState
@@ -60,15 +59,9 @@ T = TypeVar("T")
 class RequestRun:
     """One request in flight (see the module docstring)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        state: RequestState,
-        plan: Plan | None = None,
-        options: RankingOptions | None = None,
-    ) -> None:
+    def __init__(self, engine: Engine, state: RequestState, plan: Plan | None = None) -> None:
         n = len(state.texts)
-        self.options = options or engine.options  # the request's: a token budget's max_calls
+        self.options = state.options  # the request's: a token budget's max_calls
         self.plan = plan or engine.strategy.plan(n, self.options)  # the chooser's, given
         self.engine, self.state = engine, state
         self.seed = state.seed_for

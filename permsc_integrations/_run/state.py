@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from permsc_integrations._calls.calls import Calls
 from permsc_integrations._events import Event, EventHook, EventKind, emit
+from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.results import Usage
 
 __all__ = ["RequestState", "derive_seed"]
@@ -37,7 +38,8 @@ def derive_seed(seed: int, query: str, texts: Sequence[str], window: object = 0)
 @dataclass(frozen=True, slots=True)
 class RequestState:
     """One request in flight, as every part below the ranker sees it (module docstring):
-    ``total`` is the rounds of its plan (the events' total), ``seed`` the ranker's."""
+    ``total`` is the rounds of its plan (the events' total), ``seed`` the ranker's,
+    ``options`` the request's (the ranker's, with a token budget's ``max_calls``)."""
 
     query: str
     texts: Sequence[str]
@@ -46,6 +48,7 @@ class RequestState:
     seed: int
     total: int
     calls: Calls
+    options: RankingOptions
 
     def usage(self) -> Usage:
         """What the request has spent so far (a read of its meter, priced when it can be)."""
