@@ -250,6 +250,13 @@ def passed(limits: SpendingCap | None, amount: Amount) -> tuple[str, float] | No
     return None
 
 
+def usage_passes(limits: SpendingCap | None, usage: Usage, prices: Prices | None) -> bool:
+    """Whether ``usage`` (its cost at ``prices``) passes a limit of ``limits``
+    (:func:`passed`): an estimate of what a plan spends, against a cap or a budget."""
+    cost = prices.cost(usage) if prices is not None else 0.0
+    return passed(limits, Amount(usage.calls, usage.total_tokens, cost)) is not None
+
+
 _BUDGETS = {"calls": "max_calls", "tokens": "max_total_tokens", "cost": "max_cost"}
 _NOTHING = Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from permsc_integrations._calls.admission import Amount
-from permsc_integrations._calls.spending import passed
+from permsc_integrations._calls.spending import usage_passes
 from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.backends.base import Message
 from permsc_integrations.errors import ConfigurationError
@@ -53,7 +52,8 @@ def within_spend(options: RankingOptions, render: Render, texts: Sequence[str]) 
         planned = choose(options.strategy, n, options.replace(max_calls=mid)).plan
         low, high = (mid, high) if _fits(options, planned, render, texts) else (low, mid)
     if low == 0:
-        one, named = _usage(options.replace(max_calls=1), render, texts), named_budgets(options)
+        one = _usage(choose(options.strategy, n, options.replace(max_calls=1)).plan, render, texts)
+        named = named_budgets(options)
         raise ConfigurationError(
             f"{named} does not pay for one call over these {n} items (one is ~"
             f"{one.total_tokens:,} tokens, characters / 4): raise it, or show fewer or shorter "
@@ -63,14 +63,11 @@ def within_spend(options: RankingOptions, render: Render, texts: Sequence[str]) 
 
 
 def _fits(options: RankingOptions, plan: Plan, render: Render, texts: Sequence[str]) -> bool:
-    prompt, completion = planned_tokens(plan, render, texts)
-    usage = Usage(prompt, completion, plan.calls.high)
-    cost = options.prices.cost(usage) if options.prices is not None else 0.0
-    return passed(options.spend, Amount(usage.calls, usage.total_tokens, cost)) is None
+    return not usage_passes(options.spend, _usage(plan, render, texts), options.prices)
 
 
-def _usage(options: RankingOptions, render: Render, texts: Sequence[str]) -> Usage:
-    plan = choose(options.strategy, len(texts), options).plan
+def _usage(plan: Plan, render: Render, texts: Sequence[str]) -> Usage:
+    """The estimated usage of ``plan`` at its most calls."""
     return Usage(*planned_tokens(plan, render, texts), plan.calls.high)
 
 

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TypedDict
 
+from permsc_integrations._calls.spending import usage_passes
 from permsc_integrations._options.spend import named_budgets, within_spend
 from permsc_integrations.cli._common import (
     Query,
@@ -40,7 +41,7 @@ from permsc_integrations.results import Usage
 from permsc_integrations.strategies import approx_tokens, choose, planned_tokens
 
 if TYPE_CHECKING:
-    from permsc_integrations._calls.caps import Prices, SpendingCap
+    from permsc_integrations._calls.caps import SpendingCap
     from permsc_integrations._options.options import RankingOptions
     from permsc_integrations.cli._common import Subparsers
     from permsc_integrations.prompts import Prompt
@@ -81,15 +82,6 @@ class Estimate:
         return Usage(self.prompt_tokens, self.completion_tokens, self.calls)
 
 
-def _passes(cap: SpendingCap, usage: Usage, prices: Prices | None) -> bool:
-    cost = prices.cost(usage) if prices is not None else 0.0
-    return (
-        (cap.calls is not None and usage.calls > cap.calls)
-        or (cap.tokens is not None and usage.total_tokens > cap.tokens)
-        or (cap.cost is not None and cost > cap.cost)
-    )
-
-
 class _Stopped(TypedDict):
     cap: str
     queries_stopped: int
@@ -115,13 +107,13 @@ def cap_report(per_query: list[Estimate], options: RankingOptions) -> CapReport:
     out: CapReport = {}
     prices = options.prices
     if options.request_cap is not None:
-        over = sum(_passes(options.request_cap, q.usage, prices) for q in per_query)
+        over = sum(usage_passes(options.request_cap, q.usage, prices) for q in per_query)
         out["request_cap"] = {"cap": _cap_text(options.request_cap), "queries_stopped": over}
     if options.ranker_cap is not None:
         total, fit = Usage(), 0
         for q in per_query:
             total += q.usage
-            if _passes(options.ranker_cap, total, prices):
+            if usage_passes(options.ranker_cap, total, prices):
                 break
             fit += 1
         out["ranker_cap"] = {"cap": _cap_text(options.ranker_cap), "queries_allowed": fit}
