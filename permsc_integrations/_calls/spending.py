@@ -44,7 +44,16 @@ from permsc_integrations._calls.caps import Prices, SpendingCap
 from permsc_integrations.errors import BudgetSpentError, SpendingCapError
 from permsc_integrations.results import Usage
 
-__all__ = ["Meter", "Charged", "admitted", "charged", "prompt_chars"]
+__all__ = [
+    "Meter",
+    "Charged",
+    "admitted",
+    "charged",
+    "prompt_chars",
+    "passed",
+    "usage_passes",
+    "BUDGET_OPTIONS",
+]
 
 CHARS_PER_TOKEN = 4  # as permsc estimate: no tokenizer needed
 
@@ -146,7 +155,7 @@ class Meter:
             if spent is not None:
                 self._undo(est)
                 self.refused += 1
-                raise BudgetSpentError(spent[1], _BUDGETS[spent[0]])
+                raise BudgetSpentError(spent[1], BUDGET_OPTIONS[spent[0]])
             return est
 
     def affordable(self, cap: int | None = None) -> int | None:
@@ -189,7 +198,7 @@ class Meter:
         left = self._left()
         if left is not None and left < calls:
             self.refused += 1
-            raise BudgetSpentError(self.budget or 0, "max_calls")
+            raise BudgetSpentError(self.budget or 0, BUDGET_OPTIONS["calls"])
         self._spent += Usage(calls=calls)
 
     def _use(self, ticket: Ticket, amount: Amount) -> None:
@@ -257,7 +266,8 @@ def usage_passes(limits: SpendingCap | None, usage: Usage, prices: Prices | None
     return passed(limits, Amount(usage.calls, usage.total_tokens, cost)) is not None
 
 
-_BUDGETS = {"calls": "max_calls", "tokens": "max_total_tokens", "cost": "max_cost"}
+BUDGET_OPTIONS = {"calls": "max_calls", "tokens": "max_total_tokens", "cost": "max_cost"}
+"""The option that sets each limit of a request's budget (the meter's ``budget``, ``spend``)."""
 _NOTHING = Ticket(0, 0.0)  # the reservation of an uncapped meter: nothing in flight to track
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from permsc_integrations._calls.spending import usage_passes
+from permsc_integrations._calls.spending import BUDGET_OPTIONS, usage_passes
 from permsc_integrations._options.options import RankingOptions
 from permsc_integrations.backends.base import Message
 from permsc_integrations.errors import ConfigurationError
@@ -71,7 +71,7 @@ def _usage(plan: Plan, render: Render, texts: Sequence[str]) -> Usage:
     return Usage(*planned_tokens(plan, render, texts), plan.calls.high)
 
 
-BUDGETS = ("max_calls", "max_total_tokens", "max_cost")
+BUDGETS = tuple(BUDGET_OPTIONS.values())
 """The options a request plans within (the first in calls, the others turned into calls)."""
 
 
