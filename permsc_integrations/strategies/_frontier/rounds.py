@@ -260,8 +260,7 @@ async def _run(ctx: RankContext, settings: Settings, aggregator: Aggregator, kee
         log.warning(
             "the model answered windows of %d items degenerately or not at all: the frontier "
             "asked its later rounds in windows of %d (a smaller window_size may serve better)",
-            settings.window,
-            policy.window,
+            settings.window, policy.window,
         )
     saved = max(0, policy.limit - spent) if settings.budget is None else 0
     model = result.order[: policy.head]
