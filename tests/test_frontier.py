@@ -139,3 +139,18 @@ def test_adaptive_top_k_on_fine_grades_does_not_settle_neighbouring_grades_as_ti
         top = [grades[i] for i in result.order[:10]]
         right += sum(a == b for a, b in zip(top, ideal, strict=True))
     assert right >= 28, f"{right} of 30 top-10 places hold the ideal grade"
+
+
+def test_a_budget_of_two_passes_beside_its_later_share_shows_every_item_twice_at_first() -> None:
+    ask = judged_list(REGIMES["noisy"], [random.Random(i).choice([0, 1, 2, 3]) for i in range(100)])
+    for budget, passes in ((12, 1), (16, 2), (40, 2)):
+        policy = Frontier(100, Settings(budget=budget, first_passes=2, seed=budget))
+        first = policy.next_round()
+        assert first is not None and policy.planned()[0] == len(first) == 5 * passes
+        seen = [item for window in first for item in window]
+        assert sorted(seen) == sorted(list(range(100)) * passes), "each item once a pass"
+        policy.observe([ask(w) for w in first])
+        result = drive(policy, ask).result()
+        assert result.calls == budget == sum(policy.planned())
+    single = Frontier(100, Settings(budget=16)).next_round()  # one pass: the default
+    assert single is not None and len(single) == 5

@@ -7,7 +7,9 @@ strategy asks the model for every window of the round at once and hands every an
 the ranking. The first round shows every item of the head it can afford in shuffled blocks
 (the whole list, unless the budget is below one pass and a third of it for later rounds:
 then the first-stage head, the tail keeping its input order, or shown in the second round
-where the answers say the input order tells nothing: :data:`COVER_Z`). Each later round shows the
+where the answers say the input order tells nothing: :data:`COVER_Z`), in one pass
+(``first_passes`` allows more where the budget pays for them beside its later rounds: tried,
+not adopted). Each later round shows the
 items that may still belong in the top k under the model of every answer so far
 (:func:`~.model.fit_list`), in windows whose positions balance
 each item's exposure to the fitted position effect, and never a prompt already shown. With
@@ -79,6 +81,7 @@ class Settings:
     cap: int = 120  # without a budget: the fixed plan's calls (the request's)
     max_rounds: int = 4  # with a budget (untuned)
     later_share: float = 1 / 3  # at least this share of a budget goes to later rounds (untuned)
+    first_passes: int = 1  # the first round's passes at most (2: benchmarks/frontier_windows.py)
     floor: float = 0.02  # an item with less chance of the top k is left out of a round (untuned)
     zone: float = ZONE  # of the contenders' spread (zone_width): benchmarks/fine_grades.py
     confidence: float = CONFIDENCE  # adaptive m's level: docs/benchmarks.md "adaptive"
@@ -136,9 +139,31 @@ class Frontier:
         s = self.settings
         if s.budget is None:
             return self.n
-        later = max(1, round(s.budget * s.later_share)) if s.budget > 1 else 0
-        first = max(1, min(s.budget - later, math.ceil(self.n / s.window)))
+        first = max(1, min(s.budget - self._later(), math.ceil(self.n / s.window)))
         return min(self.n, first * s.window)
+
+    def passes(self) -> int:
+        """The first round's passes over the head: as many as the budget pays for beside its
+        later rounds' share, at most ``first_passes``."""
+        s, blocks = self.settings, -(-self.head // self.settings.window)
+        if s.budget is None or s.first_passes <= 1:
+            return 1
+        return max(1, min(s.first_passes, (s.budget - self._later()) // blocks))
+
+    def _later(self) -> int:
+        """The calls a budget keeps for its later rounds at the least (``later_share``)."""
+        budget = self.settings.budget or 0
+        return max(1, round(budget * self.settings.later_share)) if budget > 1 else 0
+
+    def _first_round(self) -> list[tuple[int, ...]]:
+        """Shuffled blocks of the head, one pass or more (:meth:`passes`)."""
+        windows: list[tuple[int, ...]] = []
+        for _ in range(self.passes()):
+            items = list(range(self.head))
+            self._rng.shuffle(items)
+            blocks = (tuple(b) for b in cut_blocks(items, self.settings.window))
+            windows += [b for b in blocks if b not in windows]  # a few items: maybe once more
+        return windows[: self.limit]
 
     def _round_calls(self) -> int:
         s, left = self.settings, self.limit - self.calls
@@ -154,9 +179,7 @@ class Frontier:
             self.stopped = "budget" if self.settings.budget is not None else "cap"
             return None
         if self.rounds == 0:
-            items = list(range(self.head))
-            self._rng.shuffle(items)
-            windows = [tuple(b) for b in cut_blocks(items, self.settings.window)][: self.limit]
+            windows = self._first_round()
         else:
             fit = self.model()
             if self.settings.budget is None and not self._unsettled(fit):
@@ -210,7 +233,7 @@ class Frontier:
         rounds are fixed up front, adaptive rounds may stop after the first."""
         dry, out = Frontier(self.n, self.settings), list[int]()
         while self.n >= 2 and dry.calls < dry.limit:
-            first = min(dry.limit, -(-dry.head // self.settings.window))
+            first = min(dry.limit, dry.passes() * -(-dry.head // self.settings.window))
             calls = dry._round_calls() if out else first
             out.append(calls)
             dry.calls, dry.rounds = dry.calls + calls, dry.rounds + 1

@@ -201,7 +201,7 @@ def frontier_plan(n: int, settings: Settings) -> Plan:
     :attr:`~.policy.Frontier.reach`), its prompts at most a window."""
     policy = Policy(n, settings)
     head, size = policy.head, settings.window
-    first = tuple(len(b) for b in cut_blocks(range(head), size))
+    first = tuple(len(b) for b in cut_blocks(range(head), size)) * policy.passes()
     rounds = []
     for number, calls in enumerate(policy.planned()):
         prompts = first[:calls] if number == 0 else (min(size, policy.reach),) * calls
