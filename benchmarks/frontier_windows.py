@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # 2 shared cores: BLAS threa
 import argparse  # noqa: E402
 import itertools  # noqa: E402
 import logging  # noqa: E402
+import random  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -54,6 +55,8 @@ WINDOWED = {
 REGIMES_ALL = {**ALL, **WINDOWED}
 TOKENS = (7600, 12200, 13400, 17000, 18100, 21000, 25000, 36000)  # the peers' means, about
 KEMENY = get("kemeny")
+VARIANTS = {"w=20": (20, 20), "w=10": (10, 10), "20 then 10": (20, 10), "learned": (10, 10)}
+"""Each variant's first window and later window (learned: its later window may grow)."""
 
 
 def cost(window: int) -> int:
@@ -94,9 +97,7 @@ def _calls_within(n: int, tokens: int, window: int, later: int) -> int:
 
 def at_tokens(judged: runs.Judged, q, tokens: int, variant: str, margin: float) -> float:
     """One list under a token budget: window 20, 10, 20 then 10, or learned (docstring)."""
-    first, later = {"w=20": (20, 20), "w=10": (10, 10), "20 then 10": (20, 10)}.get(
-        variant, (10, 10)
-    )
+    first, later = VARIANTS[variant]
     n = len(q.texts)
     budget = _calls_within(n, tokens, first, later)
     policy = Frontier(n, Settings(window=first, budget=budget, first_passes=1, seed=_seed(q)))
@@ -118,10 +119,12 @@ def at_tokens(judged: runs.Judged, q, tokens: int, variant: str, margin: float) 
 
 
 def _probe(policy: Frontier, windows: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The second round with one full window over the likeliest 20 in place of two halves."""
+    """The second round with one full window over the likeliest 20, shuffled (not shown best
+    first), in place of the round's last two windows."""
     p = policy.model().top_probabilities(policy.settings.k)
-    likeliest = tuple(sorted(range(policy.head), key=lambda i: -p[i])[:20])
-    return [*windows[: max(1, len(windows) - 2)], likeliest]
+    likeliest = sorted(range(policy.head), key=lambda i: -p[i])[:20]
+    random.Random(policy.settings.seed).shuffle(likeliest)
+    return [*windows[: max(1, len(windows) - 2)], tuple(likeliest)]
 
 
 def _grows(answers: list[Answer], firsts: list[Answer], margin: float) -> bool:
@@ -168,7 +171,7 @@ def passes_table(args: argparse.Namespace) -> str:
 
 
 def window_table(args: argparse.Namespace) -> str:
-    variants = ("w=20", "w=10", "20 then 10", "learned")
+    variants = tuple(VARIANTS)
     lines = [
         "| regime | window | " + " | ".join(f"T={t}" for t in TOKENS) + " | mean |",
         "| --- | --- | " + " | ".join("---:" for _ in TOKENS) + " | ---: |",
