@@ -16,6 +16,12 @@ PLOT = ROOT / "docs" / "img" / "real-answers.png"
 FIELDS = ("ndcg", "calls", "tokens", "rounds")
 
 
+def is_reference(method: str) -> bool:
+    """A method ``PSC max_calls`` runs at the calls of: a blocks m or a peer (adaptive's or the
+    sliding window's calls matching a max_calls row's budget are a coincidence, not a pair)."""
+    return method.startswith("PSC blocks") or not method.startswith("PSC")
+
+
 def _name(row: dict) -> str:
     return row["method"] if "budget" not in row else f"PSC max_calls={row['budget']}"
 
@@ -29,7 +35,7 @@ def summary(rows: list[dict]) -> dict[str, dict[str, dict]]:
         groups: dict[str, list[dict]] = {}
         for r in mine:
             groups.setdefault(r["method"], []).append(r)
-        for ref in [m for m in groups if m != "PSC max_calls"]:
+        for ref in [m for m in groups if is_reference(m)]:
             at = _matched(mine, ref)
             if at:
                 groups[f"PSC max_calls @ {ref}"] = at
@@ -91,7 +97,7 @@ def tables(rows: list[dict], results: dict[str, dict[str, dict]]) -> list[str]:
             )
         lines += ["", "| at the calls of | PSC max_calls - it, nDCG@10 | lists |",
                   "| --- | ---: | ---: |"]
-        for ref in sorted(m for m in methods if not m.startswith("PSC max_calls")):
+        for ref in sorted(m for m in methods if is_reference(m)):
             mean, (lo, hi), n = paired(rows, ref, task)
             if n:
                 lines.append(f"| {ref} | {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] | {n} |")

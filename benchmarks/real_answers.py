@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _real_lists as lists  # noqa: E402
-from _real_report import report  # noqa: E402
+from _real_report import is_reference, report  # noqa: E402
 
 from permsc_integrations import PSCRanker, RetryPolicy  # noqa: E402
 from permsc_integrations.cli._eval import sorting_max_tokens  # noqa: E402
@@ -68,7 +68,7 @@ PEERS = {"BlitzRank w=10": ("BlitzRank", {"window_size": 10}),
 ORDER = ("PSC blocks m=1", "BlitzRank w=10", "PSC sliding", "SlidingWindow w=10", "PSC blocks m=2",
          "PSC blocks m=3", "PSC adaptive", "PSC blocks m=5")
 SKIP_MISSING = False  # --skip-missing: leave out the rankings a cut recording lacks
-REFERENCES = {n for n in ORDER if n.startswith("PSC blocks") or n in PEERS}
+REFERENCES = {n for n in ORDER if is_reference(n)}
 
 
 def psc(server: BackendOpenAIServer, item: lists.RealList, seed: int, options: dict) -> list[int]:

@@ -154,3 +154,23 @@ def test_a_budget_of_two_passes_beside_its_later_share_shows_every_item_twice_at
         assert result.calls == budget == sum(policy.planned())
     single = Frontier(100, Settings(budget=16)).next_round()  # one pass: the default
     assert single is not None and len(single) == 5
+
+
+def test_a_budgets_later_rounds_show_only_the_likeliest_contenders() -> None:
+    grades = [random.Random(i).choice([0, 1, 2, 2, 3, 3]) for i in range(60)]
+    ask = judged_list(REGIMES["noisy"], grades)
+
+    def later_pools(contenders: int | None) -> list[int]:
+        policy = Frontier(60, Settings(budget=22, window=10, contenders=contenders, seed=1))
+        pools, first = [], True
+        while (windows := policy.next_round()) is not None:
+            if not first:
+                pools.append(len({item for window in windows for item in window}))
+            first = False
+            policy.observe([ask(w) for w in windows])
+        assert policy.result().calls == 22
+        return pools
+
+    capped, wide = later_pools(2), later_pools(None)
+    assert capped and max(capped) <= 20, "at most 2 x k distinct items a later round"
+    assert max(wide) > 20, "without the cap the plausible pool is wider (the cap changes it)"

@@ -5,11 +5,14 @@ tests/test_same_answers.py`` on commit 0c52f86). Against the simulated judge, in
 
 Changed on purpose since, and so left out here: the frontier's consensus leaves frequent
 echoes out (issue 39; ``ECHO_SHARE``, tested in tests/test_degenerate.py); the "noisy" judge
-echoes 30 % of its answers, so ``budget-30-top10-w10`` ranks otherwise with that rule on.
+echoes 30 % of its answers, so ``budget-30-top10-w10`` ranks otherwise with that rule on; and
+a budget's later rounds show at most ``Settings.contenders`` x k items (issue 39; tested in
+tests/test_frontier.py), which changes both budget cases.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -20,6 +23,7 @@ import pytest
 
 from permsc_integrations import PSCRanker
 from permsc_integrations.strategies._frontier import rounds
+from permsc_integrations.strategies._frontier.policy import Settings
 from permsc_integrations.testing import REGIMES, SimulatedJudge
 
 RECORD = Path(__file__).parent / "data" / "orders_before_repack.json"
@@ -76,11 +80,19 @@ def run(name: str) -> dict:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class Wide(Settings):
+    """The frontier's settings as before the contenders cap: every plausible item."""
+
+    contenders: int | None = None
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_same_seeds_give_the_orders_recorded_before_the_repack(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rounds, "ECHO_SHARE", math.inf)  # the rule added since (docstring)
+    monkeypatch.setattr(rounds, "ECHO_SHARE", math.inf)  # the rules added since (docstring)
+    monkeypatch.setattr(rounds, "Settings", Wide)
     recorded = json.loads(RECORD.read_text())[name]
     assert run(name) == recorded
 

@@ -9,11 +9,12 @@ the ranking. The first round shows every item of the head it can afford in shuff
 then the first-stage head, the tail keeping its input order, or shown in the second round
 where the answers say the input order tells nothing: :data:`COVER_Z`), in one pass
 (``first_passes`` allows more where the budget pays for them beside its later rounds: tried,
-not adopted). Each later round shows the
-items that may still belong in the top k under the model of every answer so far
-(:func:`~.model.fit_list`), in windows whose positions balance
-each item's exposure to the fitted position effect, and never a prompt already shown. With
-a budget, its calls are split over at most ``max_rounds`` rounds; without one (adaptive),
+not adopted). Each later round shows the items that may still belong in the top k under the
+model of every answer so far (:func:`~.model.fit_list`), under a budget only the likeliest
+``contenders`` x k of them (the calls go where the top k is decided, as a tournament's final
+windows do), in windows whose positions balance each item's exposure to the fitted position
+effect, and never a prompt already shown. With a budget, its calls are split over at most
+``max_rounds`` rounds; without one (adaptive),
 rounds of ``adaptive_round`` calls go on until the top k is certified
 (:mod:`~permsc_integrations.strategies._frontier.stopping`) or ``cap`` calls are spent.
 A round whose windows came back degenerate (:data:`DEGENERATE_SHARE` of its answers or more:
@@ -83,6 +84,7 @@ class Settings:
     later_share: float = 1 / 3  # at least this share of a budget goes to later rounds (untuned)
     first_passes: int = 1  # the first round's passes at most (2: benchmarks/frontier_windows.py)
     floor: float = 0.02  # an item with less chance of the top k is left out of a round (untuned)
+    contenders: int | None = 2  # a budget's later rounds: the likeliest contenders x k at most
     zone: float = ZONE  # of the contenders' spread (zone_width): benchmarks/fine_grades.py
     confidence: float = CONFIDENCE  # adaptive m's level: docs/benchmarks.md "adaptive"
     adaptive_round: int = 6  # calls per later round without a budget (untuned)
@@ -126,8 +128,7 @@ class Frontier:
         """The items the later rounds are over: the head, or the whole list where its tail
         fits one window and a budget leaves later calls to show it (:meth:`_cover`)."""
         s, tail = self.settings, self.n - self.head
-        first = -(-self.head // s.window)
-        may = s.budget is not None and 0 < tail <= s.window and self.limit - first >= 2
+        may = s.budget is not None and 0 < tail <= s.window and self.limit - self._first() >= 2
         return self.n if may else self.head
 
     @property
@@ -145,10 +146,18 @@ class Frontier:
     def passes(self) -> int:
         """The first round's passes over the head: as many as the budget pays for beside its
         later rounds' share, at most ``first_passes``."""
-        s, blocks = self.settings, -(-self.head // self.settings.window)
-        if s.budget is None or s.first_passes <= 1:
+        s = self.settings
+        if s.budget is None:
             return 1
-        return max(1, min(s.first_passes, (s.budget - self._later()) // blocks))
+        return max(1, min(s.first_passes, (s.budget - self._later()) // self._blocks()))
+
+    def _blocks(self) -> int:
+        """The blocks of one pass over the head."""
+        return -(-self.head // self.settings.window)
+
+    def _first(self) -> int:
+        """The first round's calls: its passes' blocks, within the budget."""
+        return min(self.limit, self.passes() * self._blocks())
 
     def _later(self) -> int:
         """The calls a budget keeps for its later rounds at the least (``later_share``)."""
@@ -233,8 +242,7 @@ class Frontier:
         rounds are fixed up front, adaptive rounds may stop after the first."""
         dry, out = Frontier(self.n, self.settings), list[int]()
         while self.n >= 2 and dry.calls < dry.limit:
-            first = min(dry.limit, dry.passes() * -(-dry.head // self.settings.window))
-            calls = dry._round_calls() if out else first
+            calls = dry._round_calls() if out else dry._first()
             out.append(calls)
             dry.calls, dry.rounds = dry.calls + calls, dry.rounds + 1
         return tuple(out)
@@ -270,11 +278,15 @@ class Frontier:
 
     def _windows(self, fit: ListFit, calls: int) -> list[tuple[int, ...]]:
         """``calls`` windows over the items that may still be in the top k (at least
-        ``k + window / 2`` of them, the likeliest first), in shuffled balanced blocks."""
+        ``k + window / 2`` of them, under a budget at most ``contenders * k``: the likeliest
+        first), in shuffled balanced blocks. The cap: docs/strategies.md "real answers" and
+        docs/benchmarks.md "frontier windows: contenders"."""
         s = self.settings
         p = fit.top_probabilities(s.k, seed=s.seed + self.rounds)
         ranked = sorted(range(self.head), key=lambda i: (-p[i], -fit.mean[i]))
         plausible = sum(1 for i in ranked if p[i] >= s.floor)
+        if s.budget is not None and s.contenders is not None:
+            plausible = min(plausible, s.contenders * s.k)
         size = min(self.head, max(plausible, s.k + self.window // 2), calls * self.window)
         windows: list[tuple[int, ...]] = []
         exposure = _exposure(self.answers, fit)
