@@ -75,11 +75,9 @@ def ranked(judged: runs.Judged, q, policy: Frontier) -> float:
     return judged.ndcg(q, [*top, *r.order[policy.head :]])
 
 
-def at_calls(
-    judged: runs.Judged, q, budget: int, passes: int = 1, contenders: int | None = 2
-) -> float:
-    settings = Settings(budget=budget, first_passes=passes, contenders=contenders, seed=_seed(q))
-    policy = Frontier(len(q.texts), settings)
+def at_calls(judged: runs.Judged, q, budget: int, **settings) -> float:
+    """nDCG@10 of ``max_calls = budget``, with ``settings`` (Settings fields) over the defaults."""
+    policy = Frontier(len(q.texts), Settings(budget=budget, seed=_seed(q), **settings))
     while (windows := policy.next_round()) is not None:
         policy.observe([judged.ask(q, w) for w in windows])
     return ranked(judged, q, policy)
@@ -157,7 +155,7 @@ def _lists(regime: str, count: int) -> runs.Judged:
     return runs.Judged(REGIMES_ALL[regime], 0, count)
 
 
-PASSES = {str(p): {"passes": p} for p in (1, 2, 3)}
+PASSES = {str(p): {"first_passes": p} for p in (1, 2, 3)}
 CONTENDERS = {
     "every plausible": {"contenders": None},
     "3 x k": {"contenders": 3},
@@ -166,7 +164,7 @@ CONTENDERS = {
 
 
 def budget_table(args: argparse.Namespace, column: str, variants: dict[str, dict]) -> str:
-    """nDCG@10 of each variant (``at_calls`` keywords) at each call budget, a row a regime."""
+    """nDCG@10 of each variant (Settings fields) at each call budget, a row a regime."""
     budgets = [int(b) for b in args.budgets.split(",")]
     lines = [
         f"| regime | {column} | " + " | ".join(f"B={b}" for b in budgets) + " | mean |",

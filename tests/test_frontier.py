@@ -162,11 +162,10 @@ def test_a_budgets_later_rounds_show_only_the_likeliest_contenders() -> None:
 
     def later_pools(contenders: int | None) -> list[int]:
         policy = Frontier(60, Settings(budget=22, window=10, contenders=contenders, seed=1))
-        pools, first = [], True
+        policy.observe([ask(w) for w in policy.next_round() or ()])  # the first round: all
+        pools = []
         while (windows := policy.next_round()) is not None:
-            if not first:
-                pools.append(len({item for window in windows for item in window}))
-            first = False
+            pools.append(len({item for window in windows for item in window}))
             policy.observe([ask(w) for w in windows])
         assert policy.result().calls == 22
         return pools
