@@ -5,8 +5,9 @@ to each of 65 WordSort lists. Each list is replayed in waves of 4 (the same pref
 would draw): after each wave the list model (``strategies._frontier.fit_list``)
 is fitted to the answers so far and the stop rule (:func:`permsc_integrations.strategies._frontier.
 unsettled`, the whole order: WordSort has no top k) decides; the ranking is the model's order
-at the stop. Against it: fixed m = 20 (Kemeny), the model's order at m = 20, and today's
-adaptive m (the sign test, ``Adaptive()``). Kendall tau against the true alphabetical order.
+at the stop. Against it: fixed m = 20 (Kemeny), the model's order at m = 20, and adaptive m
+(``Adaptive()``: the sign test with the zone rule beside it, the default; ``zone=None``: the
+sign test alone, the default before). Kendall tau against the true alphabetical order.
 No model calls.
 
     python benchmarks/frontier_replay.py
@@ -54,11 +55,20 @@ def replay(
     return m, tuple(range(n)), tuple(range(n))
 
 
-def sign_test_stop(rankings, n: int) -> tuple[int, tuple[int, ...]]:
-    policy = Adaptive()
+ADAPTIVE = {
+    "adaptive m, sign test alone (zone=None; the default before)": Adaptive(zone=None),
+    "adaptive m, sign test + zone 0.5 (the default)": Adaptive(),
+}
+
+
+def adaptive_stop(
+    policy: Adaptive, shown: list[tuple[int, ...]], rankings: list[tuple[int, ...]], n: int
+) -> tuple[int, tuple[int, ...]]:
     for end in range(4, len(rankings) + 1, 4):
-        drawn = [r for r in rankings[:end] if r]
-        if end == len(rankings) or policy.stable(drawn, n_items=n, aggregator="kemeny"):
+        kept = [(p, r) for p, r in zip(shown[:end], rankings[:end], strict=True) if r]
+        drawn = [r for _, r in kept]
+        seen = [p for p, _ in kept]
+        if end == len(rankings) or policy.stable(drawn, n_items=n, aggregator="kemeny", shown=seen):
             return end, tuple(aggregate(drawn, method="kemeny", n_items=n))
     raise AssertionError("unreachable")
 
@@ -87,10 +97,10 @@ def main() -> None:
         rows.setdefault(
             "fixed m = 20, the ranker's order (Kemeny; the model orders uncompared pairs)", []
         ).append((20, kendall_tau(final_order(KEMENY, answers, model.order()), truth)))
-        used, order = sign_test_stop(rankings, n)
-        rows.setdefault("adaptive today (sign test, 0.9)", []).append(
-            (used, kendall_tau(order, truth))
-        )
+        shown = [tuple(p) for p in s.permutations]
+        for label, policy in ADAPTIVE.items():
+            used, order = adaptive_stop(policy, shown, rankings, n)
+            rows.setdefault(label, []).append((used, kendall_tau(order, truth)))
         for zone in (float(z) for z in args.zones.split(",")):
             used, order, ranker = replay(s.permutations, rankings, n, zone, args.confidence)
             name = f"frontier stop, zone {zone} x spread, {args.confidence}"

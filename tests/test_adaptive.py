@@ -64,26 +64,62 @@ def test_a_noisy_model_gets_more_samples_than_a_quiet_one(scripted_server) -> No
     assert drawn[1.0] <= 8 < drawn[0.3]
 
 
+def _swap_noise(request: ChatRequest) -> str:
+    """The true order with each adjacent pair swapped with probability 0.3."""
+    import random
+
+    shown = shown_passages(request.messages)
+    rng = random.Random(request.text)
+    order = sorted(range(len(shown)), key=lambda p: -len(shown[p]))
+    for i in range(len(order) - 1):
+        if rng.random() < 0.3:
+            order[i], order[i + 1] = order[i + 1], order[i]
+    return " > ".join(f"[{p + 1}]" for p in order)
+
+
 def test_a_model_that_swaps_neighbours_is_not_stopped_by_a_stable_looking_first_wave(
     scripted_server,
 ) -> None:
     """Issue 25: answers that swap each adjacent pair with probability 0.3 mostly agree, so
-    four of them looked stable to the old rule (4 calls a list); the evidence is not there."""
-    import random
+    four of them looked stable to the old rule (4 calls a list); the evidence is not there.
+    The sign test alone waits for more than two waves; the zone rule needs the consensus to
+    hold over a wave, so never stops on the first."""
+    server = scripted_server(_swap_noise)
+    drawn = {}
+    for zone in (None, 0.5):
+        with server.ranker(num_permutations=20, adaptive=Adaptive(zone=zone)) as r:
+            drawn[zone] = [len(r.rank(f"q{k}", ITEMS).samples) for k in range(3)]
+    assert min(drawn[None]) > 8, drawn
+    assert min(drawn[0.5]) > 4, drawn
 
-    def swap_noise(request: ChatRequest) -> str:
+
+def test_a_pair_the_model_splits_evenly_stops_by_the_zone_not_at_the_cap(
+    scripted_server,
+) -> None:
+    """Issue 39: a real model leaves a pair it orders by a coin flip in nearly every list, so
+    the sign test alone draws the cap; the list model's zone settles that pair as a tie once
+    the consensus holds, and the rest of the order is the truth's."""
+    coin = {TRUTH[4], TRUTH[5]}
+
+    def split_pair(request: ChatRequest) -> str:
         shown = shown_passages(request.messages)
-        rng = random.Random(request.text)
         order = sorted(range(len(shown)), key=lambda p: -len(shown[p]))
-        for i in range(len(order) - 1):
-            if rng.random() < 0.3:
-                order[i], order[i + 1] = order[i + 1], order[i]
+        spots = [p for p in order if ITEMS.index(shown[p]) in coin]
+        if request.index % 2:  # each wave of 4 splits the pair 2-2
+            a, b = (order.index(p) for p in spots)
+            order[a], order[b] = order[b], order[a]
         return " > ".join(f"[{p + 1}]" for p in order)
 
-    server = scripted_server(swap_noise)
-    with server.ranker(num_permutations=20, adaptive=True) as r:
-        drawn = [len(r.rank(f"q{k}", ITEMS).samples) for k in range(3)]
-    assert min(drawn) > 8, drawn
+    server = scripted_server(split_pair)
+    runs = {}
+    for zone in (None, 0.5):
+        with server.ranker(num_permutations=20, adaptive=Adaptive(zone=zone)) as r:
+            runs[zone] = [r.rank(f"q{k}", ITEMS) for k in range(3)]
+    assert [len(res.samples) for res in runs[None]] == [20, 20, 20]
+    assert all(len(res.samples) < 20 for res in runs[0.5]), [len(x.samples) for x in runs[0.5]]
+    for res in runs[0.5]:
+        assert [i for i in res.order if i not in coin] == [i for i in TRUTH if i not in coin]
+        assert set(res.order[4:6]) == coin
 
 
 def test_top_k_stability_stops_sooner_than_the_whole_order(scripted_server) -> None:
@@ -173,7 +209,7 @@ def wave_log(server, policy: Adaptive, cap: int = 10, items=ABC) -> tuple[list, 
 
 def test_four_agreeing_answers_are_not_yet_evidence_five_are(scripted_server) -> None:
     server = scripted_server(scripted_answers())
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1, zone=None))
     assert waves == [(4, "unsettled"), (5, "stable")]  # 1/16 > 0.05; 1/32 <= 0.05
     assert result.order == (0, 1, 2) and server.request_count == 5
 
@@ -182,7 +218,7 @@ def test_one_dissent_needs_more_answers_before_the_pair_is_settled(scripted_serv
     # four items (24 distinct prompts; three items have only 6): Holm over three pairs
     items, full = [*ABC, "delta"], "alpha beta gamma delta"
     server = scripted_server(scripted_answers("beta alpha gamma delta", then=full))
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1), items=items)
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1, zone=None), items=items)
     # alpha over beta: 3-1, 4-1, 5-1 (p 7/64 > 0.1), then 6-1 (p 1/16 <= 0.1)
     assert waves == [(4, "unsettled"), (5, "unsettled"), (6, "unsettled"), (7, "stable")]
     assert result.order == (0, 1, 2, 3)
@@ -190,7 +226,7 @@ def test_one_dissent_needs_more_answers_before_the_pair_is_settled(scripted_serv
 
 def test_three_items_are_asked_at_most_their_six_orders(scripted_server) -> None:
     server = scripted_server(scripted_answers("beta alpha gamma"))
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1))  # cap 10: 6 orders
+    waves, result = wave_log(server, Adaptive(first_wave=4, wave=1, zone=None))  # cap 10: 6 orders
     assert waves == [(4, "unsettled"), (5, "unsettled"), (6, "cap")]
     assert server.request_count == 6 and len({s.permutation for s in result.samples}) == 6
 
@@ -203,14 +239,16 @@ def test_a_pair_seen_together_less_often_is_less_evidence(scripted_server) -> No
     # two of the first five leave beta out: beta met its neighbours 3 times (p = 1/8), then
     # 4 (1/16 > 1/20), then 5 (1/32)
     partial = scripted_server(scripted_answers("alpha gamma delta", "alpha gamma delta", then=full))
-    waves, _ = wave_log(partial, Adaptive(first_wave=5, wave=1), items=items)
+    waves, _ = wave_log(partial, Adaptive(first_wave=5, wave=1, zone=None), items=items)
     assert waves == [(5, "unsettled"), (6, "unsettled"), (7, "stable")]
 
 
 def test_a_pair_the_model_cannot_decide_runs_to_the_cap(scripted_server) -> None:
     coin = ["alpha beta gamma delta", "beta alpha gamma delta"] * 4
     server = scripted_server(scripted_answers(*coin))
-    waves, result = wave_log(server, Adaptive(first_wave=4, wave=2), cap=8, items=[*ABC, "delta"])
+    waves, result = wave_log(
+        server, Adaptive(first_wave=4, wave=2, zone=None), cap=8, items=[*ABC, "delta"]
+    )
     assert waves == [(4, "unsettled"), (6, "unsettled"), (8, "cap")]
     assert len(result.samples) == 8 and result.usage.saved_calls == 0
 

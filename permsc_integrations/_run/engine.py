@@ -165,12 +165,14 @@ class Engine:
         self, samples: Sequence[Sample], n: int, per_unit: int, policy: Adaptive | None
     ) -> bool:
         """Whether adaptive m may stop drawing a round of ``n`` items: enough good samples and
-        a consensus the samples establish (:meth:`Adaptive.stable`: a sign test per pair, or
-        for blocks rounds a head that no one shuffle's samples change)."""
+        a consensus the samples establish (:meth:`Adaptive.stable`: a sign test per pair or
+        the list model's zone, or for blocks rounds a head that no one shuffle's samples
+        change)."""
         if policy is None or sum(s.ok for s in samples) < self.good_needed(len(samples), per_unit):
             return False
         units = [samples[u : u + per_unit] for u in range(0, len(samples), per_unit)]
         groups = [[s.ranking for s in unit if s.ok] for unit in units]
+        shown = [[s.permutation for s in unit if s.ok] for unit in units]
         scored = _probabilities(self.aggregator, samples)
         probs = [_probabilities(self.aggregator, unit).get("probabilities") for unit in units]
         return await anyio.to_thread.run_sync(
@@ -180,6 +182,7 @@ class Engine:
                 aggregator=self.aggregator,
                 grouped=True,
                 probabilities=probs if scored else None,
+                shown=shown,
             )
         )
 

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from permsc_integrations.strategies._adaptive import CONFIDENCE
 from permsc_integrations.strategies._frontier.model import ListFit
+from permsc_integrations.strategies._levels import CONFIDENCE, ZONE
 
 __all__ = ["ZONE", "CONFIDENCE", "CONTENDERS", "RESOLVED", "zone_width", "unsettled", "ties"]
 
-ZONE = 0.5  # the indifference zone, a share of the utilities' spread (benchmarks/frontier_sim.py)
 CONTENDERS = 10  # with top_k: the spread of the top max(2k, CONTENDERS) sets the zone (untuned)
 RESOLVED = 1.5  # ... where it is this many of their posterior sds: benchmarks/fine_grades.py
 
