@@ -135,6 +135,11 @@ def test_options_accept_flags_objects_and_strings() -> None:
     assert RankingOptions(adaptive=True).adaptive == Adaptive()
     assert RankingOptions(adaptive="4,2,5").adaptive == Adaptive(4, 2, 5)
     assert RankingOptions(adaptive="4,4,all,0.95").adaptive == Adaptive(confidence=0.95)
+    assert RankingOptions(adaptive="4,4,all,0.9,off").adaptive == Adaptive(zone=None)
+    assert RankingOptions(adaptive="4,4,,,0.25").adaptive == Adaptive(zone=0.25)
+    assert RankingOptions(adaptive={"zone": None}).adaptive == Adaptive(zone=None)
+    with pytest.raises(ConfigurationError, match="zone must be a number above 0"):
+        RankingOptions(adaptive="4,4,all,0.9,0")
     assert RankingOptions(adaptive={"confidence": 0.8}).adaptive == Adaptive(confidence=0.8)
     assert RankingOptions(adaptive=False).adaptive is None
     with pytest.raises(ConfigurationError, match="FIRST,WAVE"):
@@ -145,7 +150,7 @@ def test_options_accept_flags_objects_and_strings() -> None:
         with pytest.raises(ConfigurationError, match="confidence"):
             Adaptive(confidence=bad)
     with pytest.raises(ConfigurationError, match="FIRST,WAVE"):
-        RankingOptions(adaptive="4,4,3,0.9,1")
+        RankingOptions(adaptive="4,4,3,0.9,0.5,1")
     with pytest.raises(ConfigurationError, match="confidence"):  # the rule before issue 25
         RankingOptions(adaptive={"first_wave": 4, "tolerance": 0.1})
 

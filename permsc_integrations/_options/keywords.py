@@ -111,7 +111,7 @@ class RankingKeywords(TypedDict, total=False):
     """sample in waves and stop once a sign test establishes every adjacent pair of the consensus
     at a confidence (default 0.9), or the list model settles them up to an indifference zone
     (Adaptive.zone, 0.5) and the consensus held over the last wave (True, an Adaptive or
-    'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'); num_permutations is the cap"""
+    'FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]]'); num_permutations is the cap"""
     max_calls: int | None
     """model calls per request at most, re-asks and retries included: the strategy plans within
     it (blocks: rounds where the top k is uncertain; below one pass, the first items of the

@@ -227,15 +227,17 @@ class RankingOptions:
         "sample in waves and stop once a sign test establishes every adjacent pair of the "
         "consensus at a confidence (default 0.9), or the list model settles them up to an "
         "indifference zone (Adaptive.zone, 0.5) and the consensus held over the last wave "
-        "(True, an Adaptive or 'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'); num_permutations is the cap",
+        "(True, an Adaptive or 'FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]]'); num_permutations is "
+        "the cap",
         check_adaptive,
         accepts=AdaptiveGiven,
         cli=str,
-        cli_help="sample in waves: 'on' (the default waves) or 'FIRST,WAVE[,TOP_K[,CONFIDENCE]]' "
-        "(e.g. '5,5'), and stop once a sign test establishes every adjacent pair of the "
-        "consensus (its top TOP_K, and the pair across the cut) at CONFIDENCE (default 0.9), "
-        "or the list model settles them up to an indifference zone and the consensus held "
-        "over the last wave; -m is the cap",
+        cli_help="sample in waves: 'on' (the default waves) or "
+        "'FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]]' (e.g. '5,5'), and stop once a sign test "
+        "establishes every adjacent pair of the consensus (its top TOP_K, and the pair across "
+        "the cut) at CONFIDENCE (default 0.9), or the list model settles them up to an "
+        "indifference zone of ZONE (default 0.5; 'off': the sign test alone) and the consensus "
+        "held over the last wave; -m is the cap",
     )
     max_calls: int | None = _option(
         None,

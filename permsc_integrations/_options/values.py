@@ -58,7 +58,7 @@ Scoring = Literal["generate", "first_token"]
 SCORINGS: tuple[Scoring, ...] = get_args(Scoring)
 
 AdaptiveGiven = bool | str | Adaptive | Mapping[str, object] | None
-"""``adaptive=``: True (the default waves), ``'FIRST,WAVE[,TOP_K[,CONFIDENCE]]'``, an
+"""``adaptive=``: True (the default waves), ``'FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]]'``, an
 :class:`Adaptive` or its mapping (an adapter's ``to_dict``); None or False: fixed m."""
 
 RetryGiven = RetryPolicy | Mapping[str, object] | None

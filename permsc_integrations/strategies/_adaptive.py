@@ -112,36 +112,40 @@ class Adaptive:
 
     @classmethod
     def parse(cls, text: str) -> Adaptive:
-        """From the command line: ``on`` (the defaults) or ``FIRST,WAVE[,TOP_K[,CONFIDENCE]]``
-        (an empty or ``all`` TOP_K: the whole order).
+        """From the command line: ``on`` (the defaults) or
+        ``FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]]`` (an empty or ``all`` TOP_K: the whole order;
+        an empty ZONE: :data:`ZONE`; ``off``: None, the sign test alone).
 
         >>> Adaptive.parse("4,2,5")
         Adaptive(first_wave=4, wave=2, top_k=5, confidence=0.9, zone=0.5)
         >>> Adaptive.parse("4,4,all,0.95").confidence
         0.95
+        >>> Adaptive.parse("4,4,all,0.9,off").zone is None
+        True
         """
         if not text.strip():  # an empty flag or field is no answer, not "on"
             raise ConfigurationError(
                 "adaptive is empty: give 'on' (the default waves) or FIRST,WAVE[,TOP_K"
-                "[,CONFIDENCE]] (e.g. 4,4 or 4,4,10 or 4,4,all,0.95); leave it out (None or "
-                "False) for a fixed m"
+                "[,CONFIDENCE[,ZONE]]] (e.g. 4,4 or 4,4,10 or 4,4,all,0.95 or 4,4,all,0.9,off); "
+                "leave it out (None or False) for a fixed m"
             )
         if text.strip().lower() in ("on", "yes", "true"):
             return cls()
         parts = [part.strip() for part in text.split(",")]
         try:
-            if not 2 <= len(parts) <= 4:
+            if not 2 <= len(parts) <= 5:
                 raise ValueError
             first, wave = int(parts[0]), int(parts[1])
-            top = parts[2] if len(parts) > 2 else ""
+            top, level, zone = (parts[2:] + ["", "", ""])[:3]
             top_k = None if top.lower() in ("", "all") else int(top)
-            confidence = float(parts[3]) if len(parts) > 3 else CONFIDENCE
+            confidence = float(level) if level else CONFIDENCE
+            width = None if zone.lower() in ("off", "none") else float(zone) if zone else ZONE
         except ValueError:
             raise ConfigurationError(
-                "adaptive must be 'on' or FIRST,WAVE[,TOP_K[,CONFIDENCE]] "
-                f"(e.g. 4,4 or 4,4,10 or 4,4,all,0.95), got {text!r}"
+                "adaptive must be 'on' or FIRST,WAVE[,TOP_K[,CONFIDENCE[,ZONE]]] "
+                f"(e.g. 4,4 or 4,4,10 or 4,4,all,0.95 or 4,4,all,0.9,off), got {text!r}"
             ) from None
-        return cls(first, wave, top_k, confidence)
+        return cls(first, wave, top_k, confidence, zone=width)
 
     def pairs(self, order: Sequence[int]) -> list[tuple[int, int]]:
         """The adjacent pairs of ``order`` that must be established: those inside its top
