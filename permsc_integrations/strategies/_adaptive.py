@@ -216,19 +216,11 @@ class Adaptive:
         aggregator: str | Aggregator,
     ) -> bool:
         """Whether the part of ``order`` that matters was already the consensus before the
-        last wave: the same members, and a Kendall tau of at least :data:`STEADY`."""
-        # lazy: numpy, adaptive m only
-        from permsc_integrations.metrics import kendall_tau
-
+        last wave: the same members, and a Kendall tau of at least :data:`STEADY` (at most
+        a share ``(1 - STEADY) / 2`` of its pairs swapped)."""
         earlier = range(len(groups) - self.wave)
-        if not any(groups[j] for j in earlier):
-            return False
-        before = _consensus(groups, probs, earlier, n_items, aggregator)
         head = order[: self.top_k]
-        members = set(head)
-        if set(before[: len(head)]) != members:
-            return False
-        return len(head) < 2 or kendall_tau([i for i in before if i in members], head) >= STEADY
+        return _holds(groups, probs, earlier, head, n_items, aggregator, (1 - STEADY) / 2)
 
     def _in_zone(
         self, rankings: list[Ranking], shown: list[Ranking], n_items: int, zone: float
@@ -251,19 +243,34 @@ class Adaptive:
         n_items: int,
         aggregator: str | Aggregator,
     ) -> bool:
-        # lazy: start-up time (numpy); only adaptive m needs it
-        from permsc_integrations.metrics import kendall_distance
-
         head = order[: self.top_k]
-        pairs = len(head) * (len(head) - 1) // 2
-        for k in range(len(groups)):
-            rest = [j for j in range(len(groups)) if j != k]
-            if not any(groups[j] for j in rest):
-                return False
-            other = _consensus(groups, probs, rest, n_items, aggregator)[: self.top_k]
-            if set(other) != set(head) or kendall_distance(other, head) > 0.1 * pairs:
-                return False
-        return len(groups) > 1
+        every = range(len(groups))
+        return len(groups) > 1 and all(
+            _holds(groups, probs, [j for j in every if j != k], head, n_items, aggregator, 0.1)
+            for k in every
+        )
+
+
+def _holds(
+    groups: list[list[Ranking]],
+    probs: list[list[object]] | None,
+    keep: Iterable[int],
+    head: list[int],
+    n_items: int,
+    aggregator: str | Aggregator,
+    share: float,
+) -> bool:
+    """Whether the consensus of the groups in ``keep`` has ``head``'s members at its top and
+    swaps at most ``share`` of their pairs (False when those groups hold no sample)."""
+    # lazy: start-up time (numpy); only adaptive m needs it
+    from permsc_integrations.metrics import kendall_distance
+
+    keep = list(keep)
+    if not any(groups[j] for j in keep):
+        return False
+    other = _consensus(groups, probs, keep, n_items, aggregator)[: len(head)]
+    pairs = len(head) * (len(head) - 1) // 2
+    return set(other) == set(head) and kendall_distance(other, head) <= share * pairs
 
 
 def _as_groups(values: Sequence[_T] | Sequence[Sequence[_T]], grouped: bool) -> list[list[_T]]:
