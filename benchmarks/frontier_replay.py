@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import adaptive  # noqa: E402  (its replay: the engine's waves and stop, sample by sample)
 from _report import write_section  # noqa: E402
 
 from permsc_integrations.aggregators import aggregate, get  # noqa: E402
@@ -61,18 +62,6 @@ ADAPTIVE = {
 }
 
 
-def adaptive_stop(
-    policy: Adaptive, shown: list[tuple[int, ...]], rankings: list[tuple[int, ...]], n: int
-) -> tuple[int, tuple[int, ...]]:
-    for end in range(4, len(rankings) + 1, 4):
-        kept = [(p, r) for p, r in zip(shown[:end], rankings[:end], strict=True) if r]
-        drawn = [r for _, r in kept]
-        seen = [p for p, _ in kept]
-        if end == len(rankings) or policy.stable(drawn, n_items=n, aggregator="kemeny", shown=seen):
-            return end, tuple(aggregate(drawn, method="kemeny", n_items=n))
-    raise AssertionError("unreachable")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--samples", type=Path, default=SAMPLES)
@@ -99,7 +88,9 @@ def main() -> None:
         ).append((20, kendall_tau(final_order(KEMENY, answers, model.order()), truth)))
         shown = [tuple(p) for p in s.permutations]
         for label, policy in ADAPTIVE.items():
-            used, order = adaptive_stop(policy, shown, rankings, n)
+            used, _, order = adaptive.replay(
+                shown, rankings, n, adaptive.sign(policy), len(rankings)
+            )
             rows.setdefault(label, []).append((used, kendall_tau(order, truth)))
         for zone in (float(z) for z in args.zones.split(",")):
             used, order, ranker = replay(s.permutations, rankings, n, zone, args.confidence)
