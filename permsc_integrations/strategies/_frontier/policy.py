@@ -45,7 +45,8 @@ from permsc_integrations.strategies._frontier.model import (
     fit_list,
     position_effects,
 )
-from permsc_integrations.strategies._frontier.stopping import CONFIDENCE, ZONE, ties, unsettled
+from permsc_integrations.strategies._frontier.stopping import ties, unsettled
+from permsc_integrations.strategies._levels import CONFIDENCE, ZONE
 
 __all__ = ["Frontier", "Settings", "FrontierResult", "DEGENERATE_SHARE", "MIN_WINDOW", "COVER_Z"]
 

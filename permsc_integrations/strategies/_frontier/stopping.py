@@ -34,7 +34,7 @@ import numpy as np
 from permsc_integrations.strategies._frontier.model import ListFit
 from permsc_integrations.strategies._levels import CONFIDENCE, ZONE
 
-__all__ = ["ZONE", "CONFIDENCE", "CONTENDERS", "RESOLVED", "zone_width", "unsettled", "ties"]
+__all__ = ["CONTENDERS", "RESOLVED", "zone_width", "unsettled", "ties"]
 
 CONTENDERS = 10  # with top_k: the spread of the top max(2k, CONTENDERS) sets the zone (untuned)
 RESOLVED = 1.5  # ... where it is this many of their posterior sds: benchmarks/fine_grades.py
