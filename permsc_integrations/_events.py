@@ -38,9 +38,14 @@ EventKind = Literal[
     "sample_end",
 ]
 
-WaveReason = Literal[StopReason, "stable", "unsettled"]
+StableReason = Literal["stable", "zone"]
+"""By which rule adaptive m's samples establish a window's consensus: the sign test or a
+blocks round's stable head (``"stable"``), or the list model's indifference zone with the
+consensus steady over the last wave (``"zone"``)."""
+
+WaveReason = Literal[StopReason, StableReason, "unsettled"]
 """A ``wave_end``'s ``why``: the samples go on (``"unsettled"``) or stop; adaptive m's waves
-when the consensus is established (``"stable"``) or m is reached (``"cap"``), the frontier's
+when the consensus is established (:data:`StableReason`) or m is reached (``"cap"``), the frontier's
 rounds for the result's :data:`~permsc_integrations.results.StopReason` (``"certified"``,
 ``"budget"``, ``"cap"``, ``"exhausted"``)."""
 

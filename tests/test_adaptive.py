@@ -111,12 +111,19 @@ def test_a_pair_the_model_splits_evenly_stops_by_the_zone_not_at_the_cap(
         return " > ".join(f"[{p + 1}]" for p in order)
 
     server = scripted_server(split_pair)
-    runs = {}
+    runs, whys = {}, {}
     for zone in (None, 0.5):
-        with server.ranker(num_permutations=20, adaptive=Adaptive(zone=zone)) as r:
+        events: list[Event] = []
+        policy = Adaptive(zone=zone)
+        with server.ranker(num_permutations=20, adaptive=policy, on_event=events.append) as r:
             runs[zone] = [r.rank(f"q{k}", ITEMS) for k in range(3)]
+        whys[zone] = [
+            e.detail["why"] for e in events if e.kind == "wave_end" and e.detail["stopped"]
+        ]
     assert [len(res.samples) for res in runs[None]] == [20, 20, 20]
+    assert whys[None] == ["cap"] * 3
     assert all(len(res.samples) < 20 for res in runs[0.5]), [len(x.samples) for x in runs[0.5]]
+    assert whys[0.5] == ["zone"] * 3, "the wave_end says which rule stopped the window"
     for res in runs[0.5]:
         assert [i for i in res.order if i not in coin] == [i for i in TRUTH if i not in coin]
         assert set(res.order[4:6]) == coin

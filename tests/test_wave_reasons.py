@@ -17,7 +17,7 @@ REASONS = set(get_args(WaveReason))
 
 
 def test_the_reasons_are_the_stop_reasons_and_adaptive_ms_own() -> None:
-    assert REASONS == set(get_args(StopReason)) | {"stable", "unsettled"}
+    assert REASONS == set(get_args(StopReason)) | {"stable", "zone", "unsettled"}
 
 
 @pytest.mark.parametrize(

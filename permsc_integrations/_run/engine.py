@@ -34,7 +34,7 @@ from permsc_integrations._calls.breaker import Breaker
 from permsc_integrations._calls.calls import Calls
 from permsc_integrations._calls.limiter import CallLimiter
 from permsc_integrations._calls.spending import Charged, Meter
-from permsc_integrations._events import EventHook
+from permsc_integrations._events import EventHook, StableReason
 from permsc_integrations._options.options import RankingOptions
 from permsc_integrations._run.first_token import FirstToken
 from permsc_integrations._run.sampling import Generate, Sampler
@@ -163,20 +163,20 @@ class Engine:
 
     async def settled(
         self, samples: Sequence[Sample], n: int, per_unit: int, policy: Adaptive | None
-    ) -> bool:
-        """Whether adaptive m may stop drawing a round of ``n`` items: enough good samples and
-        a consensus the samples establish (:meth:`Adaptive.stable`: a sign test per pair or
-        the list model's zone, or for blocks rounds a head that no one shuffle's samples
-        change)."""
+    ) -> StableReason | None:
+        """Whether adaptive m may stop drawing a round of ``n`` items, and by which rule:
+        enough good samples and a consensus the samples establish (:meth:`Adaptive.reason`:
+        a sign test per pair or the list model's zone, or for blocks rounds a head that no
+        one shuffle's samples change); None: draw on."""
         if policy is None or sum(s.ok for s in samples) < self.good_needed(len(samples), per_unit):
-            return False
+            return None
         units = [samples[u : u + per_unit] for u in range(0, len(samples), per_unit)]
         groups = [[s.ranking for s in unit if s.ok] for unit in units]
         shown = [[s.permutation for s in unit if s.ok] for unit in units]
         scored = _probabilities(self.aggregator, samples)
         probs = [_probabilities(self.aggregator, unit).get("probabilities") for unit in units]
         return await anyio.to_thread.run_sync(
-            lambda: policy.stable(
+            lambda: policy.reason(
                 groups,
                 n_items=n,
                 aggregator=self.aggregator,

@@ -189,8 +189,10 @@ class RequestRun:
             samples += await run.run()
             if policy is None:
                 continue
-            stable = end < cap and await self.engine.settled(samples, len(local), per_unit, policy)
-            why: WaveReason = "stable" if stable else "cap" if end == cap else "unsettled"
+            stable = None
+            if end < cap:
+                stable = await self.engine.settled(samples, len(local), per_unit, policy)
+            why: WaveReason = stable or ("cap" if end == cap else "unsettled")
             detail = {"wave": wave, "samples": end, "cap": cap, "stopped": why != "unsettled"}
             await self.state.emit("wave_end", number, total=cap, **detail, why=why)
             if stable:

@@ -45,6 +45,8 @@ Example:
     True
     >>> policy.stable([[0, 1, 2]] * 4 + [[1, 0, 2]] * 2, n_items=3, aggregator="borda")
     False
+    >>> policy.reason([[0, 1, 2]] * 6, n_items=3, aggregator="borda")  # which rule stopped it
+    'stable'
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from dataclasses import InitVar, dataclass
 from typing import TypeVar, cast
 
 from permsc_integrations._checks import positive_int
+from permsc_integrations._events import StableReason
 from permsc_integrations.aggregators import Aggregator, aggregate
 from permsc_integrations.errors import ConfigurationError
 from permsc_integrations.strategies._levels import CONFIDENCE, STEADY, ZONE
@@ -180,7 +183,33 @@ class Adaptive:
         probabilities: Sequence[object] | None = None,
         shown: Sequence[Ranking] | Sequence[Sequence[Ranking]] | None = None,
     ) -> bool:
-        """True when the samples establish the consensus (see the module docstring).
+        """True when the samples establish the consensus (see the module docstring and
+        :meth:`reason`, which says by which rule)."""
+        return (
+            self.reason(
+                rankings,
+                n_items=n_items,
+                aggregator=aggregator,
+                grouped=grouped,
+                probabilities=probabilities,
+                shown=shown,
+            )
+            is not None
+        )
+
+    def reason(
+        self,
+        rankings: Sequence[Ranking] | Sequence[Sequence[Ranking]],
+        *,
+        n_items: int,
+        aggregator: str | Aggregator,
+        grouped: bool = False,
+        probabilities: Sequence[object] | None = None,
+        shown: Sequence[Ranking] | Sequence[Sequence[Ranking]] | None = None,
+    ) -> StableReason | None:
+        """Which rule establishes the consensus: ``"stable"`` (the sign test, or a blocks
+        round's stable head), ``"zone"`` (the list model's zone, the consensus steady over
+        the last wave), or None (go on).
 
         ``grouped``: ``rankings`` is a list of groups, the blocks of one shuffle. Where a
         shuffle holds several blocks (a blocks round), the pairs of its head seldom share a
@@ -194,18 +223,19 @@ class Adaptive:
         probs = None if probabilities is None else _as_groups(probabilities, grouped)
         flat = [r for g in groups for r in g]
         if not flat:
-            return False
+            return None
         order = _consensus(groups, probs, range(len(groups)), n_items, aggregator)
         if any(len(g) > 1 for g in groups):
-            return self._head_stable(groups, probs, order, n_items, aggregator)
+            head = self._head_stable(groups, probs, order, n_items, aggregator)
+            return "stable" if head else None
         if self.confident(sign_test(flat, self.pairs(order), n_items)):
-            return True
+            return "stable"
         if shown is None or self.zone is None:
-            return False
+            return None
         shown_groups: list[list[Ranking]] = _as_groups(shown, grouped)
         seen = [p for g in shown_groups for p in g]
         steady = self._steady(groups, probs, order, n_items, aggregator)
-        return steady and self._in_zone(flat, seen, n_items, self.zone)
+        return "zone" if steady and self._in_zone(flat, seen, n_items, self.zone) else None
 
     def _steady(
         self,
