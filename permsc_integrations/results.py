@@ -30,25 +30,33 @@ __all__ = [
 StopReason = Literal["complete", "budget", "certified", "cap", "exhausted"]
 """Why a ranking's sampling ended (:attr:`RankingResult.stopped`)."""
 
-Defect = Literal["echo", "sparse"]
+Defect = Literal["echo", "reversed", "sparse"]
 """What makes an answer degenerate (:func:`answer_defect`)."""
 
 
 def answer_defect(shown: Sequence[int], ranking: Sequence[int]) -> Defect | None:
     """``"echo"``: a ranking of 4 or more items that names them in the order shown (by
-    chance one time in 24 or fewer, in a shuffled prompt); else ``"sparse"``: a window of 4 or
+    chance one time in 24 or fewer, in a shuffled prompt); ``"reversed"``: one that names them
+    in the reverse of the order shown (as unlikely, and as empty: the copy read backwards;
+    the embedded 1.5B model answers some DL19 windows so); else ``"sparse"``: a window of 4 or
     more answered with fewer than half its items (an answer that repeats one item, stops early or
-    names others); None: neither. The one rule the frontier, the result and the benchmarks
-    read (:attr:`RankingResult.degenerate`).
+    names others); None: none of these. The one rule the frontier, the result and the
+    benchmarks read (:attr:`RankingResult.degenerate`).
 
     >>> answer_defect((2, 0, 1, 3), (2, 0, 1, 3)), answer_defect((2, 0, 1, 3), (0, 2, 1, 3))
     ('echo', None)
+    >>> answer_defect((2, 0, 1, 3), (3, 1, 0, 2))
+    'reversed'
     >>> answer_defect((5, 6, 7, 8, 9), (7, 5))
     'sparse'
     """
-    named = set(ranking)
-    if len(ranking) >= 4 and list(ranking) == [i for i in shown if i in named]:
-        return "echo"
+    if len(ranking) >= 4:
+        named = set(ranking)
+        copy = [i for i in shown if i in named]
+        if list(ranking) == copy:
+            return "echo"
+        if list(ranking) == copy[::-1]:
+            return "reversed"
     return "sparse" if len(shown) >= 4 and 2 * len(ranking) < len(shown) else None
 
 
@@ -254,10 +262,10 @@ class RankingResult:
 
     @property
     def degenerate(self) -> tuple[Sample, ...]:
-        """The answers that read as degenerate (:attr:`Sample.defect`): echoes of the order
-        shown, and windows answered with fewer than half their items. Many of them say the
-        model cannot answer windows this long (try a smaller ``window_size``): see
-        :attr:`degenerate_note`."""
+        """The answers that read as degenerate (:attr:`Sample.defect`): copies of the order
+        shown (echoes and reversals), and windows answered with fewer than half their items.
+        Many of them say the model cannot answer windows this long (try a smaller
+        ``window_size``): see :attr:`degenerate_note`."""
         return tuple(s for s in self.samples if s.defect is not None)
 
     @property
@@ -272,7 +280,8 @@ class RankingResult:
         window = max(len(s.permutation) for s in self.samples)
         return (
             f"{len(bad)} of {answered} answers were degenerate ({bad.count('echo')} echoed the "
-            f"order shown, {bad.count('sparse')} named fewer than half of their window): the "
+            f"order shown, {bad.count('reversed')} reversed it, {bad.count('sparse')} named "
+            "fewer than half of their window): the "
             f"model may not answer windows of {window} items; a smaller window_size, or a "
             "stronger model, may serve better (result.degenerate has them)"
         )

@@ -71,11 +71,14 @@ def stuck_above(size: int):
         ((3, 1, 2, 0, 4), (3, 2, 0, 4), "echo"),  # a partial copy is still a copy
         ((3, 1, 2, 0), (0, 1, 2, 3), None),
         ((3, 1, 2), (3, 1, 2), None),  # three items in the order shown: by chance 1 in 6
+        ((3, 1, 2, 0), (0, 2, 1, 3), "reversed"),  # the copy read backwards
+        ((3, 1, 2, 0, 4), (4, 2, 1, 3), "reversed"),
+        ((3, 1, 2), (2, 1, 3), None),
         ((0, 1, 2, 3, 4, 5), (4, 2), "sparse"),
         ((0, 1, 2, 3, 4, 5), (4, 2, 5), None),  # half the window is an answer
     ],
 )
-def test_the_one_rule_names_echoes_and_sparse_answers(shown, ranking, defect) -> None:
+def test_the_one_rule_names_copies_and_sparse_answers(shown, ranking, defect) -> None:
     assert answer_defect(shown, ranking) == defect
 
 
@@ -98,6 +101,35 @@ def test_a_budget_over_echoing_answers_gets_the_consensus_of_the_others(
         echoed = ranker.rank("which item is best?", TEXTS)
     sound = [s.ranking for s in echoed.samples if s.ok and s.defect is None]
     assert _against(echoed.order, sound) > 0
+
+
+def copying(reverse_share: float):
+    """Copies the order shown, backwards in ``reverse_share`` of its prompts (the embedded
+    1.5B model on DL19 windows: 14 echoes and one reversal of 15)."""
+
+    def respond(request: ChatRequest) -> Reply:
+        shown = list(range(len(shown_passages(request.messages))))
+        return _answer(shown[::-1] if _coin(request) < reverse_share else shown)
+
+    return respond
+
+
+def test_a_budget_over_nothing_but_copies_keeps_the_first_stage_order(
+    scripted_server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every window shuffled, every answer a copy of it (some backwards): the answers say
+    nothing, so the first-stage order stands, and the result says why."""
+    server = scripted_server(copying(0.2))
+    with caplog.at_level(logging.WARNING, "permsc_integrations"):
+        with server.ranker(max_calls=12, top_k=10, window_size=10, seed=3) as ranker:
+            result = ranker.rank("which item is best?", TEXTS)
+    defects = [s.defect for s in result.samples if s.ok]
+    assert (
+        result.usage.calls == 12 and "reversed" in defects and set(defects) <= {"echo", "reversed"}
+    )
+    assert result.order[:10] == tuple(range(10))
+    assert result.degenerate_note is not None and "reversed it" in result.degenerate_note
+    assert any("reversed it" in r.getMessage() for r in caplog.records)
 
 
 def _against(order: tuple[int, ...], answers: list[tuple[int, ...]]) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from permsc_integrations.metrics import kendall_tau
-from permsc_integrations.strategies._frontier.model import Answer, ListFit, fit_list, is_echo
+from permsc_integrations.strategies._frontier.model import Answer, ListFit, fit_list, is_copy
 from permsc_integrations.strategies._frontier.policy import Frontier, Settings
 from permsc_integrations.strategies._frontier.stopping import ties, unsettled
 from permsc_integrations.testing import REGIMES, JudgeParams, SimulatedJudge, hidden_keys
@@ -50,7 +50,7 @@ def test_the_model_corrects_a_position_bias_and_ignores_echoes() -> None:
     effect = fit.position @ np.polynomial.legendre.legvander(np.array([-1.0, 1.0]), 4)[:, 1:].T
     assert effect[0] > effect[1] + 1.0, "the first place is favoured"
     echoes = [Answer(a.shown, a.shown) for a in answers]
-    assert all(is_echo(a) for a in echoes)
+    assert all(is_copy(a) for a in echoes)
     assert fit_list(12, echoes).order() == tuple(range(12)), "echoes say nothing: input order"
 
 

@@ -66,7 +66,7 @@ def reference_fit(n: int, answers: list[Answer], reading) -> tuple[np.ndarray, n
     mean, cov, tau = reference_em(n, answers, reading, 0.0)
     wins = total = 0
     for a in answers:
-        if len(a.ranking) < len(a.shown) and not model.is_echo(a):
+        if len(a.ranking) < len(a.shown) and not model.is_copy(a):
             out = [j for j in a.shown if j not in a.ranking]
             wins += sum(mean[i] > mean[j] for i in a.ranking for j in out)
             total += len(a.ranking) * len(out)
@@ -78,7 +78,7 @@ def reference_em(
     n: int, answers: list[Answer], reading, left_out: float
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """The posterior mode, the covariance of u and tau: Newton answer by answer, 3 EM steps."""
-    kept = [a for a in answers if len(a.ranking) >= 1 and not model.is_echo(a)]
+    kept = [a for a in answers if len(a.ranking) >= 1 and not model.is_copy(a)]
     f = -np.log1p(np.arange(n, dtype=float))
     f -= f.mean()
     size, pos = n + DEGREE + 1, slice(n, n + DEGREE)

@@ -9,7 +9,7 @@ Example:
     80
 """
 
-from permsc_integrations.strategies._frontier.model import Answer, ListFit, fit_list, is_echo
+from permsc_integrations.strategies._frontier.model import Answer, ListFit, fit_list, is_copy
 from permsc_integrations.strategies._frontier.policy import Frontier, FrontierResult, Settings
 from permsc_integrations.strategies._frontier.stopping import ties, unsettled
 
@@ -17,7 +17,7 @@ __all__ = [
     "Answer",
     "ListFit",
     "fit_list",
-    "is_echo",
+    "is_copy",
     "Frontier",
     "FrontierResult",
     "Settings",

@@ -9,10 +9,10 @@ corrected rather than merely averaged (the windows' positions are shuffled, whic
 effect estimable). The prior ``u[i] ~ N(a * f(rank_i), tau^2)`` takes the first-stage order as
 evidence (``f(r) = -log(1 + r)``, ``a`` fitted): with few answers the first stage decides,
 with many the answers do; ``tau`` is fitted too (a few EM steps), so the model's own noise
-sets the scale. Answers that only copy the order shown (echoes) are left out. Items a partial
-answer leaves out count as beaten as far as the list's partial answers leave out what the
-model ranks low (a model that stops early), and not at all where they leave out items at
-random (a model that skips some): the fit reads that first (``_left_out``).
+sets the scale. Answers that only copy the order shown (echoes and reversals) are left out.
+Items a partial answer leaves out count as beaten as far as the list's partial answers leave
+out what the model ranks low (a model that stops early), and not at all where they leave out
+items at random (a model that skips some): the fit reads that first (``_left_out``).
 
 Example:
     >>> fit = fit_list(4, [Answer((0, 1, 2, 3), (3, 2, 1, 0)), Answer((3, 1, 0, 2), (3, 2, 1, 0))])
@@ -30,7 +30,7 @@ import numpy as np
 
 from permsc_integrations.results import answer_defect
 
-__all__ = ["Answer", "ListFit", "fit_list", "is_echo", "position_effects", "POSTERIOR_DRAWS"]
+__all__ = ["Answer", "ListFit", "fit_list", "is_copy", "position_effects", "POSTERIOR_DRAWS"]
 
 DEGREE = 4  # position effects: Legendre polynomials 1..4 of the relative position (untuned)
 PRIOR_POSITION = 1.0  # prior sd of each position coefficient (untuned)
@@ -47,15 +47,21 @@ class Answer:
     ranking: tuple[int, ...]
 
 
-def is_echo(answer: Answer) -> bool:
-    """An answer that names its items in the order shown (4 or more items: by chance one
-    time in 24 or fewer) tells nothing about them
+COPIES = frozenset({"echo", "reversed"})
+"""The defects that copy the order shown (:func:`~permsc_integrations.results.answer_defect`)."""
+
+
+def is_copy(answer: Answer) -> bool:
+    """An answer that names its items in the order shown or its reverse (4 or more items:
+    by chance one time in 24 or fewer, either way) tells nothing about them
     (:func:`~permsc_integrations.results.answer_defect`).
 
-    >>> is_echo(Answer((2, 0, 1, 3), (2, 0, 1, 3))), is_echo(Answer((2, 0, 1, 3), (0, 2, 1, 3)))
-    (True, False)
+    >>> is_copy(Answer((2, 0, 1, 3), (2, 0, 1, 3))), is_copy(Answer((2, 0, 1, 3), (3, 1, 0, 2)))
+    (True, True)
+    >>> is_copy(Answer((2, 0, 1, 3), (0, 2, 1, 3)))
+    False
     """
-    return answer_defect(answer.shown, answer.ranking) == "echo"
+    return answer_defect(answer.shown, answer.ranking) in COPIES
 
 
 @functools.lru_cache(maxsize=256)
@@ -204,7 +210,7 @@ def fit_list(
     first-stage order). ``tau``: fix the prior's spread instead of fitting it; ``reading``:
     how an answer is read (:data:`READINGS`)."""
     read = READINGS[reading]
-    kept = [a for a in answers if len(a.ranking) >= 1 and len(a.shown) >= 2 and not is_echo(a)]
+    kept = [a for a in answers if len(a.ranking) >= 1 and len(a.shown) >= 2 and not is_copy(a)]
     f = -np.log1p(np.arange(n, dtype=float))
     f -= f.mean()
     groups = _groups(n, kept)

@@ -51,7 +51,7 @@ from permsc_integrations.permutations import cut_blocks
 from permsc_integrations.results import ParseStatus
 from permsc_integrations.strategies._base import Draw, Outcome, RankContext, WaveEnd
 from permsc_integrations.strategies._blocks import Blocks
-from permsc_integrations.strategies._frontier import Answer, FrontierResult, Settings, is_echo
+from permsc_integrations.strategies._frontier import Answer, FrontierResult, Settings, is_copy
 from permsc_integrations.strategies._frontier import Frontier as Policy
 from permsc_integrations.strategies._plan import CallRange, Plan, PlanOptions, Round
 
@@ -84,9 +84,9 @@ to milliseconds, where the whole head of 100 took seconds and hit its time limit
 beyond that: on the judge 4k and the whole head differed by 0.01-0.02 nDCG either way)."""
 
 ECHO_SHARE = 0.3
-"""Where echoes (answers that copy the order shown:
-:func:`~permsc_integrations.results.answer_defect`) are this share of the answers or more,
-the consensus leaves them out: a model that copies that often copies by failure, not because
+"""Where copies (answers that name their items in the order shown, echoes, or in its reverse:
+:func:`~permsc_integrations.results.answer_defect`) are this share of the answers or more, the
+consensus leaves them out: a model that copies that often copies by failure, not because
 the shuffled order was right (the judge's echoes are pure copies: leaving them out gained
 0.000-0.106 nDCG@10 over the echoing regimes at budgets 6, 13 and 26, -0.001 once). Rarer
 echoes stay in: the 1.5B model's WordSort echoes (5 %) agree with the truth a little (Kendall
@@ -310,11 +310,15 @@ def final_order(
 
 
 def _sound(answers: Sequence[Answer]) -> Sequence[Answer]:
-    """The answers the consensus reads: all of them, or, where echoes are
-    :data:`ECHO_SHARE` of them or more, the others (all, if nothing else is left)."""
-    kept = [a for a in answers if not is_echo(a)]
-    echoes = len(answers) - len(kept)
-    return kept if kept and echoes >= ECHO_SHARE * len(answers) else answers
+    """The answers the consensus reads: all of them, or, where copies of the order shown
+    (:func:`is_copy`: echoes and reversals) are :data:`ECHO_SHARE` of them or more, the
+    others; none where nothing else is left, so that the list model's order stands (with no
+    answer but copies, the first-stage order: the windows were shuffled, so a copy says
+    nothing). On a DL19 list the embedded 1.5B model echoed 14 of 15 windows and reversed
+    the 15th: read alone, that reversal had put the first stage's last items first."""
+    kept = [a for a in answers if not is_copy(a)]
+    copies = len(answers) - len(kept)
+    return kept if copies >= ECHO_SHARE * len(answers) else answers
 
 
 def _answers(draw: Draw) -> Sequence[Answer]:
