@@ -5,8 +5,9 @@ WordSort and MathSort lists the real-answer benchmark never ranks (benchmarks/_r
 from index 500), through the same loopback server as benchmarks/real_answers.py, in front of
 an answer store of its own (docs/results/window-sizes.store.jsonl; greedy; ``--record`` asks
 the model what the store lacks, the default replays). Per window size: the share of answers
-that are sound (read, neither an echo of the order shown nor fewer than half the items:
-:func:`permsc_integrations.results.answer_defect`), echoed, sparse, or not read at all; the
+that are sound (read, neither a copy of the order shown nor fewer than half the items:
+:func:`permsc_integrations.results.answer_defect`), echoed, reversed, sparse, or not read at
+all; the
 share of the window an answer names; its Kendall tau to the true order over the items it
 names. Writes docs/benchmarks.md "window sizes". Not part of CI.
 
@@ -38,7 +39,8 @@ def answers(server: BackendOpenAIServer, item: lists.RealList, size: int, shuffl
     """The samples of one window of the list's first ``size`` items, ``shuffles`` orders."""
     backend = {"base_url": server.base_url, "api_key": "none"}
     with PSCRanker(
-        "openai:qwen2.5-coder-1.5b", backend_options=backend, prompt=item.task, seed=seed,
+        "openai:qwen2.5-coder-1.5b", backend_options=backend, prompt=lists.PROMPTS[item.task],
+        seed=seed,
         window_size=size, num_permutations=shuffles, max_tokens=sorting_max_tokens(size),
         timeout=None, retry=RetryPolicy(max_total_time=None), max_concurrency=32,
     ) as ranker:
@@ -47,7 +49,7 @@ def answers(server: BackendOpenAIServer, item: lists.RealList, size: int, shuffl
 
 def row(task: str, size: int, answered: list[tuple[Any, tuple]]) -> dict:
     """One table row over ``answered`` (each sample with its own list's keys): the shares of
-    sound, echoed, sparse and unread answers; the share of the window named; tau."""
+    sound, echoed, reversed, sparse and unread answers; the share of the window named; tau."""
     samples = [s for s, _ in answered]
     n = len(samples)
     taus = [_tau(s.ranking, keys) for s, keys in answered if s.ok and len(s.ranking) >= 2]
@@ -55,6 +57,7 @@ def row(task: str, size: int, answered: list[tuple[Any, tuple]]) -> dict:
         "task": task, "size": size, "answers": n,
         "sound": sum(1 for s in samples if s.ok and s.defect is None) / n,
         "echo": sum(1 for s in samples if s.defect == "echo") / n,
+        "reversed": sum(1 for s in samples if s.defect == "reversed") / n,
         "sparse": sum(1 for s in samples if s.defect == "sparse") / n,
         "unread": sum(1 for s in samples if not s.ok) / n,
         "named": statistics.fmean(len(s.ranking) / size for s in samples),
@@ -109,15 +112,17 @@ def _table(rows: list[dict], args: argparse.Namespace) -> str:
         "## What the embedded 1.5B model answers, by window size (benchmarks/window_sizes.py)\n\n"
         f"One window of the first w items of {args.lists} lists a task (20 items each, from "
         f"index 500: lists the real-answer benchmark never ranks), {args.shuffles} shuffles "
-        "each, greedy, through the answer store. *sound*: read, neither an echo of the order "
-        "shown nor fewer than half the items; *named*: the share of the window an answer "
-        "names; *tau*: Kendall tau to the true order over the items it names (read answers)."
-        "\n\n| task | window | answers | sound | echo | sparse | unread | named | tau |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "each, greedy, through the answer store. *sound*: read, neither a copy of the order "
+        "shown (an echo, or reversed) nor fewer than half the items; *named*: the share of "
+        "the window an answer names; *tau*: Kendall tau to the true order over the items it "
+        "names (read answers)."
+        "\n\n| task | window | answers | sound | echo | reversed | sparse | unread | named "
+        "| tau |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     body = "".join(
         f"| {r['task']} | {r['size']} | {r['answers']} | {r['sound']:.0%} | {r['echo']:.0%} | "
-        f"{r['sparse']:.0%} | {r['unread']:.0%} | {r['named']:.2f} | {r['tau']:.3f} |\n"
+        f"{r['reversed']:.0%} | {r['sparse']:.0%} | {r['unread']:.0%} | {r['named']:.2f} | "
+        f"{r['tau']:.3f} |\n"
         for r in rows
     )
     return head + body
